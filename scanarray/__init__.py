@@ -1,0 +1,12 @@
+"""scanarray: linear recurrences ``h[t] = a[t] * h[t-1] + b[t]`` along any axis, on CPU and GPU.
+
+>>> import numpy as np, scanarray
+>>> scanarray.linear_recurrence(0.5, np.ones(3))
+array([1.  , 1.5 , 1.75])
+"""
+
+from ._api import linear_recurrence
+from ._registry import available_backends
+
+__all__ = ["available_backends", "linear_recurrence"]
+__version__ = "0.1.0"

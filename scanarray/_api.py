@@ -1,0 +1,456 @@
+"""The public function: validation, dtype rules, dispatch. Backends trust what leaves here."""
+
+from __future__ import annotations
+
+import numbers
+import operator
+
+import numpy as np
+
+from . import _registry
+from ._problem import Problem
+
+__all__ = ["linear_recurrence"]
+
+# Array libraries with a backend, in the words of the error messages.
+_KINDS = ("numpy", "cupy", "dask")
+_PYTHON_SCALARS = (bool, int, float, complex)
+
+
+def linear_recurrence(
+    a,
+    b,
+    axis=-1,
+    chunk=64,
+    *,
+    initial=None,
+    reverse=False,
+    dense=False,
+    dtype=None,
+    out=None,
+    backend=None,
+    method="auto",
+):
+    r"""Compute the linear recurrence ``h[t] = a[t] * h[t-1] + b[t]`` along one axis.
+
+    The diagonal form multiplies elementwise; with ``dense=True`` each step
+    is a matrix-vector product ``h[t] = A[t] @ h[t-1] + b[t]``. The result is
+    an array of the same library (NumPy, CuPy, Dask) and device as the inputs.
+
+    Parameters
+    ----------
+    a : array_like or scalar
+        Coefficients. Diagonal form: broadcastable against `b` (a Python
+        scalar, a per-lane array with a length-1 time axis, or a full array);
+        a broadcast `a` is read in place, never expanded. Dense form: shape
+        ``(..., n, n)`` broadcastable to ``b.shape[:-1] + (n, n)``; a
+        time-invariant matrix of shape ``(n, n)`` is fine.
+    b : array_like
+        Inputs. Dense form: shape ``(..., n)``, the last axis is the state.
+    axis : int, optional
+        The time axis. Negative values count from the end. In the dense form
+        it indexes ``b.shape[:-1]``, so the default -1 is the axis just before
+        the state axis, and the state axis can never be the time axis.
+    chunk : int, optional
+        Time-tile length of chunked algorithms. Changes speed, never results
+        (beyond rounding).
+    initial : array_like, optional
+        ``h[-1]`` (``h[T]`` when `reverse`), broadcastable to the result's shape
+        with the time axis removed. Default zeros.
+    reverse : bool, optional
+        Scan backwards: ``h[t] = a[t] * h[t+1] + b[t]`` (discounted returns,
+        GAE, backward passes). No flipped copies are made.
+    dense : bool, optional
+        Use the dense (matrix) form. Without it the call is diagonal; shapes
+        are never guessed.
+    dtype : dtype, optional
+        Accumulation and output dtype. Default: the promoted dtype of `a`,
+        `b` and `initial`, with Python scalars weak (float32 data with
+        ``a=0.9`` stays float32). float16 and bfloat16 accumulate in float32
+        and are stored in their own dtype; integer and bool inputs compute in
+        float64.
+    out : array, optional
+        Where to write the result: exactly the result's shape and dtype, of
+        the inputs' array library. May be `b` itself (in place).
+    backend : str, optional
+        ``None`` picks by array type and what is installed (see
+        :func:`available_backends`); a name forces that backend.
+    method : str, optional
+        ``"auto"`` or an algorithm the backend offers (``"chunked"``,
+        ``"lookback"``, ``"cyclic_reduction"``...).
+
+    Returns
+    -------
+    h : array
+        The recurrence, of the broadcast shape of `a` and `b` (dense: of `b`'s
+        broadcast batch shape), in the library of the inputs; `out` if given.
+
+    Raises
+    ------
+    TypeError
+        Mixed array libraries, an array library without a backend, dtypes
+        that are neither numeric nor boolean, an `out` of the wrong dtype.
+    ValueError
+        Shapes that do not broadcast, a bad `chunk`, unknown `backend` or
+        `method`, `out` or `initial` of the wrong shape.
+    numpy.exceptions.AxisError
+        `axis` out of range.
+    ImportError
+        A forced `backend` whose packages are not installed.
+
+    See Also
+    --------
+    available_backends : what runs here and why not.
+    scipy.signal.lfilter : ``lfilter([1], [1, -a], b)`` is the scalar-`a` case.
+
+    Notes
+    -----
+    The recurrence is associative in the pairs ``(a, b)``: composing step
+    ``(a1, b1)`` then ``(a2, b2)`` gives ``(a2 * a1, a2 * b1 + b2)``, which is
+    what chunked and parallel scans exploit [1]_. ``a = 0`` is an exact reset,
+    and non-finite values land where a sequential loop puts them: no backend
+    rewrites the scan in log space or divides by ``a``.
+
+    References
+    ----------
+    .. [1] G. E. Blelloch, "Prefix sums and their applications", CMU-CS-90-190, 1990.
+
+    Examples
+    --------
+    An exponential moving average and discounted returns with an episode reset:
+
+    >>> import numpy as np
+    >>> from scanarray import linear_recurrence
+    >>> linear_recurrence(0.5, np.array([1.0, 1.0, 1.0, 1.0]))
+    array([1.   , 1.5  , 1.75 , 1.875])
+    >>> rewards = np.array([1.0, 0.0, 2.0, 1.0])
+    >>> not_done = np.array([0.9, 0.0, 0.9, 0.9])  # gamma, zero where an episode ends
+    >>> linear_recurrence(not_done, rewards, reverse=True)
+    array([1.  , 0.  , 2.81, 1.  ])
+
+    Along the first axis of a time-major array, starting from a given state:
+
+    >>> x = np.ones((3, 2), dtype=np.float32)
+    >>> linear_recurrence(1.0, x, axis=0, initial=np.array([10.0, 20.0], np.float32))
+    array([[11., 21.],
+           [12., 22.],
+           [13., 23.]], dtype=float32)
+
+    A dense (matrix) recurrence: a rotation applied step by step.
+
+    >>> R = np.array([[0.0, -1.0], [1.0, 0.0]])
+    >>> linear_recurrence(R, np.array([[1.0, 0.0], [0.0, 0.0], [0.0, 0.0]]), dense=True)
+    array([[ 1.,  0.],
+           [ 0.,  1.],
+           [-1.,  0.]])
+    """
+    # --- what kind of arrays, and which namespace ---------------------------
+    a, b, initial = (_as_input(x, name) for x, name in ((a, "a"), (b, "b"), (initial, "initial")))
+    kind, xp = _namespace(a, b, initial)
+
+    # --- dtypes ----------------------------------------------------------------
+    for x, name in ((a, "a"), (b, "b"), (initial, "initial")):
+        _check_dtype(x, name)
+    out_dtype, compute_dtype = _result_dtypes(a, b, initial, dtype)
+
+    # --- scalar parameters -----------------------------------------------------
+    if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral):
+        raise TypeError(f"chunk must be a positive int; got {chunk!r} of type {type(chunk).__name__}")
+    chunk = int(chunk)
+    if chunk <= 0:
+        raise ValueError(f"chunk must be a positive int; got {chunk}")
+    if not isinstance(dense, (bool, np.bool_)):
+        raise TypeError(f"dense must be True or False; got {dense!r}")
+    dense, reverse = bool(dense), bool(reverse)
+
+    # Python scalars become 0-d arrays of the compute dtype in the inputs' library.
+    a, b, initial = (
+        xp.asarray(x, dtype=compute_dtype) if isinstance(x, _PYTHON_SCALARS) else x
+        for x in (a, b, initial)
+    )
+
+    # --- shapes ----------------------------------------------------------------
+    if dense:
+        shape, lanes_shape, axis = _dense_shapes(a, b, axis)
+    else:
+        shape, lanes_shape, axis = _diagonal_shapes(a, b, axis)
+    if initial is not None:
+        _check_broadcast_to(initial, lanes_shape, "initial",
+                            "the result's shape with the time axis removed")
+
+    # --- backend and method ----------------------------------------------------
+    spec = _choose_backend(backend, kind)
+    mod = _registry.load(spec.name)
+    valid = spec.dense_methods if dense else spec.methods
+    if not isinstance(method, str) or (method != "auto" and method not in valid):
+        form = "dense" if dense else "diagonal"
+        raise ValueError(
+            f"method={method!r} is not a {form} method of backend {spec.name!r}; "
+            f"valid: {', '.join(('auto',) + tuple(valid))}"
+        )
+
+    # --- out -------------------------------------------------------------------
+    if out is not None:
+        _check_out(out, kind, shape, out_dtype, spec)
+
+    # --- canonical views: broadcast (stride 0, no copy), time axis moved -------
+    t_ax = -2 if dense else -1
+    if dense:
+        a_v = xp.moveaxis(xp.broadcast_to(a, shape[:-1] + (shape[-1],) * 2), axis, -3)
+    else:
+        a_v = xp.moveaxis(xp.broadcast_to(a, shape), axis, -1)
+    b_v = xp.moveaxis(xp.broadcast_to(b, shape), axis, t_ax)
+    h0 = None if initial is None else xp.broadcast_to(initial, lanes_shape)
+
+    result = out
+    if spec.writes_out:
+        if out is None:
+            # Keep b's memory order for the result (NumPy's order="K"), so a
+            # time-major input gives a time-major output.
+            full_b = tuple(b.shape) == shape and getattr(b, "ndim", 0) > 0
+            result = xp.empty_like(b, dtype=out_dtype) if full_b else xp.empty(shape, dtype=out_dtype)
+        else:
+            # In-place is only defined for out=b exactly; any other overlap with
+            # an input would let the scan read what it already overwrote.
+            a_v, b_v, h0 = _unalias(xp, out, b, a_v, b_v, h0)
+        out_v = xp.moveaxis(result, axis, t_ax)
+    else:
+        out_v = None
+
+    problem = Problem(
+        xp=xp, kind=kind, a=a_v, b=b_v, initial=h0, out=out_v,
+        dtype=compute_dtype, out_dtype=out_dtype, reverse=reverse, dense=dense,
+        chunk=chunk, method=method, backend=spec.name,
+    )
+    if problem.method == "auto":
+        problem.method = mod.auto_method(problem)
+    if 0 in shape:  # nothing to compute: an empty time axis or no lanes
+        return result if spec.writes_out else mod.linear_recurrence(problem)
+    canonical = mod.linear_recurrence(problem)
+    if spec.writes_out:
+        return result
+    return xp.moveaxis(canonical, t_ax, axis)
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _is_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype")
+
+
+def _as_input(x, name):
+    """Arrays pass through; Python scalars stay weak; sequences become NumPy arrays."""
+    if x is None or isinstance(x, _PYTHON_SCALARS) or _is_array(x):
+        return x
+    if isinstance(x, (list, tuple)):
+        return np.asarray(x)
+    raise TypeError(
+        f"{name} must be an array (NumPy, CuPy, Dask), a Python scalar or a sequence; "
+        f"got {type(x).__name__}"
+    )
+
+
+def _library(x) -> str:
+    """The array library of ``x``, without importing any library to find out."""
+    from array_api_compat import is_cupy_array, is_dask_array, is_numpy_array
+
+    if is_numpy_array(x):
+        return "numpy"
+    if is_cupy_array(x):
+        return "cupy"
+    if is_dask_array(x):
+        return "dask"
+    return type(x).__module__.split(".")[0]
+
+
+def _namespace(a, b, initial):
+    arrays = [x for x in (a, b, initial) if _is_array(x)]
+    libs = {_library(x) for x in arrays}
+    if len(libs) > 1:
+        named = ", ".join(f"{n}: {_library(x)}" for x, n in ((a, "a"), (b, "b"), (initial, "initial")) if _is_array(x))
+        raise TypeError(
+            f"inputs come from different array libraries ({named}); pass arrays of one "
+            "library: scanarray never copies between host and device behind your back"
+        )
+    kind = libs.pop() if libs else "numpy"
+    if kind not in _KINDS:
+        raise TypeError(
+            f"scanarray has no backend for {kind} arrays; supported: {', '.join(_KINDS)} "
+            "(convert with DLPack, e.g. numpy.from_dlpack or cupy.from_dlpack)"
+        )
+    if kind == "numpy":
+        xp = np
+    elif kind == "cupy":
+        import cupy as xp
+    else:
+        import dask.array as xp
+    return kind, xp
+
+
+def _check_dtype(x, name):
+    if x is None or isinstance(x, _PYTHON_SCALARS):
+        return
+    dt = np.dtype(x.dtype)
+    if not (dt.kind in "biu" or dt in _SCANNABLE or dt.name == "bfloat16"):
+        raise TypeError(
+            f"{name} has dtype {dt}, which scanarray cannot scan; accepted: bool, integer, "
+            "float16, bfloat16, float32, float64, complex64, complex128"
+        )
+
+
+_HALF = {"float16", "bfloat16"}
+_SCANNABLE = tuple(np.dtype(t) for t in ("float16", "float32", "float64", "complex64", "complex128"))
+_ACCEPTED_OUT = "float16, bfloat16, float32, float64, complex64, complex128"
+
+
+def _result_dtypes(a, b, initial, dtype):
+    """(storage dtype, accumulation dtype) by the contract's rules."""
+    parts = [x if isinstance(x, _PYTHON_SCALARS) else x.dtype for x in (a, b, initial) if x is not None]
+    promoted = np.result_type(*parts)  # NEP 50: Python scalars are weak
+    if promoted.kind in "biu":
+        promoted = np.dtype(np.float64)
+    if dtype is None:
+        out_dtype = promoted
+    else:
+        try:
+            out_dtype = np.dtype(dtype)
+        except TypeError as exc:
+            raise TypeError(f"dtype={dtype!r} is not a dtype; accepted: {_ACCEPTED_OUT}") from exc
+        if out_dtype.kind not in "fc" and out_dtype.name not in _HALF:
+            raise TypeError(f"dtype={out_dtype} cannot hold a recurrence; accepted: {_ACCEPTED_OUT}")
+        if promoted.kind == "c" and out_dtype.kind != "c":
+            raise TypeError(
+                f"dtype={out_dtype} would discard the imaginary part of complex inputs "
+                f"({promoted}); use a complex dtype"
+            )
+    if out_dtype.name not in _HALF and out_dtype not in (np.float32, np.float64, np.complex64, np.complex128):
+        raise TypeError(f"dtype {out_dtype} is not supported; accepted: {_ACCEPTED_OUT}")
+    compute = np.dtype(np.float32) if out_dtype.name in _HALF else out_dtype
+    return out_dtype, compute
+
+
+def _normalize_axis(axis, ndim, what):
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"axis must be an int; got {axis!r}") from None
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(
+            f"axis {axis} is out of bounds for {what}; accepted: {-ndim} <= axis < {ndim}"
+            if ndim else f"axis {axis}: {what} has no axis to scan along (pass an array, not scalars)"
+        )
+    return axis % ndim
+
+
+def _diagonal_shapes(a, b, axis):
+    try:
+        shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    except ValueError:
+        raise ValueError(
+            f"a with shape {tuple(a.shape)} and b with shape {tuple(b.shape)} do not broadcast "
+            "together (NumPy broadcasting rules); for matrix transitions pass dense=True"
+        ) from None
+    axis = _normalize_axis(axis, len(shape), f"the result of shape {shape}")
+    return shape, shape[:axis] + shape[axis + 1:], axis
+
+
+def _dense_shapes(a, b, axis):
+    if b.ndim < 2:
+        raise ValueError(
+            f"dense=True needs b of shape (..., T, n) with a time axis and a state axis; "
+            f"got b with shape {tuple(b.shape)}"
+        )
+    n = b.shape[-1]
+    if a.ndim < 2 or tuple(a.shape[-2:]) != (n, n):
+        raise ValueError(
+            f"dense=True needs a of shape (..., n, n) with n = b.shape[-1] = {n}; "
+            f"got a with shape {tuple(a.shape)}"
+        )
+    try:
+        batch = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-1])))
+    except ValueError:
+        raise ValueError(
+            f"dense=True: the leading axes of a {tuple(a.shape)} (all but the last two) and of "
+            f"b {tuple(b.shape)} (all but the last) do not broadcast together"
+        ) from None
+    axis = _normalize_axis(
+        axis, len(batch),
+        f"the time/batch axes {batch} of b with shape {tuple(b.shape)} "
+        "(with dense=True the state axis, b's last, cannot be the time axis)",
+    )
+    shape = batch + (n,)
+    return shape, batch[:axis] + batch[axis + 1:] + (n,), axis
+
+
+def _check_broadcast_to(x, target, name, what):
+    try:
+        ok = tuple(np.broadcast_shapes(tuple(x.shape), target)) == tuple(target)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{name} with shape {tuple(x.shape)} does not broadcast to {tuple(target)}, {what}"
+        )
+
+
+def _choose_backend(backend, kind):
+    backends = _registry.BACKENDS
+    if backend is None:
+        for spec in backends.values():
+            if kind in spec.arrays and _registry.unavailable_reason(spec.name) is None:
+                return spec
+        reasons = "; ".join(
+            f"{s.name}: {_registry.unavailable_reason(s.name)}" for s in backends.values() if kind in s.arrays
+        )
+        raise ImportError(f"no backend for {kind} arrays can run here ({reasons})")
+    if not isinstance(backend, str) or backend not in backends:
+        raise ValueError(f"backend={backend!r} is unknown; valid: {', '.join(backends)}")
+    spec = backends[backend]
+    if kind not in spec.arrays:
+        takers = [s.name for s in backends.values() if kind in s.arrays]
+        raise ValueError(
+            f"backend={backend!r} takes {', '.join(spec.arrays)} arrays, not {kind}; "
+            f"for {kind} arrays use one of: {', '.join(takers)}"
+        )
+    reason = _registry.unavailable_reason(backend)
+    if reason is not None:
+        raise ImportError(f"backend={backend!r} cannot run here: {reason}")
+    return spec
+
+
+def _check_out(out, kind, shape, out_dtype, spec):
+    if not _is_array(out) or _library(out) != kind:
+        got = _library(out) if _is_array(out) else type(out).__name__
+        raise TypeError(f"out must be a {kind} array like the inputs; got {got}")
+    if not spec.writes_out:
+        raise TypeError(f"out= is not supported by backend {spec.name!r}: its arrays are immutable")
+    if tuple(out.shape) != shape:
+        raise ValueError(f"out has shape {tuple(out.shape)}; the result has shape {shape}")
+    if np.dtype(out.dtype) != out_dtype:
+        raise TypeError(
+            f"out has dtype {np.dtype(out.dtype)}; the result has dtype {out_dtype} "
+            "(pass dtype= to choose another)"
+        )
+    flags = getattr(out, "flags", None)
+    if flags is not None and not getattr(flags, "writeable", True):
+        raise ValueError("out is read-only")
+
+
+def _same_view(x, y) -> bool:
+    def ptr(z):
+        return z.ctypes.data if isinstance(z, np.ndarray) else z.data.ptr
+
+    return x.shape == y.shape and x.strides == y.strides and x.dtype == y.dtype and ptr(x) == ptr(y)
+
+
+def _unalias(xp, out, b, a_v, b_v, h0):
+    """Copy any input that overlaps ``out`` other than ``out is b`` exactly."""
+    overlaps = xp.may_share_memory
+    if _is_array(b) and overlaps(out, b) and not _same_view(out, b):
+        b_v = b_v.copy()
+    if overlaps(out, a_v):
+        a_v = a_v.copy()
+    if h0 is not None and overlaps(out, h0):
+        h0 = h0.copy()
+    return a_v, b_v, h0

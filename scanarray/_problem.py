@@ -1,0 +1,63 @@
+"""The normalised description of one call that the public function hands a backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Problem"]
+
+
+@dataclass
+class Problem:
+    """One validated, normalised call of :func:`scanarray.linear_recurrence`.
+
+    Everything is in the canonical layout: the time axis is last for the
+    diagonal form (``a``, ``b``, ``out`` have shape ``(*lanes, T)``) and the
+    one before the state for the dense form (``b``, ``out``: ``(*lanes, T,
+    n)``; ``a``: ``(*lanes, T, n, n)``). ``a`` and ``b`` are *views* of the
+    caller's arrays broadcast to that shape: a broadcast axis has stride 0 and
+    nothing was copied or cast. Backends read them in whatever order suits
+    them, cast to ``dtype`` as they read, and never write to them (``out`` may
+    be the very memory of ``b``: in-place scans must read ``b[t]`` before they
+    write ``h[t]``).
+    """
+
+    #: the native array module (numpy, cupy, dask.array)
+    xp: Any
+    #: "numpy", "cupy" or "dask"
+    kind: str
+    a: Any
+    b: Any
+    #: h[-1] (h[T] when reverse), broadcast to ``lanes`` (dense: ``lanes + (n,)``), or None for zeros
+    initial: Any
+    #: preallocated result view of the canonical shape and ``out_dtype`` (None for lazy backends)
+    out: Any
+    #: accumulation dtype (float32 for float16/bfloat16 data)
+    dtype: np.dtype
+    #: storage dtype of the result
+    out_dtype: np.dtype
+    reverse: bool
+    dense: bool
+    chunk: int
+    method: str
+    #: backend name chosen for this call
+    backend: str = ""
+
+    @property
+    def time_axis(self) -> int:
+        return -2 if self.dense else -1
+
+    @property
+    def length(self) -> int:
+        return self.b.shape[self.time_axis]
+
+    @property
+    def lanes(self) -> tuple[int, ...]:
+        return tuple(self.b.shape[: self.time_axis])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.b.shape)

@@ -1,0 +1,1 @@
+"""Backend implementations; each is imported only when a call chooses it."""
