@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dense
+from .._nonfinite import mend_nonfinite
 
 __all__ = ["auto_method", "linear_recurrence"]
 
@@ -38,7 +39,8 @@ def linear_recurrence(p):
     if p.reverse:  # views with negative strides: no flipped copies
         a, b, out = a[..., ::-1], b[..., ::-1], out[..., ::-1]
     h0 = None if p.initial is None else p.initial.astype(p.dtype, copy=False)
-    scan_into(a, b, h0, out, p.chunk, p.dtype)
+    last = scan_into(a, b, h0, out, p.chunk, p.dtype)
+    mend_nonfinite(a, b, h0, out, last, p.dtype)
     return p.out
 
 

@@ -1,0 +1,58 @@
+"""Make non-finite results of a chunked scan equal to those of the sequential loop.
+
+A chunked scan writes ``h[t] = h_local[t] + P[t] * carry`` where the loop
+computes ``a[t] * (h[t-1]) + b[t]``. The two agree on finite data but not when
+``a`` holds an infinity: ``inf*x + inf*y`` is NaN where ``inf*(x + y)`` is an
+infinity. Once the loop's state is non-finite it stays non-finite (an infinity
+only changes sign or becomes NaN, and NaN absorbs), and the first non-finite
+state sits at the same step in both. So a lane needs mending only if its last
+state is non-finite, and from its first non-finite step on the loop's values
+follow from signs alone:
+
+    h[t] = sign(a[t]) * h[t-1]         (an infinity, a[t] nonzero)
+    h[t] = NaN                         (a[t] = 0 or NaN, b[t] NaN, or b[t] the opposite infinity)
+
+which is one cumulative product, vectorised. Complex lanes, where infinities
+carry a direction, replay the loop from that step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["mend_nonfinite"]
+
+
+def mend_nonfinite(a, b, h0, out, last, dt):
+    """Mend lanes of ``out (*lanes, T)`` whose final state ``last`` is non-finite (NumPy arrays)."""
+    with np.errstate(all="ignore"):
+        bad = ~np.isfinite(np.broadcast_to(last, out.shape[:-1]))
+        if not bad.any():
+            return
+        a = np.broadcast_to(a, out.shape)
+        b = np.broadcast_to(b, out.shape)
+        for lane in zip(*np.nonzero(bad)):
+            _mend_lane(a[lane], b[lane], None if h0 is None else np.broadcast_to(h0, bad.shape)[lane], out[lane], dt)
+
+
+def _mend_lane(a, b, h0, out, dt):
+    finite = np.isfinite(out)
+    s = int(np.argmin(finite))  # first non-finite step of the chunked result
+    prev = (dt.type(0) if h0 is None else dt.type(h0)) if s == 0 else dt.type(out[s - 1])
+    h = dt.type(a[s]) * prev + dt.type(b[s])
+    out[s] = h
+    if s + 1 == out.shape[0]:
+        return
+    a_r = a[s + 1:].astype(dt)
+    b_r = b[s + 1:].astype(dt)
+    if dt.kind == "c":
+        # Infinities of complex numbers have directions: replay the loop (rare).
+        for t in range(a_r.shape[0]):
+            h = a_r[t] * h + b_r[t]
+            out[s + 1 + t] = h
+        return
+    sign = np.cumprod(np.sign(a_r)) * np.sign(h)  # 0 or NaN once a = 0 or NaN
+    event = np.isnan(b_r) | (np.isinf(b_r) & (np.sign(b_r) != sign)) | ~(np.abs(sign) == 1)
+    val = sign * np.inf
+    val[np.logical_or.accumulate(event)] = np.nan
+    out[s + 1:] = val
