@@ -39,7 +39,8 @@ def linear_recurrence(p):
     if p.reverse:  # views with negative strides: no flipped copies
         a, b, out = a[..., ::-1], b[..., ::-1], out[..., ::-1]
     h0 = None if p.initial is None else p.initial.astype(p.dtype, copy=False)
-    last = scan_into(a, b, h0, out, p.chunk, p.dtype)
+    # A block of one step would not shrink the carry scan: recurse on >= 2.
+    last = scan_into(a, b, h0, out, max(p.chunk, 2), p.dtype)
     mend_nonfinite(a, b, h0, out, last, p.dtype)
     return p.out
 

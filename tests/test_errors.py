@@ -1,0 +1,181 @@
+"""Bad input gets a clear exception naming the argument; inputs are never modified."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import scanarray
+from scanarray import linear_recurrence
+
+B = np.arange(12.0).reshape(3, 4)
+
+
+def raises(exc, *words):
+    """pytest.raises whose message must contain every word."""
+    return pytest.raises(exc, match=".*".join(re.escape(w) for w in words))
+
+
+def test_shapes_that_do_not_broadcast():
+    with raises(ValueError, "a with shape (3, 5)", "b with shape (3, 4)", "broadcast"):
+        linear_recurrence(np.ones((3, 5)), B)
+
+
+@pytest.mark.parametrize("axis", [2, -3, 7])
+def test_axis_out_of_range(axis):
+    with pytest.raises(np.exceptions.AxisError, match=rf"axis {axis}.*\(3, 4\).*-2 <= axis < 2"):
+        linear_recurrence(0.5, B, axis=axis)
+
+
+def test_axis_not_an_int():
+    with raises(TypeError, "axis must be an int"):
+        linear_recurrence(0.5, B, axis=1.0)
+
+
+def test_scalars_only_have_no_axis():
+    with pytest.raises(np.exceptions.AxisError, match="no axis"):
+        linear_recurrence(0.5, 1.0)
+
+
+@pytest.mark.parametrize("chunk", [0, -3])
+def test_chunk_not_positive(chunk):
+    with raises(ValueError, "chunk", str(chunk)):
+        linear_recurrence(0.5, B, chunk=chunk)
+
+
+@pytest.mark.parametrize("chunk", [2.0, "64", True, None])
+def test_chunk_not_an_int(chunk):
+    with raises(TypeError, "chunk must be a positive int"):
+        linear_recurrence(0.5, B, chunk=chunk)
+
+
+def test_dense_mismatched_n():
+    with raises(ValueError, "dense=True", "n = b.shape[-1] = 4", "a with shape (3, 3)"):
+        linear_recurrence(np.eye(3), B, dense=True)
+
+
+def test_dense_needs_state_axis():
+    with raises(ValueError, "dense=True needs b of shape (..., T, n)", "(4,)"):
+        linear_recurrence(np.eye(4), np.ones(4), dense=True)
+
+
+def test_dense_state_axis_is_not_time():
+    # b (3, 4): batch/time axes are (3,); axis=1 would be the state axis.
+    with pytest.raises(np.exceptions.AxisError, match="state axis"):
+        linear_recurrence(np.eye(4), B, axis=1, dense=True)
+
+
+def test_dense_batch_does_not_broadcast():
+    with raises(ValueError, "dense=True", "(2, 4, 4)", "(3, 4)"):
+        linear_recurrence(np.ones((2, 4, 4)), B, dense=True)
+
+
+def test_out_wrong_shape():
+    with raises(ValueError, "out has shape (4, 3)", "(3, 4)"):
+        linear_recurrence(0.5, B, out=np.empty((4, 3)))
+
+
+def test_out_wrong_dtype():
+    with raises(TypeError, "out has dtype float32", "float64"):
+        linear_recurrence(0.5, B, out=np.empty((3, 4), np.float32))
+
+
+def test_out_wrong_library():
+    with raises(TypeError, "out must be a numpy array", "list"):
+        linear_recurrence(0.5, B, out=[[0.0] * 4] * 3)
+
+
+def test_out_read_only():
+    out = np.empty((3, 4))
+    out.flags.writeable = False
+    with raises(ValueError, "out is read-only"):
+        linear_recurrence(0.5, B, out=out)
+
+
+def test_initial_wrong_shape():
+    with raises(ValueError, "initial with shape (4,)", "(3,)"):
+        linear_recurrence(0.5, B, initial=np.zeros(4))
+
+
+def test_unknown_backend():
+    with raises(ValueError, "backend='fortran'", "valid: numba, numpy"):
+        linear_recurrence(0.5, B, backend="fortran")
+
+
+def test_backend_for_other_arrays():
+    with raises(ValueError, "backend='cupy' takes cupy arrays, not numpy", "numpy"):
+        linear_recurrence(0.5, B, backend="cupy")
+
+
+def test_unknown_method():
+    with raises(ValueError, "method='quantum'", "valid: auto, chunked"):
+        linear_recurrence(0.5, B, backend="numpy", method="quantum")
+
+
+def test_dense_method_names_dense_list():
+    with raises(ValueError, "dense method", "cyclic_reduction"):
+        linear_recurrence(np.eye(4), B, backend="numpy", method="chunked", dense=True)
+
+
+@pytest.mark.parametrize("bad", [np.array(["x", "y"]), np.array([object(), object()])])
+@pytest.mark.parametrize("name", ["a", "b", "initial"])
+def test_object_and_string_dtypes(bad, name):
+    args = {"a": np.ones(2), "b": np.ones(2), "initial": None}
+    args[name] = bad if name != "initial" else bad[:1].reshape(())
+    with pytest.raises(TypeError, match=f"{name} has dtype"):
+        linear_recurrence(args["a"], args["b"], initial=args["initial"])
+
+
+def test_dtype_argument_checked():
+    with raises(TypeError, "dtype=int32", "accepted"):
+        linear_recurrence(0.5, B, dtype=np.int32)
+    with raises(TypeError, "imaginary"):
+        linear_recurrence(0.5j, B, dtype=np.float64)
+
+
+def test_dense_flag_must_be_bool():
+    with raises(TypeError, "dense must be True or False"):
+        linear_recurrence(0.5, B, dense="yes")
+
+
+def test_not_an_array():
+    with raises(TypeError, "b must be an array", "set"):
+        linear_recurrence(0.5, {1.0, 2.0})
+
+
+class _FakeArray:
+    """An array of a library scanarray has no backend for."""
+
+    shape = (3,)
+    dtype = np.dtype(np.float64)
+    __module__ = "otherlib.core"
+
+
+def test_unsupported_library():
+    fake = _FakeArray()
+    type(fake).__module__ = "otherlib.core"
+    with raises(TypeError, "no backend for otherlib arrays", "supported: numpy, cupy, dask"):
+        linear_recurrence(0.5, fake)
+
+
+def test_inputs_never_modified():
+    rng = np.random.default_rng()
+    a, b, init = rng.random((3, 200)), rng.random((3, 200)), rng.random(3)
+    copies = [x.copy() for x in (a, b, init)]
+    for backend in [n for n, v in scanarray.available_backends().items() if v["available"] and "numpy" in v["arrays"]]:
+        linear_recurrence(a, b, initial=init, backend=backend)
+        linear_recurrence(a, b, initial=init, backend=backend, reverse=True)
+        for x, c in zip((a, b, init), copies):
+            np.testing.assert_array_equal(x, c)
+
+
+def test_out_overlapping_an_input_is_not_misread():
+    """out aliasing a (not b) must not let the scan read what it overwrote."""
+    rng = np.random.default_rng()
+    a = rng.uniform(-1, 1, (2, 300))
+    b = rng.standard_normal((2, 300))
+    expected = linear_recurrence(a, b)
+    got = linear_recurrence(a, b, out=a)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
