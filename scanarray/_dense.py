@@ -2,14 +2,55 @@
 
 The functions take the native module ``xp`` (NumPy or CuPy) and canonical
 views: ``A (..., T, n, n)`` and ``b (..., T, n)``, possibly broadcast (stride 0),
-and return a new array ``h (..., T, n)`` of the accumulation dtype. Each level
-of work is one batched ``xp.matmul``, so the same code runs on the CPU and on
+and return ``h (..., T, n)`` of the accumulation dtype -- written into ``out``
+when the caller passes a result array of that dtype, else a new array. Every
+product is one batched ``xp.matmul``, so the same code runs on the CPU and on
 the GPU.
+
+Methods
+-------
+``cyclic_reduction``
+    Hockney (1965), Heller (1976): eliminate every other state with one batched
+    product per halving level, recurse on half, back-substitute. About
+    ``T n^3`` multiply-adds for the transition products and ``2 T n^2`` for the
+    vectors.
+``prefix``
+    Hillis & Steele (1986) scan of the pairs ``(A, b)`` with the composition
+    ``(A2, b2) o (A1, b1) = (A2 A1, A2 b1 + b2)``: ``log2 T`` levels of about
+    ``T n^3`` each. The baseline cyclic reduction is measured against.
+``sequential``
+    One batched matvec per time step (``T`` calls): the least work and, for
+    short sequences, the fewest operations to launch.
+
+A time-invariant transition (``A`` broadcast along time: stride 0, which
+:func:`compact` turns into a time axis of length 1) is never expanded to
+``T`` copies: cyclic reduction squares it once per level, the prefix scan
+needs only its powers ``A^(2^k)`` (every step of level ``k`` uses the same
+power), and every matvec with it becomes one GEMM ``h @ A^T`` over all steps.
+
+Counting
+--------
+Inside ``with count_multiply_adds() as c:`` every product these functions
+issue adds its multiply-adds to ``c.total`` (and per kind to ``c.by_kind``):
+a product ``(p, k) @ (k, q)`` repeated over a broadcast batch of ``s``
+counts ``s * p * k * q`` multiply-adds (one multiply and one add, i.e. two
+floating-point operations). :func:`multiply_adds` predicts the same number
+from the shapes alone, without running anything.
 """
 
 from __future__ import annotations
 
-__all__ = ["METHODS", "compact", "cyclic_reduction", "prefix"]
+import contextlib
+
+__all__ = [
+    "METHODS",
+    "compact",
+    "count_multiply_adds",
+    "cyclic_reduction",
+    "multiply_adds",
+    "prefix",
+    "sequential",
+]
 
 
 def compact(x):
@@ -21,26 +62,122 @@ def compact(x):
     return x[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(x.strides, x.shape))]
 
 
+# --------------------------------------------------------------------------- counting
+
+
+class MultiplyAddCount:
+    """Multiply-adds issued by the products of one or more calls (see the module notes)."""
+
+    def __init__(self):
+        self.total = 0
+        self.by_kind = {"matrix": 0, "vector": 0}
+        self.calls = 0
+
+    def __repr__(self):
+        return f"MultiplyAddCount(total={self.total}, by_kind={self.by_kind}, calls={self.calls})"
+
+
+_counters: list[MultiplyAddCount] = []
+
+
+@contextlib.contextmanager
+def count_multiply_adds():
+    """Count the multiply-adds of every product issued inside the block.
+
+    Yields
+    ------
+    MultiplyAddCount
+        ``total``, ``by_kind`` (``"matrix"``: transition products,
+        ``"vector"``: products with states) and ``calls`` (products issued).
+    """
+    c = MultiplyAddCount()
+    _counters.append(c)
+    try:
+        yield c
+    finally:
+        _counters.remove(c)
+
+
+def _batch(*shapes):
+    """The number of items of the broadcast batch shapes (NumPy rules), without NumPy."""
+    nd = max(len(s) for s in shapes)
+    size = 1
+    for i in range(nd):
+        dims = [s[i - nd + len(s)] for s in shapes if i - nd + len(s) >= 0]
+        size *= max(dims) if 0 not in dims else 0
+    return size
+
+
+def _record(kind, a_shape, b_shape):
+    if _counters:
+        p, k = a_shape[-2:]
+        q = b_shape[-1]
+        n = _batch(a_shape[:-2], b_shape[:-2]) * p * k * q
+        for c in _counters:
+            c.total += n
+            c.by_kind[kind] += n
+            c.calls += 1
+
+
+def _matmul(xp, X, Y, out=None):
+    """``X @ Y`` for transition products, counted."""
+    _record("matrix", X.shape, Y.shape)
+    return xp.matmul(X, Y) if out is None else xp.matmul(X, Y, out=out)
+
+
 def _matvec(xp, A, v):
+    """``A[t] @ v[t]`` for every step: ``A (..., TA, n, n)``, ``v (..., m, n)`` -> ``(..., m, n)``.
+
+    ``TA`` is ``m``, or 1 for a time-invariant ``A``: then all ``m`` steps are
+    one GEMM ``v @ A^T`` (per lane batch of ``A``) instead of ``m``
+    matrix-vector products against a broadcast, which on CuPy would also
+    build an array of ``m`` pointers to the same matrix.
+    """
+    if A.shape[-3] == 1 and v.shape[-2] != 1:
+        At = xp.swapaxes(A[..., 0, :, :], -1, -2)
+        _record("vector", v.shape, At.shape)
+        return xp.matmul(v, At)
+    _record("vector", A.shape, v.shape[:-1] + (v.shape[-1], 1))
     return xp.matmul(A, v[..., None])[..., 0]
 
 
-def _prepare(xp, A, b, h0, dt, reverse):
-    """Cast (without expanding broadcast axes), flip views for ``reverse``, fold ``h0`` into ``b[0]``."""
+# --------------------------------------------------------------------------- common steps
+
+
+def _prepare(xp, A, b, h0, dt, reverse, out):
+    """Cast (without expanding broadcast axes), flip views for ``reverse``, fold ``h0`` into ``b[0]``.
+
+    Returns ``(A, H, result)``: ``H`` is the work array holding ``b`` (a view
+    of ``out`` when ``out`` has the accumulation dtype, so the scan is done in
+    the result's own memory), ``result`` the unflipped array to return.
+    """
     A = compact(A)
     if reverse:
         A = A[..., ::-1, :, :]
         b = b[..., ::-1, :]
     A = A.astype(dt, copy=False)
-    B = b.astype(dt, copy=True)  # owned: the algorithms work in place in it
+    if out is not None and out.dtype == dt:
+        result = out
+        H = out[..., ::-1, :] if reverse else out
+        if not _same_view(H, b):  # out may be b itself (in place): nothing to copy then
+            H[...] = b
+    else:
+        H = b.astype(dt, copy=True)  # owned: the algorithms work in place in it
+        result = H[..., ::-1, :] if reverse else H
     if h0 is not None:
         # h[0] = A[0] h0 + b[0]: the recurrence from a zero state on the corrected b.
-        B[..., 0, :] += _matvec(xp, A[..., 0, :, :], h0.astype(dt, copy=False))
-    return A, B
+        h0 = xp.broadcast_to(h0.astype(dt, copy=False), H.shape[:-2] + H.shape[-1:])
+        H[..., 0, :] += _matvec(xp, A[..., 0:1, :, :], h0[..., None, :])[..., 0, :]
+    return A, H, result
 
 
-def _finish(h, reverse):
-    return h[..., ::-1, :] if reverse else h
+def _same_view(x, y):
+    """Whether ``x`` and ``y`` are the same elements of the same memory (shape, strides, address)."""
+    if x.shape != y.shape or x.strides != y.strides or x.dtype != y.dtype:
+        return False
+    ix = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
+    iy = getattr(y, "__cuda_array_interface__", None) or y.__array_interface__
+    return ix["data"][0] == iy["data"][0]
 
 
 def _pairs(A, m):
@@ -50,59 +187,190 @@ def _pairs(A, m):
     return A[..., 0:2 * m:2, :, :], A[..., 1:2 * m:2, :, :]
 
 
-def _cr(xp, A, B):
-    """Cyclic reduction in place in ``B`` (Hockney 1965; Heller 1976).
+# --------------------------------------------------------------------------- cyclic reduction
+
+
+def _cr(xp, A, H):
+    """Cyclic reduction in place in ``H`` (Hockney 1965; Heller 1976).
 
     Eliminate every even state: for pairs (2j, 2j+1) the combined step is
     ``(A[2j+1] A[2j], A[2j+1] b[2j] + b[2j+1])``; recurse on the ``T // 2`` odd
-    states, then recover the even ones with one batched matvec. Work
-    ``~ T n^3`` multiply-adds for the products and ``~ 2 T n^2`` for the vectors,
-    against ``T n^3 log2 T`` for a prefix scan.
+    states, then recover the even ones with one batched matvec. Only the
+    vectors are back-substituted, so the products of ``A`` are formed once:
+    ``T/2 + T/4 + ... < T`` products of ``n x n`` matrices in all.
     """
-    T = B.shape[-2]
+    T = H.shape[-2]
     if T == 1:
-        return B
+        return H
     m = T // 2
     A_even, A_odd = _pairs(A, m)
-    A2 = xp.matmul(A_odd, A_even)
-    B2 = _matvec(xp, A_odd, B[..., 0:2 * m:2, :])
-    B2 += B[..., 1:2 * m:2, :]
-    H_odd = _cr(xp, A2, B2)
-    B[..., 1:2 * m:2, :] = H_odd
+    A2 = _matmul(xp, A_odd, A_even) if m > 1 else None  # the last level needs no product
+    B2 = _matvec(xp, A_odd, H[..., 0:2 * m:2, :])
+    B2 += H[..., 1:2 * m:2, :]
+    H_odd = _cr(xp, A2, B2) if m > 1 else B2
+    H[..., 1:2 * m:2, :] = H_odd
     if T > 2:
         # h[2j] = A[2j] h[2j-1] + b[2j] for j >= 1 (h[0] = b[0] already).
         A_rest = A if A.shape[-3] == 1 else A[..., 2::2, :, :]
         k = (T - 1) // 2
-        B[..., 2::2, :] += _matvec(xp, A_rest, H_odd[..., :k, :])
-    return B
+        H[..., 2::2, :] += _matvec(xp, A_rest, H_odd[..., :k, :])
+    return H
 
 
-def cyclic_reduction(xp, A, b, h0, dt, reverse=False):
-    """Dense scan by cyclic reduction: one batched matmul per halving level."""
-    A, B = _prepare(xp, A, b, h0, dt, reverse)
-    return _finish(_cr(xp, A, B), reverse)
+def cyclic_reduction(xp, A, b, h0, dt, reverse=False, out=None):
+    """Dense scan by cyclic reduction: one batched matmul per halving level.
 
+    Parameters
+    ----------
+    xp : module
+        ``numpy`` or ``cupy``.
+    A, b : arrays
+        Canonical views ``(..., T, n, n)`` and ``(..., T, n)``; broadcast axes
+        (stride 0) are read in place, never expanded.
+    h0 : array or None
+        ``h[-1]`` (``h[T]`` when `reverse`), broadcastable to ``(..., n)``.
+    dt : dtype
+        Accumulation dtype.
+    reverse : bool
+        ``h[t] = A[t] @ h[t+1] + b[t]``.
+    out : array, optional
+        Canonical result view; used as the work array when its dtype is `dt`
+        (it may be `b` itself).
 
-def prefix(xp, A, b, h0, dt, reverse=False):
-    """Dense scan by a Hillis-Steele prefix of (A, b) pairs: ``T n^3 log2 T`` work.
-
-    The baseline cyclic reduction must beat; kept because its ``log2 T``
-    levels are each one large batched matmul with no back-substitution.
+    Returns
+    -------
+    array
+        ``h`` of shape ``b.shape``, dtype `dt` (`out` when it was used).
     """
-    A, B = _prepare(xp, A, b, h0, dt, reverse)
-    T = B.shape[-2]
-    if A.shape[-3] == 1 and T > 1:
-        A = xp.broadcast_to(A, A.shape[:-3] + (T,) + A.shape[-2:])
-    A = A.copy()
+    A, H, result = _prepare(xp, A, b, h0, dt, reverse, out)
+    _cr(xp, A, H)
+    return result
+
+
+# --------------------------------------------------------------------------- prefix
+
+
+def prefix(xp, A, b, h0, dt, reverse=False, out=None):
+    """Dense scan by a Hillis-Steele prefix of (A, b) pairs: about ``T n^3 log2 T`` work.
+
+    Level ``d = 1, 2, 4, ...`` composes every pair with the one ``d`` steps
+    earlier: ``(A, b)[t] <- (A[t] A[t-d], A[t] b[t-d] + b[t])``. The matrix
+    products of the last level are skipped (nothing reads them). A
+    time-invariant ``A`` needs only its powers: before level ``d`` the
+    transition part at every ``t >= d`` is ``A^d``, so the level is one GEMM
+    with ``A^d`` and one squaring; nothing of size ``T n^2`` is allocated.
+    Parameters as :func:`cyclic_reduction`.
+    """
+    A, H, result = _prepare(xp, A, b, h0, dt, reverse, out)
+    T = H.shape[-2]
+    if A.shape[-3] == 1:
+        P = A  # A^d, time length 1
+        d = 1
+        while d < T:
+            H[..., d:, :] += _matvec(xp, P, H[..., :-d, :])
+            if 2 * d < T:
+                P = _matmul(xp, P, P)
+            d *= 2
+        return result
+    P = A.copy()
     d = 1
     while d < T:
-        # (A, b)[t] <- (A, b)[t] o (A, b)[t-d]: right-hand sides read the old values.
-        B_new = _matvec(xp, A[..., d:, :, :], B[..., :-d, :])
-        A_new = xp.matmul(A[..., d:, :, :], A[..., :-d, :, :])
-        B[..., d:, :] += B_new
-        A[..., d:, :, :] = A_new
+        # Right-hand sides read the old values: both products before either store.
+        B_new = _matvec(xp, P[..., d:, :, :], H[..., :-d, :])
+        if 2 * d < T:
+            P_new = _matmul(xp, P[..., d:, :, :], P[..., :-d, :, :])
+            P[..., d:, :, :] = P_new
+            del P_new
+        H[..., d:, :] += B_new
         d *= 2
-    return _finish(B, reverse)
+    return result
 
 
-METHODS = {"cyclic_reduction": cyclic_reduction, "prefix": prefix}
+# --------------------------------------------------------------------------- sequential
+
+
+def sequential(xp, A, b, h0, dt, reverse=False, out=None):
+    """Dense scan one step at a time: ``T - 1`` batched matvecs, each over all lanes.
+
+    The least work (``T n^2`` multiply-adds per lane) and no temporary of
+    size ``T``, but ``T`` dependent calls: for short sequences, or for many
+    lanes. Parameters as :func:`cyclic_reduction`.
+    """
+    A, H, result = _prepare(xp, A, b, h0, dt, reverse, out)
+    T = H.shape[-2]
+    const = A.shape[-3] == 1
+    for t in range(1, T):
+        At = A[..., 0:1, :, :] if const else A[..., t:t + 1, :, :]
+        H[..., t:t + 1, :] += _matvec(xp, At, H[..., t - 1:t, :])
+    return result
+
+
+METHODS = {"cyclic_reduction": cyclic_reduction, "prefix": prefix, "sequential": sequential}
+
+
+# --------------------------------------------------------------------------- predicted counts
+
+
+def multiply_adds(method, T, n, lanes=1, a_lanes=None, time_invariant=False, initial=False):
+    """Multiply-adds that `method` issues for one call, predicted from the shapes.
+
+    Parameters
+    ----------
+    method : str
+        ``"cyclic_reduction"``, ``"prefix"`` or ``"sequential"``.
+    T, n : int
+        Sequence length and state size.
+    lanes : int
+        Number of independent sequences (the broadcast batch of ``b``).
+    a_lanes : int, optional
+        Number of distinct transition sequences (``A``'s own batch, 1 when
+        ``A`` is shared across lanes); default `lanes`.
+    time_invariant : bool
+        ``A`` is constant along time.
+    initial : bool
+        An initial state is given (one extra matvec per lane).
+
+    Returns
+    -------
+    dict
+        ``{"matrix": ..., "vector": ..., "total": ...}``; equal to what
+        :func:`count_multiply_adds` records for the same call (tested).
+
+    Notes
+    -----
+    With ``L`` lanes, time-varying ``A`` and ``T`` a power of two:
+    cyclic reduction issues ``L (T - 2) n^3`` for the products (``T/2 + T/4
+    + ... + 2``: the last level needs none) and ``L (2 T - log2 T - 2) n^2``
+    for the vectors; the prefix scan issues
+    ``L n^3 (T (log2 T - 1) - T/2 + 1)`` and ``L n^2 (T log2 T - T + 1)``.
+    In floating-point operations double every figure.
+    """
+    a_lanes = lanes if a_lanes is None else a_lanes
+    mat = vec = 0
+    n2, n3 = n * n, n ** 3
+    if initial and T > 0:
+        vec += lanes * n2
+    if T <= 1:
+        return {"matrix": 0, "vector": vec, "total": vec}
+    if method == "sequential":
+        vec += lanes * (T - 1) * n2
+    elif method == "cyclic_reduction":
+        t = T
+        while t > 1:
+            m = t // 2
+            if m > 1:
+                mat += a_lanes * (1 if time_invariant else m) * n3
+            vec += lanes * m * n2
+            if t > 2:
+                vec += lanes * ((t - 1) // 2) * n2
+            t = m
+    elif method == "prefix":
+        d = 1
+        while d < T:
+            vec += lanes * (T - d) * n2
+            if 2 * d < T:
+                mat += a_lanes * (1 if time_invariant else (T - d)) * n3
+            d *= 2
+    else:
+        raise ValueError(f"unknown dense method {method!r}")
+    return {"matrix": mat, "vector": vec, "total": mat + vec}
