@@ -265,27 +265,43 @@ def _library(x) -> str:
 
 
 def _namespace(a, b, initial):
+    """(kind, native module) of the inputs, through ``array_api_compat.array_namespace``."""
+    from array_api_compat import array_namespace, is_cupy_namespace, is_dask_namespace, is_numpy_namespace
+
     arrays = [x for x in (a, b, initial) if _is_array(x)]
-    libs = {_library(x) for x in arrays}
-    if len(libs) > 1:
-        named = ", ".join(f"{n}: {_library(x)}" for x, n in ((a, "a"), (b, "b"), (initial, "initial")) if _is_array(x))
-        raise TypeError(
-            f"inputs come from different array libraries ({named}); pass arrays of one "
-            "library: scanarray never copies between host and device behind your back"
-        )
-    kind = libs.pop() if libs else "numpy"
-    if kind not in _KINDS:
-        raise TypeError(
-            f"scanarray has no backend for {kind} arrays; supported: {', '.join(_KINDS)} "
-            "(convert with DLPack, e.g. numpy.from_dlpack or cupy.from_dlpack)"
-        )
-    if kind == "numpy":
-        xp = np
-    elif kind == "cupy":
-        import cupy as xp
-    else:
-        import dask.array as xp
-    return kind, xp
+    if not arrays:  # Python scalars and sequences only
+        return "numpy", np
+    try:
+        ns = array_namespace(*arrays)
+    except TypeError as exc:
+        libs = {_library(x) for x in arrays}
+        if len(libs) > 1:
+            named = ", ".join(
+                f"{n}: {_library(x)}" for x, n in ((a, "a"), (b, "b"), (initial, "initial")) if _is_array(x)
+            )
+            raise TypeError(
+                f"inputs come from different array libraries ({named}); pass arrays of one "
+                "library: scanarray never copies between host and device behind your back"
+            ) from exc
+        raise _unsupported(libs.pop()) from exc
+    if is_numpy_namespace(ns):
+        return "numpy", np
+    if is_cupy_namespace(ns):
+        import cupy
+
+        return "cupy", cupy
+    if is_dask_namespace(ns):
+        import dask.array
+
+        return "dask", dask.array
+    raise _unsupported(_library(arrays[0]))
+
+
+def _unsupported(lib):
+    return TypeError(
+        f"scanarray has no backend for {lib} arrays; supported: {', '.join(_KINDS)} "
+        "(convert with DLPack, e.g. numpy.from_dlpack or cupy.from_dlpack)"
+    )
 
 
 def _check_dtype(x, name):
