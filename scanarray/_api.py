@@ -217,10 +217,16 @@ def linear_recurrence(
     else:
         out_v = None
 
+    a_c = None
+    if not spec.writes_out:
+        # Lazy arrays carry no strides to tell broadcast axes: hand the backend
+        # `a` with its own (length-1) axes, in the canonical layout.
+        a_c = xp.reshape(a, (1,) * (len(a_v.shape) - a.ndim) + tuple(a.shape))
+        a_c = xp.moveaxis(a_c, axis, -3 if dense else -1)
     problem = Problem(
         xp=xp, kind=kind, a=a_v, b=b_v, initial=h0, out=out_v,
         dtype=compute_dtype, out_dtype=out_dtype, reverse=reverse, dense=dense,
-        chunk=chunk, method=method, backend=spec.name,
+        chunk=chunk, method=method, backend=spec.name, a_compact=a_c,
     )
     if problem.method == "auto":
         problem.method = mod.auto_method(problem)

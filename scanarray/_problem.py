@@ -45,6 +45,10 @@ class Problem:
     method: str
     #: backend name chosen for this call
     backend: str = ""
+    #: ``a`` in the canonical layout *before* broadcasting (same ndim as ``a``,
+    #: length 1 where it broadcasts), for lazy backends (``writes_out=False``)
+    #: that cannot read broadcasting from strides, e.g. Dask; None otherwise
+    a_compact: Any = None
 
     @property
     def time_axis(self) -> int:
