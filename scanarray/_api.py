@@ -126,7 +126,7 @@ def linear_recurrence(
     >>> rewards = np.array([1.0, 0.0, 2.0, 1.0])
     >>> not_done = np.array([0.9, 0.0, 0.9, 0.9])  # gamma, zero where an episode ends
     >>> linear_recurrence(not_done, rewards, reverse=True)
-    array([1.  , 0.  , 2.81, 1.  ])
+    array([1. , 0. , 2.9, 1. ])
 
     Along the first axis of a time-major array, starting from a given state:
 
