@@ -1,0 +1,253 @@
+"""The numba backend: compiled loops over NumPy arrays, on every core, read in place.
+
+Diagonal form (kernels in :mod:`._numba_kernels`):
+
+``sequential``
+    each lane is the plain loop ``s = a[t] * s + b[t]``, lanes spread over
+    numba's threads. Lanes whose time axis is contiguous run one lane per
+    iteration with the state in a register; lanes that are the contiguous axis
+    (a time-major ``(T, N)`` array along axis 0, or a Fortran-ordered one)
+    run in blocks of lanes stepped together, so each step reads one
+    contiguous run of memory -- in place, no transposing copy (measured
+    faster: ``docs/numba.md``).
+``chunked``
+    reduce-then-scan along time (chunk aggregates, a serial scan of the
+    carries, a parallel rescan), so that a single long row uses every thread.
+
+``method="auto"`` takes ``chunked`` when there are fewer lanes than threads
+and the rows are long, ``sequential`` otherwise. Broadcast ``a`` (scalar,
+per-lane, per-time) reaches the kernels as a stride-0 view of its compact
+array, never expanded. ``reverse`` flips views (negative strides), never data.
+float16/bfloat16, which numba cannot compute with, are cast to float32 on the
+way in and out (a copy: not at memory speed).
+
+Dense form: ``sequential`` (a compiled matrix-vector loop, parallel over
+lanes) or ``cyclic_reduction`` (:mod:`scanarray._dense` on NumPy's batched
+``matmul``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _dense
+from .._nonfinite import mend_nonfinite
+from .numpy_backend import compact
+
+__all__ = ["auto_method", "linear_recurrence", "unavailable_reason"]
+
+#: lanes per block of the time-major kernel (``docs/numba.md``: 256 to 1024
+#: measured within noise on a 2-core EPYC VM, 2026-11-21; fewer blocks than
+#: threads would idle cores, so it shrinks for narrow arrays)
+LANE_BLOCK = 512
+#: the chunked path pays off only on rows at least this long (below it the
+#: three passes and thread start-up cost more than they save)
+CHUNKED_MIN_LENGTH = 1 << 15
+#: cost of reducing a chunk relative to scanning it (2 vs 3 memory streams);
+#: sizes chunk 0, scanned while the other chunks are reduced
+REDUCE_COST = 2.0 / 3.0
+#: dense: cyclic reduction for state sizes above this (``docs/numba.md``)
+DENSE_CR_MIN_N = 1 << 30
+
+_kernels = None
+
+
+def _k():
+    """The kernel module, imported (not compiled) on first use."""
+    global _kernels
+    if _kernels is None:
+        from . import _numba_kernels
+
+        _kernels = _numba_kernels
+    return _kernels
+
+
+def unavailable_reason():
+    try:
+        import numba  # noqa: F401
+    except Exception as exc:  # pragma: no cover - depends on the host
+        return f"numba does not import: {exc}"
+    return None
+
+
+def _threads() -> int:
+    import numba
+
+    return numba.get_num_threads()
+
+
+def _lanes(shape) -> int:
+    return int(np.prod(shape[:-1], dtype=np.int64))
+
+
+def auto_method(problem):
+    if problem.dense:
+        return "cyclic_reduction" if problem.shape[-1] >= DENSE_CR_MIN_N else "sequential"
+    T = problem.length
+    if _lanes(problem.shape) < _threads() and T >= CHUNKED_MIN_LENGTH:
+        return "chunked"
+    return "sequential"
+
+
+# --------------------------------------------------------------------------- layout helpers
+
+
+def _readable(x, dt):
+    """``x`` itself if numba computes with its dtype (``dt`` or ``dt``'s real part), else a cast copy."""
+    real = np.empty(0, dt).real.dtype
+    if x.dtype == dt or x.dtype == real:
+        return x
+    return x.astype(dt)
+
+
+def _merge_lanes(arrays, nlead):
+    """Views of ``arrays`` (same shape ``(*lanes, *rest)``) with the ``nlead`` lane axes merged.
+
+    Returns views with one lane axis if every pair of adjacent lane axes can
+    be merged in every array (``stride[i] == shape[i+1] * stride[i+1]``,
+    stride 0 pairs included), else ``None``. Size-1 lane axes are dropped first.
+    """
+    shape = arrays[0].shape[:nlead]
+    keep = [i for i in range(nlead) if shape[i] != 1]
+    if not keep:
+        return [x.reshape((1,) + x.shape[nlead:]) for x in arrays]
+    out = []
+    for x in arrays:
+        st = x.strides
+        rest = range(nlead, x.ndim)
+        for i, j in zip(keep[:-1], keep[1:]):
+            if st[i] != shape[j] * st[j]:
+                return None
+        n = int(np.prod([shape[i] for i in keep]))
+        out.append(np.lib.stride_tricks.as_strided(
+            x, (n,) + tuple(x.shape[i] for i in rest), (st[keep[-1]],) + tuple(st[i] for i in rest),
+            writeable=x.flags.writeable,
+        ))
+    return out
+
+
+def _for_each_lane_block(arrays, nlead, fn):
+    """Call ``fn(*views)`` on views with one lane axis: merged, or one call per outer lane index."""
+    merged = _merge_lanes(arrays, nlead)
+    if merged is not None:
+        fn(*merged)
+        return
+    for idx in np.ndindex(arrays[0].shape[:nlead - 1]):
+        fn(*(x[idx] for x in arrays))
+
+
+def _lanes_contiguous(x) -> bool:
+    """Whether some lane axis of ``x (*lanes, T)`` has a smaller stride than time."""
+    lane = [abs(s) for s, n in zip(x.strides[:-1], x.shape[:-1]) if n > 1]
+    return bool(lane) and min(lane) < abs(x.strides[-1])
+
+
+# --------------------------------------------------------------------------- diagonal
+
+
+def linear_recurrence(p):
+    if p.dense:
+        return _dense_recurrence(p)
+    dt = p.dtype
+    a, b, out = p.a, p.b, p.out
+    if p.reverse:  # views with negative strides: no flipped copies
+        a, b, out = a[..., ::-1], b[..., ::-1], out[..., ::-1]
+    lanes, T = b.shape[:-1], b.shape[-1]
+    # a broadcast a is cast (if needed) at its compact size, then viewed at full size with stride 0
+    a_k = np.broadcast_to(_readable(compact(a), dt), b.shape)
+    b_k = _readable(b, dt)
+    work = out if out.dtype == dt else np.empty(out.shape, dt)  # float16 storage: compute in float32
+    h = np.zeros(lanes, dt)
+    if p.initial is not None:
+        h[...] = p.initial
+    h0 = None if p.initial is None else h.copy()
+    k = _k()
+    method = p.method
+
+    def run(a2, b2, o2, h1):
+        L = o2.shape[0]
+        if method == "chunked":
+            _chunked(k, a2, b2, o2, h1)
+        elif _lanes_contiguous(o2):
+            lb = max(1, min(LANE_BLOCK, -(-L // _threads())))
+            k.sequential_blocks(a2, b2, o2, h1, lb)
+        else:
+            k.sequential_rows(a2, b2, o2, h1)
+
+    if not lanes:  # one row: give it a lane axis of length 1
+        a_k, b_k, work_v, h_v = a_k[None], b_k[None], work[None], h[None]
+    else:
+        work_v, h_v = work, h
+    # h gets a trailing axis so that it merges (or is indexed) like the lanes of the others
+    _for_each_lane_block([a_k, b_k, work_v, h_v[..., None]], max(1, len(lanes)),
+                         lambda a2, b2, o2, h2: run(a2, b2, o2, h2[:, 0]))
+    if work is not out:
+        np.copyto(out, work, casting="unsafe")
+    if method == "chunked":
+        # The carries P * c + H can turn an infinity into NaN where the loop keeps it
+        # (see scanarray._nonfinite); only lanes with a non-finite final state are touched.
+        mend_nonfinite(a, b, h0, out, h, dt)
+    return p.out
+
+
+def _chunk_plan(T, nw):
+    """Chunk boundaries and reducer assignments for :func:`_numba_kernels.chunked`.
+
+    ``nw`` workers: worker 0 scans chunk 0 while workers ``1..nw-1`` reduce
+    ``nw`` chunks each; the ``K = nw (nw - 1)`` reduced chunks are then
+    rescanned by ``nw`` threads, ``nw - 1`` rounds each. Chunk 0 is
+    ``nw * REDUCE_COST`` times longer than the others, so that pass 1 is
+    balanced.
+    """
+    K = nw * (nw - 1)
+    x_rel = nw * REDUCE_COST
+    y = T / (x_rel + K)
+    x = int(round(x_rel * y))
+    bounds = np.empty(K + 2, np.int64)
+    bounds[0], bounds[1] = 0, min(T, x)
+    bounds[2:] = np.minimum(T, bounds[1] + np.round(y * np.arange(1, K + 1)).astype(np.int64))
+    bounds[-1] = T
+    wstart = np.empty(nw + 1, np.int64)
+    wstart[0] = 0
+    wstart[1:] = 1 + nw * np.arange(nw)  # worker w >= 1 reduces chunks 1 + nw(w-1) .. nw w
+    return bounds, wstart
+
+
+def _chunked(k, a, b, out, h):
+    L, T = out.shape
+    nw = max(2, _threads())
+    bounds, wstart = _chunk_plan(T, nw)
+    K = bounds.shape[0] - 2
+    P = np.ones((L, K + 1), h.dtype)
+    H = np.zeros((L, K + 1), h.dtype)
+    C = np.empty((L, K + 1), h.dtype)
+    k.chunked(a, b, out, h, bounds, wstart, P, H, C)
+
+
+# --------------------------------------------------------------------------- dense
+
+
+def _dense_recurrence(p):
+    dt = p.dtype
+    if p.method == "cyclic_reduction":
+        h = _dense.cyclic_reduction(np, p.a, p.b, p.initial, dt, reverse=p.reverse)
+        np.copyto(p.out, h, casting="unsafe")
+        return p.out
+    A, b, out = p.a, p.b, p.out
+    if p.reverse:
+        A, b, out = A[..., ::-1, :, :], b[..., ::-1, :], out[..., ::-1, :]
+    lanes = b.shape[:-2]
+    A_k = np.broadcast_to(_readable(_dense.compact(A), dt), A.shape)
+    b_k = _readable(b, dt)
+    work = out if out.dtype == dt else np.empty(out.shape, dt)
+    h = np.zeros(lanes + b.shape[-1:], dt)
+    if p.initial is not None:
+        h[...] = p.initial
+    kern = _k().dense_sequential
+    if lanes:
+        _for_each_lane_block([A_k, b_k, work, h], len(lanes), kern)
+    else:
+        kern(A_k[None], b_k[None], work[None], h[None])
+    if work is not out:
+        np.copyto(out, work, casting="unsafe")
+    return p.out
