@@ -231,7 +231,7 @@ def linear_recurrence(
     if problem.method == "auto":
         problem.method = mod.auto_method(problem)
     if 0 in shape:  # nothing to compute: an empty time axis or no lanes
-        return result if spec.writes_out else mod.linear_recurrence(problem)
+        return result if spec.writes_out else xp.moveaxis(mod.linear_recurrence(problem), t_ax, axis)
     canonical = mod.linear_recurrence(problem)
     if spec.writes_out:
         return result
