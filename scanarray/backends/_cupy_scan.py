@@ -1,0 +1,290 @@
+"""CuPy diagonal scans: methods ``lookback`` and ``sequential`` (kernels in ``cuda/scan.cu``).
+
+``lookback`` is a single-pass chunked scan with decoupled look-back [1]_: each
+tile of the time axis reads ``a`` and ``b`` once, publishes its pair (product of
+``a``, local ``h``), looks back over its predecessors' pairs and writes ``h``
+once, so the traffic is that of a copy whatever the row split. The driver picks
+one of three kernels by layout, never copying data to change it:
+
+- time contiguous (stride +1 or, for ``reverse``, -1), or any layout where time
+  is not the closest axis: ``rows_tiles`` (tiles along each row; rows of one
+  tile need no look-back) or, for rows shorter than a tile, ``rows_warp`` (a
+  warp per row);
+- lanes closer in memory than time steps (time-major, e.g. axis 0 of a C-order
+  ``(T, N)`` array): ``lanes_tiles``, threads along lanes (coalesced), tiles
+  along time chained per lane by the same look-back.
+
+``sequential`` runs one thread per lane over all of time.
+
+Broadcast ``a`` is read through its strides (0 where broadcast); a time
+stride of 0 (scalar or per-lane ``a``) loads one value per lane. Inputs are
+cast as they are read. Non-finite values land where the sequential loop puts
+them (see the header of ``scan.cu``), without a host round trip. Everything
+runs on the inputs' device and CuPy's current stream; nothing synchronises.
+
+References
+----------
+.. [1] D. Merrill and M. Garland, "Single-pass Parallel Prefix Scan with
+   Decoupled Look-back", NVIDIA Technical Report NVR-2016-002, 2016.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from . import _cupy_common as _common
+
+__all__ = ["linear_recurrence", "plan"]
+
+#: storage dtypes the kernels read and write directly; others are cast first
+_STORAGE = {"float16", "bfloat16", "float32", "float64", "complex64", "complex128"}
+_MAX_LANE_DIMS = 4
+
+
+def linear_recurrence(p):
+    """Compute the diagonal scan of a :class:`scanarray._problem.Problem` into ``p.out``."""
+    import cupy
+
+    a, b, out = p.a, p.b, p.out
+    if p.reverse:  # views with negative time strides: no flipped copies
+        a, b, out = a[..., ::-1], b[..., ::-1], out[..., ::-1]
+    dt = np.dtype(p.dtype)
+    with cupy.cuda.Device(out.device.id):
+        a = _readable(cupy, a, dt)
+        b = _readable(cupy, b, dt)
+        h0 = p.initial
+        lanes = tuple(b.shape[:-1])
+        # Drop length-1 lane axes, then order the others by b's strides, widest first, so the
+        # closest lanes come last (the kernels' lane index runs fastest along the last axis).
+        kept = [i for i, n in enumerate(lanes) if n > 1]
+        rank = {i: r for r, i in enumerate(kept)}
+        by_stride = sorted(kept, key=lambda i: (abs(b.strides[i]), abs(out.strides[i])), reverse=True)
+        order = tuple(rank[i] for i in by_stride)
+        sel = tuple(0 if n == 1 else slice(None) for n in lanes)
+
+        def lanes_view(x):
+            v = x[sel + (slice(None),)]
+            return v.transpose(order + (v.ndim - 1,))
+
+        a, b, out = lanes_view(a), lanes_view(b), lanes_view(out)
+        if h0 is not None:
+            h0 = cupy.ascontiguousarray(h0[sel].transpose(order).astype(dt, copy=False))
+        _scan(cupy, a, b, out, h0, dt, p.method)
+    return p.out
+
+
+def _readable(cupy, x, dt):
+    """``x`` itself if the kernels read its dtype and strides, else a cast (of the compact view)."""
+    ok = x.dtype.name in _STORAGE and all(s % x.itemsize == 0 for s in x.strides)
+    if ok:
+        return x
+    compact = x[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(x.strides, x.shape))]
+    return cupy.broadcast_to(cupy.ascontiguousarray(compact.astype(dt)), x.shape)
+
+
+def _estrides(x):
+    return [s // x.itemsize for s in x.strides]
+
+
+def _merge(ns, ss):
+    """Merge adjacent lane axes (outer, inner) where every array steps over them as one axis."""
+    ns, ss = list(ns), [list(s) for s in ss]
+    i = 0
+    while i + 1 < len(ns):
+        if all(s[i] == s[i + 1] * ns[i + 1] for s in ss):
+            ns[i + 1] *= ns[i]
+            del ns[i]
+            for s in ss:
+                del s[i]
+        else:
+            i += 1
+    return ns, ss
+
+
+def _scan(cupy, a, b, out, h0, dt, method):
+    ns = list(b.shape[:-1])
+    ss = [_estrides(x)[:-1] for x in (a, b, out)]
+    ns, ss = _merge(ns, ss)
+    if len(ns) > _MAX_LANE_DIMS:  # rare: more unmergeable lane axes than the kernels take
+        for i in range(b.shape[0]):
+            _scan(cupy, a[i], b[i], out[i], None if h0 is None else h0[i], dt, method)
+        return
+    if h0 is not None:
+        h0 = h0.reshape(-1)
+    plan_ = plan(a, b, out, dt, method, ns, ss)
+    plan_.launch(cupy, a, b, out, h0)
+
+
+class _Plan:
+    """One kernel launch: which kernel, its grid, its arguments besides the arrays."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def launch(self, cupy, a, b, out, h0):
+        T = b.shape[-1]
+        ta, tb, to = (_estrides(x)[-1] for x in (a, b, out))
+        ns, (sa, sb, so) = self.ns, self.ss
+        pad = 4 - len(ns)
+        lane_args = [np.int32(len(ns))]
+        for vals in (ns, sa, sb, so):
+            lane_args += [np.int64(v) for v in list(vals) + [1 if vals is ns else 0] * pad]
+        has_h0 = np.int32(h0 is not None)
+        h0_arg = h0 if h0 is not None else b
+        head = [a, b, out, h0_arg, has_h0, np.int64(T), np.int64(ta), np.int64(tb), np.int64(to)]
+        fn = _common.get_function("scan.cu", self.name)
+        if self.kind == "seq":
+            fn((self.grid,), (self.threads,), tuple(head + lane_args + [np.int64(self.nlanes)]))
+            return
+        if self.kind == "rows_warp":
+            args = head + [np.int32(v) for v in self.vec] + lane_args + [np.int64(self.nlanes)]
+            fn((self.grid,), (self.threads,), tuple(args))
+            return
+        ws = _workspace(cupy, self.rec_size, self.slots) if self.kt > 1 else None
+        with ws or _nullctx():
+            if ws is not None:
+                buf, base, epoch = ws.buffer, ws.counter, ws.epoch
+            else:
+                buf, base, epoch = b, 0, 0
+            tail = [buf, np.uint64(base), np.uint32(epoch), np.int64(self.kt)]
+            if self.kind == "rows_tiles":
+                args = head + [np.int32(v) for v in self.vec] + lane_args + tail
+            else:
+                args = head + lane_args + [np.int64(self.nlanes), np.int64(self.ng)] + tail
+            fn((self.grid,), (self.threads,), tuple(args))
+            if ws is not None:
+                ws.advance(self.grid)
+
+
+class _nullctx:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _vec_ok(x, st, lane_strides, G):
+    """Whether groups of ``G`` steps of ``x`` can be read as one aligned vector."""
+    nbytes = G * x.itemsize
+    if abs(st) != 1 or nbytes > 16 or nbytes & (nbytes - 1):
+        return False
+    if any(s % G for s in lane_strides):
+        return False
+    low = x.data.ptr if st == 1 else x.data.ptr - (G - 1) * x.itemsize
+    return low % nbytes == 0
+
+
+def plan(a, b, out, dt, method, ns=None, ss=None):
+    """Choose kernel, template arguments and grid for canonical views ``a, b, out (*lanes, T)``."""
+    from .. import _config
+
+    cfg = _config.CUPY_SCAN
+    if ns is None:
+        ns, ss = _merge(list(b.shape[:-1]), [_estrides(x)[:-1] for x in (a, b, out)])
+    T = b.shape[-1]
+    nlanes = math.prod(ns)
+    ta, tb, to = (_estrides(x)[-1] for x in (a, b, out))
+    ac = ta == 0  # a constant along time (scalar or per-lane): one load per lane
+    types = [_common.ctype(x.dtype) for x in (a, b, out)] + [_common.ctype(dt)]
+    csize = dt.itemsize
+    if method == "sequential":
+        threads = cfg["seq_threads"]
+        name = f"scanarray::seq<{', '.join(types)}, {_b(ac)}>"
+        grid = max(1, min(-(-nlanes // threads), 2**31 - 1))
+        return _Plan(kind="seq", name=name, grid=grid, threads=threads, nlanes=nlanes, ns=ns, ss=ss)
+
+    lanes_closer = bool(ns) and abs(ss[1][-1]) < abs(tb) and abs(tb) != 1
+    if lanes_closer:
+        nw = cfg["lanes_warps"]
+        S = cfg["lanes_steps"][csize]
+        L = nw * S
+        kt = -(-T // L)
+        ng = -(-nlanes // 32)
+        name = f"scanarray::lanes_tiles<{', '.join(types)}, {nw}, {S}, {_b(ac)}>"
+        return _Plan(kind="lanes_tiles", name=name, grid=kt * ng, threads=32 * nw, nlanes=nlanes, ng=ng, kt=kt,
+                     ns=ns, ss=ss, rec_size=_rec_size(dt), slots=kt * ng * 32)
+
+    widest = max(b.itemsize, out.itemsize, 0 if ac else a.itemsize)
+    G = max(1, 16 // widest)
+    NV = max(1, cfg["items"][csize] // G)
+    NT = cfg["threads"]
+    tile = NT * G * NV
+    vec = (
+        0 if ac else int(_vec_ok(a, ta, ss[0], G)),
+        int(_vec_ok(b, tb, ss[1], G)),
+        int(_vec_ok(out, to, ss[2], G)),
+    )
+    targs = f"{', '.join(types)}, {NT}, {G}, {NV}, {_b(ac)}"
+    if T < tile:
+        nw = NT // 32
+        return _Plan(kind="rows_warp", name=f"scanarray::rows_warp<{targs}>", grid=-(-nlanes // nw), threads=NT,
+                     vec=vec, nlanes=nlanes, ns=ns, ss=ss)
+    kt = -(-T // tile)
+    grid = nlanes * kt
+    if grid >= 2**31:
+        raise ValueError(f"scan of {nlanes} rows x {T} steps needs {grid} tiles, more than one launch takes")
+    return _Plan(kind="rows_tiles", name=f"scanarray::rows_tiles<{targs}>", grid=grid, threads=NT, vec=vec,
+                 nlanes=nlanes, kt=kt, ns=ns, ss=ss, rec_size=_rec_size(dt), slots=grid)
+
+
+def _b(x):
+    return "true" if x else "false"
+
+
+def _rec_size(dt):
+    """Bytes of one tile status (``Status<C>`` in scan.cuh)."""
+    if dt == np.float32:
+        return 16  # flag packed with the pair in one 16-byte word
+    return 16 + -(-3 * dt.itemsize // 16) * 16
+
+
+# --------------------------------------------------------------------------- workspaces
+# Tile statuses and the tile counter live in a workspace per (device, stream, record size),
+# zeroed once when allocated. Each call gets a new epoch (statuses of older calls read as
+# "not ready") and a counter base, so no call pays for a memset; calls on one stream are
+# ordered, calls on different streams use different workspaces.
+
+_ws_lock = threading.Lock()
+_workspaces: dict = {}
+_EPOCH_LIMIT = 2**29
+
+
+class _Workspace:
+    def __init__(self, cupy, nbytes):
+        self.buffer = cupy.zeros(nbytes, dtype=cupy.uint8)
+        self.nbytes = nbytes
+        self.counter = 0
+        self.epoch = 1
+        self.lock = threading.Lock()
+
+    def __enter__(self):
+        self.lock.acquire()
+        return self
+
+    def __exit__(self, *exc):
+        self.lock.release()
+        return False
+
+    def advance(self, ntiles):
+        self.counter += ntiles
+        self.epoch += 1
+        if self.epoch >= _EPOCH_LIMIT:
+            self.buffer.fill(0)
+            self.counter = 0
+            self.epoch = 1
+
+
+def _workspace(cupy, rec_size, slots):
+    need = 16 + rec_size * slots
+    key = (cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr, rec_size)
+    with _ws_lock:
+        ws = _workspaces.get(key)
+        if ws is None or ws.nbytes < need:
+            # grow geometrically; the old buffer goes back to CuPy's pool on this stream
+            ws = _Workspace(cupy, max(need, 2 * ws.nbytes if ws is not None else 1 << 20))
+            _workspaces[key] = ws
+    return ws

@@ -1,0 +1,528 @@
+// Diagonal linear recurrences h[t] = a[t] * h[t-1] + b[t] on CUDA (scanarray's cupy backend).
+//
+// Kernels (all templates over the storage types of a, b, out and the compute type C):
+//
+// rows_tiles  time along a row (time stride +-1, or any stride): single-pass chunked scan with
+//             decoupled look-back (Merrill & Garland 2016). A tile of NT threads x G*NV steps is
+//             read once with coalesced vector loads (warp-striped: each thread holds NV groups of
+//             G consecutive steps), reduced to its pair (A, B), which is published; the tile then
+//             looks back over up to 32 predecessors per round trip (one warp, one status load per
+//             lane), and writes h once. Tiles take their index from an atomic counter, so a tile
+//             only ever waits on tiles that already run. Rows of one tile skip the look-back.
+// rows_warp   rows shorter than a tile: one warp per row, looping along it; no look-back at all.
+// lanes_tiles time-major data (lanes contiguous, time strided): 32 lanes per warp x NW warps
+//             along time; each thread steps S times, loads coalesced across lanes; tiles along
+//             time are chained per lane by the same look-back (one thread per lane, a window of
+//             4 predecessors per round trip).
+// seq         one thread per lane, looping over time: the sequential baseline.
+//
+// Non-finite values: composed pairs give NaN where the loop gives +-inf (inf*x + inf*y vs
+// inf*(x+y)). Every state here is computed by stepping h = a*h + b from an entering state, so
+// only entering states built by composition can differ; a tile (or warp step, or lane of a tile)
+// whose inputs hold a non-finite value, or whose entering state is non-finite, never publishes an
+// aggregate and replays its steps sequentially from the exact entering state instead: results
+// equal the sequential loop's, with no host round trip.
+#include "scan.cuh"
+
+namespace scanarray {
+
+// Prefix pairs of one warp's 32 * G * NV consecutive steps. Thread `lane` holds, for v < NV, the
+// G steps starting at v * 32 * G + lane * G. Returns the warp's total; pre[v] is the pair of the
+// steps before the thread's group v (from the warp's start).
+template <class C, int G, int NV>
+__device__ __forceinline__ Pair<C> warp_prefixes(const C (&xa)[NV][G], const C (&xb)[NV][G], Pair<C> (&pre)[NV],
+                                                 int lane) {
+  Pair<C> inc[NV];
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    Pair<C> f{xa[v][0], xb[v][0]};
+#pragma unroll
+    for (int g = 1; g < G; ++g) {
+      f.B = xa[v][g] * f.B + xb[v][g];
+      f.A = xa[v][g] * f.A;
+    }
+    inc[v] = f;
+  }
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      Pair<C> o = shfl_up(inc[v], d);
+      if (lane >= d) inc[v] = compose(inc[v], o);
+    }
+  }
+  Pair<C> carry = ident<C>();
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    Pair<C> ex = shfl_up(inc[v], 1);
+    if (lane == 0) ex = ident<C>();
+    Pair<C> tot = shfl_idx(inc[v], 31);
+    pre[v] = compose(ex, carry);
+    carry = compose(tot, carry);
+  }
+  return carry;
+}
+
+template <class C, int G>
+__device__ __forceinline__ bool group_bad(const C (&xa)[G], const C (&xb)[G]) {
+  bool bad = false;
+#pragma unroll
+  for (int g = 0; g < G; ++g) bad |= !(finite(xa[g]) && finite(xb[g]));
+  return bad;
+}
+
+// --------------------------------------------------------------------------------------- rows_tiles
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC>
+__global__ void __launch_bounds__(NT)
+    rows_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+  constexpr int NW = NT / 32;
+  constexpr int ITEMS = G * NV;
+  constexpr int TILE = NT * ITEMS;
+  __shared__ i64 s_id;
+  __shared__ Pair<C> s_warp[NW];
+  __shared__ int s_bad[NW];
+  __shared__ C s_hin;
+  __shared__ int s_slow;
+  __shared__ C s_xa[AC ? 1 : TILE];
+  __shared__ C s_xb[TILE];
+
+  SCAN_LANE_MAP;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+  Status<C> status;
+  status.init(ws + 16);
+
+  if (KT > 1) {
+    // Dynamic tile index: tile i starts only after tiles < i started (forward progress of the
+    // look-back does not rely on the hardware's block order).
+    if (tid == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
+    __syncthreads();
+  }
+  const i64 id = KT > 1 ? s_id : (i64)blockIdx.x;
+  const i64 row = id / KT, k = id - row * KT;
+  const i64 tbase = k * (i64)TILE;
+  i64 oa, ob, oo;
+  lm.offsets(row, oa, ob, oo);
+  const TA* pa = a + oa;
+  const TB* pb = b + ob;
+  TO* po = out + oo;
+
+  C xa[NV][G], xb[NV][G];
+  const i64 tw = tbase + (i64)w * 32 * ITEMS + (i64)lane * G;
+  C a_val = Num<C>::one();
+  if (AC) a_val = To<C>::f(pa[0]);
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    const i64 t0 = tw + v * 32 * G;
+    load_group<TB, C, G>(pb, stb, t0, T, vec_b != 0, xb[v], Num<C>::zero());
+    if (!AC) {
+      load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
+    } else {
+#pragma unroll
+      for (int g = 0; g < G; ++g) xa[v][g] = a_val;
+    }
+  }
+  bool bad = false;
+#pragma unroll
+  for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
+
+  Pair<C> pre[NV];
+  Pair<C> tot = warp_prefixes<C, G, NV>(xa, xb, pre, lane);
+  bad = __any_sync(0xffffffffu, bad);
+  if (lane == 0) {
+    s_warp[w] = tot;
+    s_bad[w] = bad;
+  }
+  __syncthreads();
+
+  Pair<C> wex = ident<C>();  // steps of the tile before this warp
+  for (int i = 0; i < w; ++i) wex = compose(s_warp[i], wex);
+
+  if (w == 0) {
+    Pair<C> agg = ident<C>();
+    int tile_bad = 0;
+    for (int i = 0; i < NW; ++i) {
+      agg = compose(s_warp[i], agg);
+      tile_bad |= s_bad[i];
+    }
+    C hin = Num<C>::zero();
+    if (k == 0) {
+      if (has_h0) hin = h0[row];
+    } else {
+      if (!tile_bad && finite(agg.A) && finite(agg.B) && lane == 0) status.publish_agg(id, agg, epoch);
+      // Look back: lane j reads the status of tile k-1-j; compose up to the nearest P.
+      Pair<C> R = ident<C>();
+      i64 j0 = k - 1;
+      while (true) {
+        const i64 j = j0 - lane;
+        Pair<C> x = ident<C>();
+        int st;
+        if (j >= 0) {
+          do {
+            st = status.read(id - k + j, epoch, x);
+          } while (st == ST_X);
+        } else if (j == -1) {
+          st = ST_P;
+          x.A = Num<C>::zero();
+          x.B = has_h0 ? h0[row] : Num<C>::zero();
+        } else {
+          st = ST_A;
+        }
+        const u32 pm = __ballot_sync(0xffffffffu, st == ST_P);
+        const int stop = pm ? __ffs(pm) - 1 : 32;
+        if (lane > stop) x = ident<C>();
+#pragma unroll
+        for (int d = 1; d < 32; d <<= 1) {
+          Pair<C> o = shfl_down(x, d);
+          if (lane + d < 32) x = compose(x, o);
+        }
+        x = shfl_idx(x, 0);
+        R = compose(R, x);
+        if (pm) break;
+        j0 -= 32;
+      }
+      hin = R.B;
+    }
+    int slow = tile_bad || !finite(hin);
+    if (!slow) {
+      C hout = apply(agg, hin);
+      if (!finite(hout)) {
+        slow = 1;  // overflow inside the tile: let the exact replay decide what the loop gives
+      } else if (k + 1 < KT && lane == 0) {
+        status.publish_inc(id, hout, epoch);
+      }
+    }
+    if (lane == 0) {
+      s_hin = hin;
+      s_slow = slow;
+    }
+  }
+  __syncthreads();
+  const C hin = s_hin;
+
+  if (!s_slow) {
+    const C hw = apply(wex, hin);
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      C h = apply(pre[v], hw);
+      C y[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        h = xa[v][g] * h + xb[v][g];
+        y[g] = h;
+      }
+      store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
+    }
+    return;
+  }
+
+  // Exact path: the loop itself, one thread, from the exact entering state.
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const int i = (int)(tw - tbase) + v * 32 * G + g;
+      if (!AC) s_xa[i] = xa[v][g];
+      s_xb[i] = xb[v][g];
+    }
+  }
+  __syncthreads();
+  if (tid == 0) {
+    const i64 rem = T - tbase;
+    const int n = rem < TILE ? (int)rem : TILE;
+    C h = hin;
+    for (int i = 0; i < n; ++i) {
+      h = (AC ? a_val : s_xa[i]) * h + s_xb[i];
+      s_xb[i] = h;
+    }
+    if (k + 1 < KT) status.publish_inc(id, h, epoch);
+  }
+  __syncthreads();
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    C y[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) y[g] = s_xb[(int)(tw - tbase) + v * 32 * G + g];
+    store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
+  }
+}
+
+// ---------------------------------------------------------------------------------------- rows_warp
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC>
+__global__ void __launch_bounds__(NT)
+    rows_warp(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+              int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, i64 nrows) {
+  constexpr int NW = NT / 32;
+  constexpr int ITEMS = G * NV;
+  constexpr int STEP = 32 * ITEMS;
+  __shared__ C s_xa[AC ? 1 : NW * STEP];
+  __shared__ C s_xb[NW * STEP];
+
+  SCAN_LANE_MAP;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+  const i64 row = (i64)blockIdx.x * NW + w;
+  if (row >= nrows) return;
+  i64 oa, ob, oo;
+  lm.offsets(row, oa, ob, oo);
+  const TA* pa = a + oa;
+  const TB* pb = b + ob;
+  TO* po = out + oo;
+  C a_val = Num<C>::one();
+  if (AC) a_val = To<C>::f(pa[0]);
+  C hin = has_h0 ? h0[row] : Num<C>::zero();
+  C* wa = s_xa + (AC ? 0 : w * STEP);
+  C* wb = s_xb + w * STEP;
+
+  for (i64 tbase = 0; tbase < T; tbase += STEP) {
+    C xa[NV][G], xb[NV][G];
+    const i64 tw = tbase + (i64)lane * G;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      const i64 t0 = tw + v * 32 * G;
+      load_group<TB, C, G>(pb, stb, t0, T, vec_b != 0, xb[v], Num<C>::zero());
+      if (!AC) {
+        load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
+      } else {
+#pragma unroll
+        for (int g = 0; g < G; ++g) xa[v][g] = a_val;
+      }
+    }
+    bool bad = false;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
+    Pair<C> pre[NV];
+    Pair<C> tot = warp_prefixes<C, G, NV>(xa, xb, pre, lane);
+    bad = __any_sync(0xffffffffu, bad);
+    const C hout = apply(tot, hin);
+    if (!bad && finite(hin) && finite(hout)) {
+#pragma unroll
+      for (int v = 0; v < NV; ++v) {
+        C h = apply(pre[v], hin);
+        C y[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          h = xa[v][g] * h + xb[v][g];
+          y[g] = h;
+        }
+        store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
+      }
+      hin = hout;
+      continue;
+    }
+    // Exact path for this stretch (see the file's header).
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int i = lane * G + v * 32 * G + g;
+        if (!AC) wa[i] = xa[v][g];
+        wb[i] = xb[v][g];
+      }
+    }
+    __syncwarp();
+    C h = hin;
+    if (lane == 0) {
+      const i64 rem = T - tbase;
+      const int n = rem < STEP ? (int)rem : STEP;
+      for (int i = 0; i < n; ++i) {
+        h = (AC ? a_val : wa[i]) * h + wb[i];
+        wb[i] = h;
+      }
+    }
+    __syncwarp();
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      C y[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) y[g] = wb[lane * G + v * 32 * G + g];
+      store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
+    }
+    hin = shfl_idx(h, 0);
+    __syncwarp();
+  }
+}
+
+// -------------------------------------------------------------------------------------- lanes_tiles
+template <class TA, class TB, class TO, class C, int NW, int S, bool AC>
+__global__ void __launch_bounds__(NW * 32)
+    lanes_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+                SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+  constexpr int L = NW * S;
+  __shared__ i64 s_id;
+  __shared__ Pair<C> s_f[NW][32];
+  __shared__ int s_bad[NW][32];
+  __shared__ C s_h[32];
+  __shared__ int s_slow;
+
+  SCAN_LANE_MAP;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+  Status<C> status;
+  status.init(ws + 16);
+  if (KT > 1) {
+    if (tid == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
+    __syncthreads();
+  }
+  const i64 id = KT > 1 ? s_id : (i64)blockIdx.x;
+  const i64 k = id / NG, g = id - k * NG;  // all lane groups of time tile k come before k + 1
+  const i64 l = g * 32 + lane;
+  const bool valid = l < nlanes;
+  i64 oa = 0, ob = 0, oo = 0;
+  if (valid) lm.offsets(l, oa, ob, oo);
+  const TA* pa = a + oa;
+  const TB* pb = b + ob;
+  TO* po = out + oo;
+  const i64 t0 = k * (i64)L + (i64)w * S;
+
+  C xa[S], xb[S];
+  C a_val = Num<C>::one();
+  if (AC && valid) a_val = To<C>::f(pa[0]);
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    const i64 t = t0 + s;
+    const bool in = valid && t < T;
+    xb[s] = in ? To<C>::f(pb[t * stb]) : Num<C>::zero();
+    xa[s] = AC ? a_val : (in ? To<C>::f(pa[t * sta]) : Num<C>::one());
+  }
+  bool bad = false;
+  Pair<C> f{xa[0], xb[0]};
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    bad |= !(finite(xa[s]) && finite(xb[s]));
+    if (s > 0) {
+      f.B = xa[s] * f.B + xb[s];
+      f.A = xa[s] * f.A;
+    }
+  }
+  s_f[w][lane] = f;
+  s_bad[w][lane] = bad;
+  __syncthreads();
+
+  int slow_lane = 0;
+  if (w == 0) {
+    Pair<C> agg = ident<C>();
+    int lane_bad = 0;
+    for (int i = 0; i < NW; ++i) {
+      Pair<C> fi = s_f[i][lane];
+      s_f[i][lane] = agg;  // exclusive prefix of warp i within the tile
+      agg = compose(fi, agg);
+      lane_bad |= s_bad[i][lane];
+    }
+    C hin = Num<C>::zero();
+    if (valid) {
+      if (k == 0) {
+        if (has_h0) hin = h0[l];
+      } else {
+        const i64 me = id * 32 + lane;
+        if (!lane_bad && finite(agg.A) && finite(agg.B)) status.publish_agg(me, agg, epoch);
+        // Per-lane look-back, 4 predecessors per round trip (independent loads).
+        Pair<C> R = ident<C>();
+        i64 j0 = k - 1;
+        bool found = false;
+        while (!found) {
+          Pair<C> x[4];
+          int st[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            const i64 j = j0 - i;
+            x[i] = ident<C>();
+            if (j >= 0) {
+              st[i] = status.read((j * NG + g) * 32 + lane, epoch, x[i]);
+            } else if (j == -1) {
+              st[i] = ST_P;
+              x[i].A = Num<C>::zero();
+              x[i].B = has_h0 ? h0[l] : Num<C>::zero();
+            } else {
+              st[i] = ST_A;
+            }
+          }
+#pragma unroll
+          for (int i = 0; i < 4; ++i) {
+            if (!found) {
+              while (st[i] == ST_X) st[i] = status.read(((j0 - i) * NG + g) * 32 + lane, epoch, x[i]);
+              R = compose(R, x[i]);
+              found = st[i] == ST_P;
+            }
+          }
+          j0 -= 4;
+        }
+        hin = R.B;
+      }
+      slow_lane = lane_bad || !finite(hin);
+      if (!slow_lane) {
+        C hout = apply(agg, hin);
+        if (!finite(hout)) {
+          slow_lane = 1;
+        } else if (k + 1 < KT) {
+          status.publish_inc(id * 32 + lane, hout, epoch);
+        }
+      }
+    }
+    s_h[lane] = hin;
+    const int any_slow = __any_sync(0xffffffffu, slow_lane);
+    if (lane == 0) s_slow = any_slow;
+  }
+  __syncthreads();
+
+  if (!s_slow) {
+    C h = apply(s_f[w][lane], s_h[lane]);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      h = xa[s] * h + xb[s];
+      const i64 t = t0 + s;
+      if (valid && t < T) put(po + t * sto, h);
+    }
+    return;
+  }
+  // Exact path: the warps step one after another from the exact entering state.
+  for (int i = 0; i < NW; ++i) {
+    if (w == i) {
+      C h = s_h[lane];
+#pragma unroll
+      for (int s = 0; s < S; ++s) {
+        h = xa[s] * h + xb[s];
+        const i64 t = t0 + s;
+        if (valid && t < T) put(po + t * sto, h);
+      }
+      s_h[lane] = h;
+    }
+    __syncthreads();
+  }
+  if (w == 0 && valid && slow_lane && k + 1 < KT) status.publish_inc(id * 32 + lane, s_h[lane], epoch);
+}
+
+// ---------------------------------------------------------------------------------------------- seq
+template <class TA, class TB, class TO, class C, bool AC>
+__global__ void seq(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+                    SCAN_LANE_PARAMS, i64 nlanes) {
+  SCAN_LANE_MAP;
+  for (i64 l = (i64)blockIdx.x * blockDim.x + threadIdx.x; l < nlanes; l += (i64)gridDim.x * blockDim.x) {
+    i64 oa, ob, oo;
+    lm.offsets(l, oa, ob, oo);
+    const TA* pa = a + oa;
+    const TB* pb = b + ob;
+    TO* po = out + oo;
+    C h = has_h0 ? h0[l] : Num<C>::zero();
+    const C a_val = AC ? To<C>::f(pa[0]) : Num<C>::one();
+    constexpr int U = 8;  // loads of U steps in flight before the dependent chain uses them
+    i64 t = 0;
+    for (; t + U <= T; t += U) {
+      C xa[U], xb[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        xb[u] = To<C>::f(pb[(t + u) * stb]);
+        xa[u] = AC ? a_val : To<C>::f(pa[(t + u) * sta]);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        h = xa[u] * h + xb[u];
+        put(po + (t + u) * sto, h);
+      }
+    }
+    for (; t < T; ++t) {
+      h = (AC ? a_val : To<C>::f(pa[t * sta])) * h + To<C>::f(pb[t * stb]);
+      put(po + t * sto, h);
+    }
+  }
+}
+
+}  // namespace scanarray

@@ -1,0 +1,300 @@
+// Diagonal linear recurrences h[t] = a[t] * h[t-1] + b[t] on CUDA: shared device code.
+//
+// Header-free on purpose (no <cuda_fp16.h>, no thrust): NVRTC on a user's machine may miss
+// toolkit headers (see docs/gpu.md), so half/bfloat16 conversions are inline PTX and complex
+// numbers are a small POD below.
+//
+// The scan state of a stretch of steps is the pair (A, B) = (product of a, local h from zero):
+// applying stretch `o` then stretch `n` gives (n.A * o.A, n.A * o.B + n.B) (Blelloch 1990, 1.4.1).
+#pragma once
+
+namespace scanarray {
+
+typedef long long i64;
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+// ------------------------------------------------------------------ storage and compute types
+struct half_t { unsigned short x; };
+struct bf16_t { unsigned short x; };
+
+template <class T> struct cplx { T re, im; };
+
+template <class T> __device__ __forceinline__ cplx<T> operator+(cplx<T> x, cplx<T> y) {
+  return cplx<T>{x.re + y.re, x.im + y.im};
+}
+// The naive product, as NumPy computes it (no C99 Annex G recovery of infinities).
+template <class T> __device__ __forceinline__ cplx<T> operator*(cplx<T> x, cplx<T> y) {
+  return cplx<T>{x.re * y.re - x.im * y.im, x.re * y.im + x.im * y.re};
+}
+
+__device__ __forceinline__ bool finite(float x) { return isfinite(x); }
+__device__ __forceinline__ bool finite(double x) { return isfinite(x); }
+template <class T> __device__ __forceinline__ bool finite(cplx<T> x) { return isfinite(x.re) && isfinite(x.im); }
+
+template <class C> struct Num;
+template <> struct Num<float> {
+  static __device__ __forceinline__ float one() { return 1.0f; }
+  static __device__ __forceinline__ float zero() { return 0.0f; }
+};
+template <> struct Num<double> {
+  static __device__ __forceinline__ double one() { return 1.0; }
+  static __device__ __forceinline__ double zero() { return 0.0; }
+};
+template <class T> struct Num<cplx<T>> {
+  static __device__ __forceinline__ cplx<T> one() { return cplx<T>{T(1), T(0)}; }
+  static __device__ __forceinline__ cplx<T> zero() { return cplx<T>{T(0), T(0)}; }
+};
+
+__device__ __forceinline__ float h2f(half_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h.x));
+  return f;
+}
+__device__ __forceinline__ half_t f2h(float f) {
+  half_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h.x) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ float b2f(bf16_t h) { return __uint_as_float(((u32)h.x) << 16); }
+__device__ __forceinline__ bf16_t f2b(float f) {
+  bf16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h.x) : "f"(f));
+  return h;
+}
+
+// Storage -> compute (reading casts as it reads; nothing is converted in a separate pass).
+template <class C> struct To;
+template <> struct To<float> {
+  static __device__ __forceinline__ float f(float x) { return x; }
+  static __device__ __forceinline__ float f(double x) { return (float)x; }
+  static __device__ __forceinline__ float f(half_t x) { return h2f(x); }
+  static __device__ __forceinline__ float f(bf16_t x) { return b2f(x); }
+};
+template <> struct To<double> {
+  static __device__ __forceinline__ double f(float x) { return x; }
+  static __device__ __forceinline__ double f(double x) { return x; }
+  static __device__ __forceinline__ double f(half_t x) { return h2f(x); }
+  static __device__ __forceinline__ double f(bf16_t x) { return b2f(x); }
+};
+template <class T> struct To<cplx<T>> {
+  template <class R> static __device__ __forceinline__ cplx<T> f(R x) { return cplx<T>{To<T>::f(x), T(0)}; }
+  static __device__ __forceinline__ cplx<T> f(cplx<float> x) { return cplx<T>{(T)x.re, (T)x.im}; }
+  static __device__ __forceinline__ cplx<T> f(cplx<double> x) { return cplx<T>{(T)x.re, (T)x.im}; }
+};
+
+// Compute -> storage of the result (its dtype, or float16/bfloat16 for float32 compute).
+__device__ __forceinline__ void put(float* p, float v) { *p = v; }
+__device__ __forceinline__ void put(double* p, double v) { *p = v; }
+__device__ __forceinline__ void put(half_t* p, float v) { *p = f2h(v); }
+__device__ __forceinline__ void put(bf16_t* p, float v) { *p = f2b(v); }
+template <class T> __device__ __forceinline__ void put(cplx<T>* p, cplx<T> v) { *p = v; }
+__device__ __forceinline__ float conv_out(float v, float*) { return v; }
+__device__ __forceinline__ double conv_out(double v, double*) { return v; }
+__device__ __forceinline__ half_t conv_out(float v, half_t*) { return f2h(v); }
+__device__ __forceinline__ bf16_t conv_out(float v, bf16_t*) { return f2b(v); }
+template <class T> __device__ __forceinline__ cplx<T> conv_out(cplx<T> v, cplx<T>*) { return v; }
+
+// ------------------------------------------------------------------ pairs and warp shuffles
+template <class C> struct Pair { C A, B; };
+
+template <class C> __device__ __forceinline__ Pair<C> ident() { return Pair<C>{Num<C>::one(), Num<C>::zero()}; }
+// apply `o` first, then `n`
+template <class C> __device__ __forceinline__ Pair<C> compose(Pair<C> n, Pair<C> o) {
+  return Pair<C>{n.A * o.A, n.A * o.B + n.B};
+}
+template <class C> __device__ __forceinline__ C apply(Pair<C> p, C h) { return p.A * h + p.B; }
+
+__device__ __forceinline__ float shfl_up(float x, int d) { return __shfl_up_sync(0xffffffffu, x, d); }
+__device__ __forceinline__ double shfl_up(double x, int d) { return __shfl_up_sync(0xffffffffu, x, d); }
+__device__ __forceinline__ float shfl_down(float x, int d) { return __shfl_down_sync(0xffffffffu, x, d); }
+__device__ __forceinline__ double shfl_down(double x, int d) { return __shfl_down_sync(0xffffffffu, x, d); }
+__device__ __forceinline__ float shfl_idx(float x, int s) { return __shfl_sync(0xffffffffu, x, s); }
+__device__ __forceinline__ double shfl_idx(double x, int s) { return __shfl_sync(0xffffffffu, x, s); }
+template <class T> __device__ __forceinline__ cplx<T> shfl_up(cplx<T> x, int d) {
+  return cplx<T>{shfl_up(x.re, d), shfl_up(x.im, d)};
+}
+template <class T> __device__ __forceinline__ cplx<T> shfl_down(cplx<T> x, int d) {
+  return cplx<T>{shfl_down(x.re, d), shfl_down(x.im, d)};
+}
+template <class T> __device__ __forceinline__ cplx<T> shfl_idx(cplx<T> x, int s) {
+  return cplx<T>{shfl_idx(x.re, s), shfl_idx(x.im, s)};
+}
+template <class C> __device__ __forceinline__ Pair<C> shfl_up(Pair<C> p, int d) {
+  return Pair<C>{shfl_up(p.A, d), shfl_up(p.B, d)};
+}
+template <class C> __device__ __forceinline__ Pair<C> shfl_down(Pair<C> p, int d) {
+  return Pair<C>{shfl_down(p.A, d), shfl_down(p.B, d)};
+}
+template <class C> __device__ __forceinline__ Pair<C> shfl_idx(Pair<C> p, int s) {
+  return Pair<C>{shfl_idx(p.A, s), shfl_idx(p.B, s)};
+}
+
+// ------------------------------------------------------------------ L2 (coherent) loads and stores
+__device__ __forceinline__ float ldcg(const float* p) { return __ldcg(p); }
+__device__ __forceinline__ double ldcg(const double* p) { return __ldcg(p); }
+template <class T> __device__ __forceinline__ cplx<T> ldcg(const cplx<T>* p) {
+  const T* q = reinterpret_cast<const T*>(p);
+  return cplx<T>{__ldcg(q), __ldcg(q + 1)};
+}
+__device__ __forceinline__ void stcg(float* p, float v) { __stcg(p, v); }
+__device__ __forceinline__ void stcg(double* p, double v) { __stcg(p, v); }
+template <class T> __device__ __forceinline__ void stcg(cplx<T>* p, cplx<T> v) {
+  T* q = reinterpret_cast<T*>(p);
+  __stcg(q, v.re);
+  __stcg(q + 1, v.im);
+}
+
+// ------------------------------------------------------------------ tile status (decoupled look-back)
+// Merrill & Garland, "Single-pass Parallel Prefix Scan with Decoupled Look-back", NVIDIA
+// NVR-2016-002. A status is X (nothing yet), A (the tile's aggregate pair) or P (the state at the
+// tile's end, "inclusive prefix"). Flags carry the call's epoch in their upper 30 bits, so a
+// workspace is zeroed once when allocated and never again: a status of an older call reads as X.
+enum { ST_X = 0, ST_A = 1, ST_P = 2 };
+
+// float pairs: flag and (A, B) in ONE 16-byte word, written and read with a single vector access
+// (as CUB's ScanTileState does for small values), so no fence orders payload against flag.
+template <class C> struct Status;
+template <> struct Status<float> {
+  uint4* w;
+  __device__ __forceinline__ void init(char* base) { w = reinterpret_cast<uint4*>(base); }
+  __device__ __forceinline__ void put(i64 i, float A, float B, u32 flag) const {
+    asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(w + i), "r"(__float_as_uint(A)),
+                 "r"(__float_as_uint(B)), "r"(flag), "r"(0u)
+                 : "memory");
+  }
+  __device__ __forceinline__ void publish_agg(i64 i, Pair<float> p, u32 epoch) const {
+    put(i, p.A, p.B, (epoch << 2) | ST_A);
+  }
+  __device__ __forceinline__ void publish_inc(i64 i, float h, u32 epoch) const { put(i, 0.0f, h, (epoch << 2) | ST_P); }
+  // Returns the state; for P, p = (0, h) (a constant map), so composing with it yields h.
+  __device__ __forceinline__ int read(i64 i, u32 epoch, Pair<float>& p) const {
+    u32 x, y, f, z;
+    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(x), "=r"(y), "=r"(f), "=r"(z)
+                 : "l"(w + i)
+                 : "memory");
+    (void)z;
+    if ((f >> 2) != epoch) return ST_X;
+    p.A = (f & 3) == ST_P ? 0.0f : __uint_as_float(x);
+    p.B = __uint_as_float(y);
+    return (int)(f & 3);
+  }
+};
+
+// Wider pairs do not fit one 16-byte word next to a flag: payload first (L2 stores), then the flag
+// with release semantics; readers load the flag with acquire semantics, then the payload from L2.
+// Aggregate and inclusive value have separate slots, so a payload is never overwritten.
+template <class C> struct alignas(16) Rec {
+  u32 flag;
+  u32 pad[3];
+  C aA, aB, inc;
+};
+
+template <class C> struct Status {
+  Rec<C>* r;
+  __device__ __forceinline__ void init(char* base) { r = reinterpret_cast<Rec<C>*>(base); }
+  __device__ __forceinline__ void set_flag(i64 i, u32 f) const {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(&r[i].flag), "r"(f) : "memory");
+  }
+  __device__ __forceinline__ void publish_agg(i64 i, Pair<C> p, u32 epoch) const {
+    stcg(&r[i].aA, p.A);
+    stcg(&r[i].aB, p.B);
+    set_flag(i, (epoch << 2) | ST_A);
+  }
+  __device__ __forceinline__ void publish_inc(i64 i, C h, u32 epoch) const {
+    stcg(&r[i].inc, h);
+    set_flag(i, (epoch << 2) | ST_P);
+  }
+  __device__ __forceinline__ int read(i64 i, u32 epoch, Pair<C>& p) const {
+    u32 f;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(f) : "l"(&r[i].flag) : "memory");
+    if ((f >> 2) != epoch) return ST_X;
+    int s = (int)(f & 3);
+    if (s == ST_P) {
+      p.A = Num<C>::zero();
+      p.B = ldcg(&r[i].inc);
+    } else {
+      p.A = ldcg(&r[i].aA);
+      p.B = ldcg(&r[i].aB);
+    }
+    return s;
+  }
+};
+
+// ------------------------------------------------------------------ strided lanes
+// Lane l of the flattened lane axes -> element offsets of a, b, out (up to 4 axes after the
+// driver merged what merges; strides in elements, any sign, 0 where broadcast).
+struct LaneMap {
+  int nd;
+  i64 n[4], sa[4], sb[4], so[4];
+  __device__ __forceinline__ void offsets(i64 l, i64& oa, i64& ob, i64& oo) const {
+    oa = ob = oo = 0;
+#pragma unroll
+    for (int d = 3; d >= 0; --d) {
+      if (d < nd) {
+        i64 i = l % n[d];
+        l /= n[d];
+        oa += i * sa[d];
+        ob += i * sb[d];
+        oo += i * so[d];
+      }
+    }
+  }
+};
+
+#define SCAN_LANE_PARAMS                                                                             \
+  int nd, i64 n0, i64 n1, i64 n2, i64 n3, i64 sa0, i64 sa1, i64 sa2, i64 sa3, i64 sb0, i64 sb1, i64 sb2, \
+      i64 sb3, i64 so0, i64 so1, i64 so2, i64 so3
+#define SCAN_LANE_MAP \
+  LaneMap lm{nd, {n0, n1, n2, n3}, {sa0, sa1, sa2, sa3}, {sb0, sb1, sb2, sb3}, {so0, so1, so2, so3}}
+
+// ------------------------------------------------------------------ groups of G consecutive steps
+// 16-byte (or G*sizeof(S)-byte) vector accesses where the driver found the array aligned and the
+// time stride +1 or -1 (a reversed scan reads the vector and walks it backwards).
+template <class S, int G> struct alignas(sizeof(S) * G) Vec { S v[G]; };
+
+template <class S, class C, int G>
+__device__ __forceinline__ void load_group(const S* p, i64 st, i64 t0, i64 T, bool vec, C (&x)[G], C fill) {
+  if (vec && t0 + G <= T) {
+    if (st == 1) {
+      Vec<S, G> v = *reinterpret_cast<const Vec<S, G>*>(p + t0);
+#pragma unroll
+      for (int g = 0; g < G; ++g) x[g] = To<C>::f(v.v[g]);
+    } else {
+      Vec<S, G> v = *reinterpret_cast<const Vec<S, G>*>(p - t0 - (G - 1));
+#pragma unroll
+      for (int g = 0; g < G; ++g) x[g] = To<C>::f(v.v[G - 1 - g]);
+    }
+  } else {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      i64 t = t0 + g;
+      x[g] = t < T ? To<C>::f(p[t * st]) : fill;
+    }
+  }
+}
+
+template <class S, class C, int G>
+__device__ __forceinline__ void store_group(S* p, i64 st, i64 t0, i64 T, bool vec, const C (&x)[G]) {
+  if (vec && t0 + G <= T) {
+    Vec<S, G> v;
+    if (st == 1) {
+#pragma unroll
+      for (int g = 0; g < G; ++g) v.v[g] = conv_out(x[g], (S*)nullptr);
+      *reinterpret_cast<Vec<S, G>*>(p + t0) = v;
+    } else {
+#pragma unroll
+      for (int g = 0; g < G; ++g) v.v[G - 1 - g] = conv_out(x[g], (S*)nullptr);
+      *reinterpret_cast<Vec<S, G>*>(p - t0 - (G - 1)) = v;
+    }
+  } else {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      i64 t = t0 + g;
+      if (t < T) put(p + t * st, x[g]);
+    }
+  }
+}
+
+}  // namespace scanarray

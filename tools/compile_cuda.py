@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Compile-check every CUDA source of scanarray for sm_90 with nvcc (CI has nvcc, no GPU).
+
+Usage: python tools/compile_cuda.py [--arch sm_90] [--verbose]
+
+Each ``scanarray/backends/cuda/*.cu`` is compiled to a cubin as it is (NVRTC
+compiles it at run time the same way). Templates are only checked once
+instantiated, so for ``scan.cu`` a translation unit instantiating every kernel
+for every (storage, compute) dtype pair the driver can ask for is compiled too.
+Exits non-zero on the first failure. Needs no Python package besides the
+standard library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CUDA_DIR = os.path.join(ROOT, "scanarray", "backends", "cuda")
+
+_C = {
+    "f16": "half_t", "bf16": "bf16_t", "f32": "float", "f64": "double",
+    "c64": "cplx<float>", "c128": "cplx<double>",
+}
+# (a, b, out, compute) storage combinations the driver produces for uniform inputs
+_COMBOS = [
+    ("f32", "f32", "f32", "f32"), ("f64", "f64", "f64", "f64"), ("c64", "c64", "c64", "c64"),
+    ("c128", "c128", "c128", "c128"), ("f16", "f16", "f16", "f32"), ("bf16", "bf16", "bf16", "f32"),
+    ("f32", "f16", "f16", "f32"), ("f64", "c128", "c128", "c128"), ("f32", "f32", "f16", "f32"),
+]
+_ITEMS = {4: 16, 8: 8, 16: 4}
+_SIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16}
+
+_SIG_HEAD = "const {A}*, const {B}*, {O}*, const {C}*, int, i64, i64, i64, i64"
+_LANES = "int, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64"
+
+
+def _instantiations():
+    out = []
+    for combo in _COMBOS:
+        A, B, O, C = (_C[x] for x in combo)
+        head = _SIG_HEAD.format(A=A, B=B, O=O, C=C)
+        cs = _SIZE[combo[3]]
+        for ac in ("false", "true"):
+            widest = max(_SIZE[combo[1]], _SIZE[combo[2]], 0 if ac == "true" else _SIZE[combo[0]])
+            G = max(1, 16 // widest)
+            NV = max(1, _ITEMS[cs] // G)
+            t = f"{A}, {B}, {O}, {C}"
+            out.append(f"template __global__ void rows_tiles<{t}, 256, {G}, {NV}, {ac}>"
+                       f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
+            out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}>"
+                       f"({head}, int, int, int, {_LANES}, i64);")
+            out.append(f"template __global__ void lanes_tiles<{t}, 8, {_ITEMS[cs]}, {ac}>"
+                       f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
+            out.append(f"template __global__ void seq<{t}, {ac}>({head}, {_LANES}, i64);")
+    return out
+
+
+def _nvcc(src, arch, extra, verbose):
+    cmd = ["nvcc", "-std=c++17", f"-arch={arch}", "-cubin", "-o", os.devnull, f"-I{CUDA_DIR}", *extra, src]
+    if verbose:
+        cmd.insert(1, "-Xptxas=-v")
+        print(" ".join(cmd), flush=True)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if verbose or r.returncode:
+        sys.stdout.write(r.stdout + r.stderr)
+    return r.returncode
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--arch", default="sm_90")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args(argv)
+    if shutil.which("nvcc") is None:
+        print("compile_cuda: nvcc not found on PATH", file=sys.stderr)
+        return 2
+    sources = sorted(f for f in os.listdir(CUDA_DIR) if f.endswith(".cu"))
+    failed = []
+    for name in sources:
+        path = os.path.join(CUDA_DIR, name)
+        rc = _nvcc(path, args.arch, [], args.verbose)
+        print(f"{'ok  ' if rc == 0 else 'FAIL'} {name}", flush=True)
+        if rc:
+            failed.append(name)
+        if name == "scan.cu":
+            with tempfile.TemporaryDirectory() as tmp:
+                tu = os.path.join(tmp, "scan_instances.cu")
+                with open(tu, "w") as f:
+                    f.write('#include "scan.cu"\nnamespace scanarray {\n' + "\n".join(_instantiations()) + "\n}\n")
+                rc = _nvcc(tu, args.arch, [], args.verbose)
+            print(f"{'ok  ' if rc == 0 else 'FAIL'} scan.cu instantiated for {len(_COMBOS)} dtype combinations",
+                  flush=True)
+            if rc:
+                failed.append("scan.cu (instances)")
+    if failed:
+        print("compile_cuda: failed: " + ", ".join(failed), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
