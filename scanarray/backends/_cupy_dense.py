@@ -4,7 +4,8 @@
 :mod:`scanarray._dense` with ``xp = cupy``: every level is one batched
 ``cupy.matmul`` (cuBLAS strided-batched GEMM). ``sequential`` is one CUDA
 kernel: a thread block per lane steps through time, thread ``i`` computing
-row ``i`` of ``A[t] @ h[t-1]`` from the state kept in shared memory.
+row ``i`` of ``A[t] @ h[t-1]`` from the state kept in shared memory; ``A[t]``
+is staged in shared memory while ``A[t+1]`` is being loaded.
 
 Full float32 precision
 ----------------------
@@ -91,15 +92,17 @@ def linear_recurrence(p):
 _SOURCE = r"""
 #include <cupy/complex.cuh>
 
-// One block per lane; thread i owns row i of the state. The state lives in
-// shared memory, double-buffered so one barrier per step suffices. A is
+// One block per lane; thread i owns row i of the state, which lives in shared
+// memory, double-buffered so that one barrier per step suffices. A is
 // (LA, TA, n, n) contiguous with LA in {1, lanes} and TA in {1, T}: the
-// strides a_lane and a_time are 0 for a shared or time-invariant A.
+// strides a_lane and a_time are 0 for a shared or a time-invariant A.
+
+// Rows of A read straight from global memory (any n up to 1024).
 template<typename T>
-__global__ void dense_sequential(const T* __restrict__ A, long long a_lane, long long a_time,
-                                 const T* __restrict__ B, T* __restrict__ H,
-                                 const T* __restrict__ h0, int has_h0,
-                                 int steps, int n, int reverse) {
+__global__ void dense_sequential_direct(const T* __restrict__ A, long long a_lane, long long a_time,
+                                        const T* __restrict__ B, T* __restrict__ H,
+                                        const T* __restrict__ h0, int has_h0,
+                                        int steps, int n, int reverse) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
     T* h = reinterpret_cast<T*>(smem_raw);  // 2 * n
     const long long lane = blockIdx.x;
@@ -124,6 +127,73 @@ __global__ void dense_sequential(const T* __restrict__ A, long long a_lane, long
         cur = 1 - cur;
     }
 }
+
+// A[t] staged in shared memory (rows padded to n + 1 against bank conflicts),
+// A[t+1] and b[t+1] loaded into registers (coalesced, K per thread) while
+// step t computes, so the loads' latency overlaps the arithmetic.
+template<typename T, int K>
+__global__ void dense_sequential_staged(const T* __restrict__ A, long long a_lane, long long a_time,
+                                        const T* __restrict__ B, T* __restrict__ H,
+                                        const T* __restrict__ h0, int has_h0,
+                                        int steps, int n, int reverse) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int np1 = n + 1, nn = n * n, tile = n * (n + 1);
+    T* sA = reinterpret_cast<T*>(smem_raw);  // 2 tiles of n x (n + 1)
+    T* h = sA + 2 * tile;                    // 2 * n
+    const long long lane = blockIdx.x;
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const T* Al = A + lane * a_lane;
+    const T* Bl = B + lane * (long long)steps * n;
+    T* Hl = H + lane * (long long)steps * n;
+    const bool varying = a_time != 0;
+    long long t = reverse ? steps - 1 : 0;
+    #pragma unroll
+    for (int k = 0; k < K; ++k) {
+        const int e = tid + k * nt;
+        if (e < nn) sA[(e / n) * np1 + e % n] = Al[t * a_time + e];
+    }
+    if (tid < n) h[tid] = has_h0 ? h0[lane * n + tid] : T(0);
+    T b_cur = (tid < n) ? Bl[t * n + tid] : T(0);
+    __syncthreads();
+    T pre[K];
+    int cur = 0;
+    for (int s = 0; s < steps; ++s) {
+        const bool more = s + 1 < steps;
+        const long long tn = reverse ? t - 1 : t + 1;
+        T b_next = T(0);
+        if (more) {
+            if (tid < n) b_next = Bl[tn * n + tid];
+            if (varying) {
+                #pragma unroll
+                for (int k = 0; k < K; ++k) {
+                    const int e = tid + k * nt;
+                    if (e < nn) pre[k] = Al[tn * a_time + e];
+                }
+            }
+        }
+        const T* As = sA + (varying ? cur : 0) * tile;
+        if (tid < n) {
+            T acc = b_cur;
+            const T* row = As + tid * np1;
+            const T* hv = h + cur * n;
+            for (int j = 0; j < n; ++j) acc += row[j] * hv[j];
+            Hl[t * n + tid] = acc;
+            h[(1 - cur) * n + tid] = acc;
+        }
+        if (more && varying) {
+            T* Ad = sA + (1 - cur) * tile;
+            #pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int e = tid + k * nt;
+                if (e < nn) Ad[(e / n) * np1 + e % n] = pre[k];
+            }
+        }
+        __syncthreads();
+        cur = 1 - cur;
+        t = tn;
+        b_cur = b_next;
+    }
+}
 """
 
 _TYPENAMES = {
@@ -134,14 +204,50 @@ _TYPENAMES = {
 }
 
 
+#: registers per thread for prefetching A[t+1] in the staged kernel
+_KS = (1, 2, 4, 8, 16, 32, 64)
+#: shared memory the staged kernel may ask for (opt-in above 48 KiB; sm_80+ allow more than 160 KiB)
+_MAX_SHARED = 160 * 1024
+
+
+def _names():
+    names = []
+    for t in _TYPENAMES.values():
+        names.append(f"dense_sequential_direct<{t}>")
+        names += [f"dense_sequential_staged<{t}, {k}>" for k in _KS]
+    return names
+
+
 @cupy._util.memoize(for_each_device=True)
 def _module():
-    names = [f"dense_sequential<{t}>" for t in _TYPENAMES.values()]
-    return cupy.RawModule(code=_SOURCE, options=("--std=c++14",), name_expressions=names)
+    # C++17: CuPy's complex.cuh pulls in CCCL/Thrust, which requires it (CuPy 14).
+    return cupy.RawModule(code=_SOURCE, options=("--std=c++17",), name_expressions=_names())
 
 
-def _kernel(dt):
-    return _module().get_function(f"dense_sequential<{_TYPENAMES[np.dtype(dt)]}>")
+def _round32(x):
+    return max(32, -(-x // 32) * 32)
+
+
+def _kernel(dt, n):
+    """``(function, threads, shared bytes)``: the staged kernel when its tiles fit, else the direct one.
+
+    The staged kernel prefetches ``K`` elements of ``A[t+1]`` per thread; ``K``
+    is capped at 256 bytes of registers per thread (more spills, measured
+    with ``ptxas -v`` for sm_90), so large ``n`` take more threads than rows.
+    """
+    dt = np.dtype(dt)
+    shared = (2 * n * (n + 1) + 2 * n) * dt.itemsize
+    threads = max(_round32(n), _round32(-(-n * n // (256 // dt.itemsize))))
+    K = next((k for k in _KS if k * threads >= n * n), None)
+    if threads <= 1024 and K is not None and shared <= _MAX_SHARED:
+        f = _module().get_function(f"dense_sequential_staged<{_TYPENAMES[dt]}, {K}>")
+        if shared > 48 * 1024:
+            f.max_dynamic_shared_size_bytes = shared
+        return f, threads, shared
+    threads = _round32(n)
+    if threads > 1024:
+        raise ValueError(f"method='sequential' on CuPy supports n <= 1024; got n = {n}")
+    return _module().get_function(f"dense_sequential_direct<{_TYPENAMES[dt]}>"), threads, 2 * n * dt.itemsize
 
 
 def sequential(A, b, h0, dt, reverse, out):
@@ -173,14 +279,12 @@ def sequential(A, b, h0, dt, reverse, out):
         h2 = cupy.ascontiguousarray(cupy.broadcast_to(h0, lanes + (n,)), dtype=dt)
     else:
         h2 = cupy.empty((1,), dt)
-    threads = max(32, -(-n // 32) * 32)
-    if threads > 1024:
-        raise ValueError(f"method='sequential' on CuPy supports n <= 1024; got n = {n}")
-    _kernel(dt)(
+    kernel, threads, shared = _kernel(dt, n)
+    kernel(
         (L,), (threads,),
         (A2, np.int64(a_lane), np.int64(a_time), B2, H, h2, np.int32(h0 is not None),
          np.int32(T), np.int32(n), np.int32(bool(reverse))),
-        shared_mem=2 * n * dt.itemsize,
+        shared_mem=shared,
     )
     if not direct:
         out[...] = H

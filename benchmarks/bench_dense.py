@@ -1,0 +1,341 @@
+"""The seed experiment for dense recurrences: cyclic reduction against a prefix scan (issue 6).
+
+``h[t] = A[t] @ h[t-1] + b[t]``, ``A[t]`` n x n, float32 unless stated.
+
+GPU (``--gpu``): for n in {4, 16, 32, 64}, T in {1024 ... 16384}, batch 1 and 16:
+
+- multiply-adds counted from the GEMM calls each method issues
+  (:func:`scanarray._dense.count_multiply_adds` wraps every ``matmul`` the
+  algorithm makes; a product ``(p, k) @ (k, q)`` over a batch of ``s`` counts
+  ``s p k q`` multiply-adds = ``2 s p k q`` flops), checked against the
+  prediction :func:`scanarray._dense.multiply_adds`;
+- time: CUDA events on CuPy's stream around one call, median over repeats
+  after a warm-up (JAX: wall clock around ``block_until_ready``, median);
+- ``||h_CR - h_prefix|| / ||h_prefix||`` (both float32) and the error of
+  each against the float64 cyclic reduction of the same data;
+- peers in the same run: ``jax.lax.associative_scan`` with a matmul combine
+  (``precision=HIGHEST``, i.e. no TF32, and ``jax_default_matmul_precision``
+  = "highest"), a per-step CuPy loop (``h = A[:, t] @ h + b[:, t]``), and the
+  one-kernel ``sequential`` method.
+
+Then the issue's two target shapes, (B=8, T=4096, n=64) and (B=64, T=1024,
+n=16), float32 against JAX; and on the CPU (``--cpu``) the NumPy backend's
+dense path against a per-step NumPy loop at (8, 4096, 16).
+
+Usage::
+
+    XLA_PYTHON_CLIENT_PREALLOCATE=false python benchmarks/bench_dense.py --gpu --cpu --out results.md
+    python benchmarks/bench_dense.py --gpu --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import scanarray  # noqa: E402
+from scanarray import _dense  # noqa: E402
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def gpu_time(fn, min_reps=3, max_reps=15, budget_s=1.5, warmup=1):
+    """Median milliseconds of ``fn()`` by CUDA events on the current CuPy stream."""
+    import cupy
+
+    for _ in range(warmup):
+        fn()
+    cupy.cuda.get_current_stream().synchronize()
+    times, spent = [], 0.0
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    while len(times) < max_reps and (len(times) < min_reps or spent < budget_s):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        ms = cupy.cuda.get_elapsed_time(start, stop)
+        times.append(ms)
+        spent += ms / 1e3
+    return statistics.median(times)
+
+
+def wall_time(fn, min_reps=3, max_reps=15, budget_s=1.5, warmup=1, sync=None):
+    """Median milliseconds of ``fn()`` by the wall clock (``sync(result)`` waits for it)."""
+    for _ in range(warmup):
+        r = fn()
+        if sync:
+            sync(r)
+    times, spent = [], 0.0
+    while len(times) < max_reps and (len(times) < min_reps or spent < budget_s):
+        t0 = time.perf_counter()
+        r = fn()
+        if sync:
+            sync(r)
+        dt = time.perf_counter() - t0
+        times.append(dt * 1e3)
+        spent += dt
+    return statistics.median(times)
+
+
+# --------------------------------------------------------------------------- peers
+
+
+def make_jax_scan():
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_default_matmul_precision", "highest")
+    hi = jax.lax.Precision.HIGHEST
+
+    def combine(earlier, later):
+        A1, b1 = earlier
+        A2, b2 = later
+        return (jnp.matmul(A2, A1, precision=hi),
+                jnp.matmul(A2, b1[..., None], precision=hi)[..., 0] + b2)
+
+    @jax.jit
+    def scan(A, b):
+        return jax.lax.associative_scan(combine, (A, b), axis=1)[1]
+
+    def to_jax(x):
+        try:
+            return jax.dlpack.from_dlpack(x)
+        except Exception:  # older JAX: through the host
+            return jnp.asarray(x.get())
+
+    return scan, to_jax, lambda r: r.block_until_ready()
+
+
+def cupy_loop(A, b):
+    """The per-step CuPy loop users write today: T dependent batched matvecs."""
+    import cupy
+
+    T = b.shape[1]
+    h = cupy.zeros((b.shape[0], b.shape[2]), b.dtype)
+    H = cupy.empty_like(b)
+    for t in range(T):
+        h = cupy.matmul(A[:, t], h[..., None])[..., 0] + b[:, t]
+        H[:, t] = h
+    return H
+
+
+def numpy_loop(A, b):
+    T = b.shape[1]
+    h = np.zeros((b.shape[0], b.shape[2]), b.dtype)
+    H = np.empty_like(b)
+    for t in range(T):
+        h = np.matmul(A[:, t], h[..., None])[..., 0] + b[:, t]
+        H[:, t] = h
+    return H
+
+
+# --------------------------------------------------------------------------- data
+
+
+def gpu_data(B, T, n, dtype, seed=0):
+    """Stable random transitions: Gaussian scaled to norm about 0.9 (||G|| ~ 2 sqrt(n))."""
+    import cupy
+
+    rs = cupy.random.RandomState(seed)
+    A = (rs.standard_normal((B, T, n, n), dtype=cupy.float32) * (0.9 / (2 * np.sqrt(n) + 1))).astype(dtype)
+    b = rs.standard_normal((B, T, n), dtype=cupy.float32).astype(dtype)
+    return A, b
+
+
+def rel(x, ref):
+    import cupy
+
+    xp = cupy.get_array_module(x)
+    d = xp.linalg.norm((x.astype(xp.float64) - ref.astype(xp.float64)).ravel())
+    return float(d / xp.linalg.norm(ref.astype(xp.float64).ravel()))
+
+
+# --------------------------------------------------------------------------- GPU runs
+
+
+def device_line():
+    import cupy
+
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    return f"{props['name'].decode()} (cc {props['major']}.{props['minor']}), CuPy {cupy.__version__}"
+
+
+def seed_table(ns, Ts, batches, with_jax, with_loop, log):
+    import cupy
+
+    jax_scan = None
+    if with_jax:
+        try:
+            jax_scan, to_jax, jsync = make_jax_scan()
+        except Exception as exc:  # pragma: no cover - depends on the host
+            log(f"jax unavailable: {exc!r}")
+    rows = []
+    for n in ns:
+        for B in batches:
+            for T in Ts:
+                A, b = gpu_data(B, T, n, np.float32)
+                run = {m: (lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
+                       for m in ("cyclic_reduction", "prefix", "sequential")}
+                with _dense.count_multiply_adds() as c_cr:
+                    h_cr = run["cyclic_reduction"]()
+                with _dense.count_multiply_adds() as c_pf:
+                    h_pf = run["prefix"]()
+                for name, c in (("cyclic_reduction", c_cr), ("prefix", c_pf)):
+                    want = _dense.multiply_adds(name, T, n, lanes=B)["total"]
+                    assert c.total == want, (name, c.total, want)
+                h64 = scanarray.linear_recurrence(A.astype(cupy.float64), b.astype(cupy.float64), dense=True,
+                                                  backend="cupy", method="cyclic_reduction")
+                h_seq = run["sequential"]()
+                row = dict(n=n, B=B, T=T, mac_cr=c_cr.total, mac_pf=c_pf.total,
+                           agree=rel(h_cr, h_pf), err_cr=rel(h_cr, h64), err_pf=rel(h_pf, h64),
+                           err_seq=rel(h_seq, h64))
+                del h_cr, h_pf, h_seq
+                row["t_cr"] = gpu_time(run["cyclic_reduction"])
+                row["t_pf"] = gpu_time(run["prefix"])
+                row["t_seq"] = gpu_time(run["sequential"])
+                row["t_loop"] = gpu_time(lambda: cupy_loop(A, b), min_reps=1, max_reps=3, budget_s=0.3) if with_loop else None
+                row["t_jax"] = row["err_jax"] = None
+                if jax_scan is not None:
+                    try:
+                        cupy.cuda.get_current_stream().synchronize()
+                        Aj, bj = to_jax(A), to_jax(b)
+                        hj = jax_scan(Aj, bj).block_until_ready()
+                        row["err_jax"] = rel(cupy.asarray(np.asarray(hj)), h64)
+                        del hj
+                        row["t_jax"] = wall_time(lambda: jax_scan(Aj, bj), sync=jsync)
+                        del Aj, bj
+                    except Exception as exc:  # out of memory at the largest sizes
+                        log(f"jax failed at n={n} B={B} T={T}: {type(exc).__name__}: {str(exc)[:200]}")
+                del A, b, h64
+                cupy.get_default_memory_pool().free_all_blocks()
+                rows.append(row)
+                log(fmt_seed_row(row))
+    return rows
+
+
+def fmt(x, spec=".3f"):
+    return "—" if x is None else format(x, spec)
+
+
+SEED_HEADER = (
+    "| n | B | T | MACs CR / (B T n³) | MACs prefix / (B T n³) | prefix/CR MACs | CR ms | prefix ms | "
+    "speedup prefix/CR | ‖h_CR−h_prefix‖/‖h_prefix‖ | err CR | err prefix | sequential ms | CuPy loop ms | "
+    "JAX assoc. scan ms | err JAX |\n|" + "---|" * 16
+)
+
+
+def fmt_seed_row(r):
+    unit = r["B"] * r["T"] * r["n"] ** 3
+    return (
+        f"| {r['n']} | {r['B']} | {r['T']} | {r['mac_cr'] / unit:.3f} | {r['mac_pf'] / unit:.2f} | "
+        f"{r['mac_pf'] / r['mac_cr']:.1f} | {r['t_cr']:.3f} | {r['t_pf']:.3f} | {r['t_pf'] / r['t_cr']:.2f}x | "
+        f"{r['agree']:.1e} | {r['err_cr']:.1e} | {r['err_pf']:.1e} | {r['t_seq']:.3f} | {fmt(r['t_loop'], '.1f')} | "
+        f"{fmt(r['t_jax'])} | {fmt(r['err_jax'], '.1e')} |"
+    )
+
+
+def targets(with_jax, log):
+    import cupy
+
+    shapes = [(8, 4096, 64, 2.33), (64, 1024, 16, 1.07)]
+    jax_scan = None
+    if with_jax:
+        try:
+            jax_scan, to_jax, jsync = make_jax_scan()
+        except Exception as exc:  # pragma: no cover
+            log(f"jax unavailable: {exc!r}")
+    lines = ["| B | T | n | method | ms (median) | × vs JAX here | issue's JAX figure (H200) | err vs float64 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for B, T, n, quoted in shapes:
+        A, b = gpu_data(B, T, n, np.float32, seed=1)
+        h64 = scanarray.linear_recurrence(A.astype(cupy.float64), b.astype(cupy.float64), dense=True,
+                                          backend="cupy", method="cyclic_reduction")
+        t_jax = None
+        if jax_scan is not None:
+            cupy.cuda.get_current_stream().synchronize()
+            Aj, bj = to_jax(A), to_jax(b)
+            err = rel(cupy.asarray(np.asarray(jax_scan(Aj, bj))), h64)
+            t_jax = wall_time(lambda: jax_scan(Aj, bj), sync=jsync, min_reps=5, max_reps=30)
+            lines.append(f"| {B} | {T} | {n} | jax.lax.associative_scan | {t_jax:.3f} | 1.00 | {quoted} ms | {err:.1e} |")
+        for m in ("cyclic_reduction", "prefix", "sequential", "auto"):
+            f = lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m)
+            err = rel(f(), h64)
+            t = gpu_time(f, min_reps=5, max_reps=30)
+            x = "—" if t_jax is None else f"{t_jax / t:.2f}"
+            lines.append(f"| {B} | {T} | {n} | {m} | {t:.3f} | {x} | {quoted} ms | {err:.1e} |")
+        log(lines[-1])
+    return lines
+
+
+def cpu_table(log, B=8, T=4096, n=16):
+    lines = ["| dtype | method | ms (median) | speedup vs loop | rel. err vs loop (float64) |", "|---|---|---|---|---|"]
+    rng = np.random.default_rng(0)
+    for dt in (np.float32, np.float64):
+        A = (rng.standard_normal((B, T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))).astype(dt)
+        b = rng.standard_normal((B, T, n)).astype(dt)
+        ref = numpy_loop(A.astype(np.float64), b.astype(np.float64))
+        t_loop = wall_time(lambda: numpy_loop(A, b), min_reps=5, budget_s=2)
+        lines.append(f"| {np.dtype(dt).name} | per-step NumPy loop | {t_loop:.2f} | 1.00 | "
+                     f"{np.linalg.norm(numpy_loop(A, b) - ref) / np.linalg.norm(ref):.1e} |")
+        for m in ("auto", "cyclic_reduction", "prefix"):
+            f = lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="numpy", method=m)
+            h = f()
+            t = wall_time(f, min_reps=3, budget_s=2)
+            lines.append(f"| {np.dtype(dt).name} | numpy backend, {m} | {t:.2f} | {t_loop / t:.2f} | "
+                         f"{np.linalg.norm(h - ref) / np.linalg.norm(ref):.1e} |")
+            log(lines[-1])
+    return lines
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--gpu", action="store_true")
+    ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="n in {4, 32}, T in {1024, 4096}")
+    ap.add_argument("--no-jax", action="store_true")
+    ap.add_argument("--no-loop", action="store_true")
+    ap.add_argument("--out", help="write the markdown tables here")
+    args = ap.parse_args(argv)
+
+    def log(s):
+        print(s, flush=True)
+
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [f"# Dense recurrences: cyclic reduction vs prefix scan ({now})", ""]
+
+    def save():  # after every section, so a run cut short keeps what it measured
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write("\n".join(parts) + "\n")
+
+    if args.gpu:
+        parts += [f"Device: {device_line()}; host {platform.node()}; float32 data; times are medians.", ""]
+        parts += ["## Targets (float32)", ""] + targets(not args.no_jax, log) + [""]
+        save()
+        ns, Ts = ([4, 32], [1024, 4096]) if args.quick else ([4, 16, 32, 64], [1024, 2048, 4096, 8192, 16384])
+        parts += ["## Seed experiment", "", SEED_HEADER]
+        for r in seed_table(ns, Ts, [1, 16], not args.no_jax, not args.no_loop, log):
+            parts.append(fmt_seed_row(r))
+        parts.append("")
+        save()
+    if args.cpu:
+        parts += ["## CPU: NumPy backend vs per-step NumPy loop, (B, T, n) = (8, 4096, 16)", "",
+                  f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, NumPy {np.__version__}", ""]
+        parts += cpu_table(log) + [""]
+        save()
+    print("\n" + "\n".join(parts))
+
+if __name__ == "__main__":
+    main()
