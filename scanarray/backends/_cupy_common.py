@@ -109,11 +109,13 @@ def ctype(dtype) -> str:
     return _CTYPES[name]
 
 
-def get_function(source: str, name_expression: str, options: tuple[str, ...] = ()):
+def get_function(source: str, name_expression: str, options: tuple[str, ...] = (), group: tuple[str, ...] = ()):
     """The compiled kernel ``name_expression`` of ``cuda/<source>`` on the current device.
 
-    One :class:`cupy.RawModule` per (device, source, instantiation, options),
-    built on first use and kept.
+    One :class:`cupy.RawModule` per (device, source, instantiations, options),
+    built on first use and kept. ``group`` names sibling instantiations to
+    compile in the same NVRTC call (one front-end pass for all of them), which
+    is much cheaper than one call each when a dtype is first used.
     """
     import cupy
 
@@ -124,8 +126,10 @@ def get_function(source: str, name_expression: str, options: tuple[str, ...] = (
         with _lock:
             fn = _modules.get(key)
             if fn is None:
+                names = [name_expression] + [g for g in group if g != name_expression]
                 opts = compile_options(*options)
-                mod = cupy.RawModule(code=read_source(source), options=opts, name_expressions=[name_expression])
-                fn = mod.get_function(name_expression)
-                _modules[key] = fn
+                mod = cupy.RawModule(code=read_source(source), options=opts, name_expressions=names)
+                for name in names:
+                    _modules[(dev, source, name, options)] = mod.get_function(name)
+                fn = _modules[key]
     return fn

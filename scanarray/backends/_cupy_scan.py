@@ -135,7 +135,7 @@ class _Plan:
         has_h0 = np.int32(h0 is not None)
         h0_arg = h0 if h0 is not None else b
         head = [a, b, out, h0_arg, has_h0, np.int64(T), np.int64(ta), np.int64(tb), np.int64(to)]
-        fn = _common.get_function("scan.cu", self.name)
+        fn = _common.get_function("scan.cu", self.name, group=self.group)
         if self.kind == "seq":
             fn((self.grid,), (self.threads,), tuple(head + lane_args + [np.int64(self.nlanes)]))
             return
@@ -189,46 +189,53 @@ def plan(a, b, out, dt, method, ns=None, ss=None):
     nlanes = math.prod(ns)
     ta, tb, to = (_estrides(x)[-1] for x in (a, b, out))
     ac = ta == 0  # a constant along time (scalar or per-lane): one load per lane
-    types = [_common.ctype(x.dtype) for x in (a, b, out)] + [_common.ctype(dt)]
+    types = ", ".join([_common.ctype(x.dtype) for x in (a, b, out)] + [_common.ctype(dt)])
     csize = dt.itemsize
-    if method == "sequential":
-        threads = cfg["seq_threads"]
-        name = f"scanarray::seq<{', '.join(types)}, {_b(ac)}>"
-        grid = max(1, min(-(-nlanes // threads), 2**31 - 1))
-        return _Plan(kind="seq", name=name, grid=grid, threads=threads, nlanes=nlanes, ns=ns, ss=ss)
-
-    lanes_closer = bool(ns) and abs(ss[1][-1]) < abs(tb) and abs(tb) != 1
-    if lanes_closer:
-        nw = cfg["lanes_warps"]
-        S = cfg["lanes_steps"][csize]
-        L = nw * S
-        kt = -(-T // L)
-        ng = -(-nlanes // 32)
-        name = f"scanarray::lanes_tiles<{', '.join(types)}, {nw}, {S}, {_b(ac)}>"
-        return _Plan(kind="lanes_tiles", name=name, grid=kt * ng, threads=32 * nw, nlanes=nlanes, ng=ng, kt=kt,
-                     ns=ns, ss=ss, rec_size=_rec_size(dt), slots=kt * ng * 32)
-
+    # rows kernels: G steps per vector access, NV accesses per thread, NT threads
     widest = max(b.itemsize, out.itemsize, 0 if ac else a.itemsize)
     G = max(1, 16 // widest)
     NV = max(1, cfg["items"][csize] // G)
     NT = cfg["threads"]
     tile = NT * G * NV
+    rows_targs = f"{types}, {NT}, {G}, {NV}, {_b(ac)}"
+    # lanes kernel: NW warps along time, S steps each
+    nw_l, S = cfg["lanes_warps"], cfg["lanes_steps"][csize]
+    names = {
+        "seq": f"scanarray::seq<{types}, {_b(ac)}>",
+        "rows_warp": f"scanarray::rows_warp<{rows_targs}>",
+        "rows_tiles": f"scanarray::rows_tiles<{rows_targs}>",
+        "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}>",
+    }
+    group = tuple(names.values())
+    common = dict(ns=ns, ss=ss, nlanes=nlanes, group=group)
+
+    if method == "sequential":
+        threads = cfg["seq_threads"]
+        grid = max(1, min(-(-nlanes // threads), 2**31 - 1))
+        return _Plan(kind="seq", name=names["seq"], grid=grid, threads=threads, **common)
+
+    lanes_closer = bool(ns) and abs(ss[1][-1]) < abs(tb) and abs(tb) != 1
+    if lanes_closer:
+        kt = -(-T // (nw_l * S))
+        ng = -(-nlanes // 32)
+        return _Plan(kind="lanes_tiles", name=names["lanes_tiles"], grid=kt * ng, threads=32 * nw_l, ng=ng, kt=kt,
+                     rec_size=_rec_size(dt), slots=kt * ng * 32, **common)
+
     vec = (
         0 if ac else int(_vec_ok(a, ta, ss[0], G)),
         int(_vec_ok(b, tb, ss[1], G)),
         int(_vec_ok(out, to, ss[2], G)),
     )
-    targs = f"{', '.join(types)}, {NT}, {G}, {NV}, {_b(ac)}"
     if T < tile:
         nw = NT // 32
-        return _Plan(kind="rows_warp", name=f"scanarray::rows_warp<{targs}>", grid=-(-nlanes // nw), threads=NT,
-                     vec=vec, nlanes=nlanes, ns=ns, ss=ss)
+        return _Plan(kind="rows_warp", name=names["rows_warp"], grid=-(-nlanes // nw), threads=NT, vec=vec,
+                     **common)
     kt = -(-T // tile)
     grid = nlanes * kt
     if grid >= 2**31:
         raise ValueError(f"scan of {nlanes} rows x {T} steps needs {grid} tiles, more than one launch takes")
-    return _Plan(kind="rows_tiles", name=f"scanarray::rows_tiles<{targs}>", grid=grid, threads=NT, vec=vec,
-                 nlanes=nlanes, kt=kt, ns=ns, ss=ss, rec_size=_rec_size(dt), slots=grid)
+    return _Plan(kind="rows_tiles", name=names["rows_tiles"], grid=grid, threads=NT, vec=vec, kt=kt,
+                 rec_size=_rec_size(dt), slots=grid, **common)
 
 
 def _b(x):

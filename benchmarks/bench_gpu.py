@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""GPU benchmark of the CuPy diagonal scan (issue 4): effective bandwidth against a copy.
+
+Effective bandwidth = bytes of ``a`` read + ``b`` read + ``h`` written, divided by
+the median time (CUDA events on the legacy default stream, which torch shares;
+JAX runs are timed to ``block_until_ready``). The reference is CuPy's
+device-to-device copy of 1 GiB (bytes read + written). Peers run in the same
+process where they import: fpscan, accelerated-scan (warp CUDA kernel and
+Triton kernel), ``jax.lax.associative_scan``, ``cupyx.scipy.signal.lfilter``
+(scalar ``a`` only), ``cupy.cumsum`` (a prefix sum, not the recurrence: a
+lower bound on what CuPy's own scan machinery costs). fpscan is compared by
+the median over paired (interleaved) runs of its time over ours.
+
+Usage: python benchmarks/bench_gpu.py [--quick] [--out DIR] [--only SUBSTR]
+Prints the table last and writes DIR/bench_gpu.md (DIR defaults to $OUT or .).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
+import numpy as np  # noqa: E402
+
+import cupy  # noqa: E402
+
+import scanarray  # noqa: E402
+
+GB = 1e9
+
+# (label, shape, axis, dtype, a kind)
+WORKLOADS = [
+    ("(2,256,4096)", (2, 256, 4096), -1, "float32", "full"),
+    ("(2,256,65536)", (2, 256, 65536), -1, "float32", "full"),
+    ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", "full"),
+    ("(16,2048,4096)", (16, 2048, 4096), -1, "float32", "full"),
+    ("(4,64,262144)", (4, 64, 262144), -1, "float32", "full"),
+    ("(1,1,2**24)", (1, 1, 2**24), -1, "float32", "full"),
+    ("(1,1,2**28)", (1, 1, 2**28), -1, "float32", "full"),
+    ("time-major (65536,4096) ax0", (65536, 4096), 0, "float32", "full"),
+    ("f64 (8,1024,4096)", (8, 1024, 4096), -1, "float64", "full"),
+    ("c64 (8,1024,4096)", (8, 1024, 4096), -1, "complex64", "full"),
+    ("scalar a (16,2048,4096)", (16, 2048, 4096), -1, "float32", "scalar"),
+]
+
+
+def timed(fn, reps, budget_s=1.5, events=True):
+    """Median milliseconds of ``fn()`` over up to ``reps`` runs (after one warm-up)."""
+    fn()
+    cupy.cuda.Device().synchronize()
+    out = []
+    start = time.perf_counter()
+    e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
+    for _ in range(reps):
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        out.append(cupy.cuda.get_elapsed_time(e0, e1))
+        if time.perf_counter() - start > budget_s and len(out) >= 3:
+            break
+    return statistics.median(out), out
+
+
+def paired(fn_a, fn_b, reps, budget_s=2.0):
+    """Median over interleaved pairs of time(b) / time(a)."""
+    fn_a(), fn_b()
+    cupy.cuda.Device().synchronize()
+    e = [cupy.cuda.Event() for _ in range(4)]
+    ratios = []
+    start = time.perf_counter()
+    for _ in range(reps):
+        e[0].record(); fn_a(); e[1].record(); fn_b(); e[2].record()  # noqa: E702
+        e[2].synchronize()
+        ta = cupy.cuda.get_elapsed_time(e[0], e[1])
+        tb = cupy.cuda.get_elapsed_time(e[1], e[2])
+        ratios.append(tb / ta)
+        if time.perf_counter() - start > budget_s and len(ratios) >= 3:
+            break
+    return statistics.median(ratios)
+
+
+def copy_bandwidth(reps):
+    n = 2**30 // 4
+    src = cupy.ones(n, cupy.float32)
+    dst = cupy.empty_like(src)
+    ms, _ = timed(lambda: cupy.copyto(dst, src), reps)
+    return 2 * 2**30 / (ms * 1e-3) / GB
+
+
+def make(shape, axis, dtype, a_kind, rng):
+    dt = np.dtype(dtype)
+    real = np.float32 if dt == np.complex64 else (np.float64 if dt == np.complex128 else dt)
+    b = rng.standard_normal(shape, dtype=real)
+    if dt.kind == "c":
+        b = b + 1j * rng.standard_normal(shape, dtype=real)
+    b = b.astype(dt)
+    if a_kind == "scalar":
+        a = 0.999
+    else:
+        a = (0.9 + 0.1 * rng.random(shape, dtype=real)).astype(dt)
+    return a, b
+
+
+def nbytes(a, b):
+    return (0 if np.isscalar(a) else a.nbytes) + 2 * b.nbytes
+
+
+# --------------------------------------------------------------------------- peers
+
+
+class Peers:
+    def __init__(self, log):
+        self.log = log
+        self.torch = self._try("torch", lambda: __import__("torch"))
+        self.fpscan = self._try("fpscan", self._fpscan)
+        self.acc_warp = self._try("accelerated_scan.warp", lambda: __import__("accelerated_scan.warp").warp)
+        self.acc_triton = self._try("accelerated_scan.scalar", lambda: __import__("accelerated_scan.scalar").scalar)
+        self.jax = self._try("jax", self._jax)
+        self.lfilter = self._try("cupyx lfilter", self._lfilter)
+
+    def _try(self, name, f):
+        try:
+            m = f()
+            self.log(f"peer {name}: available")
+            return m
+        except Exception as exc:  # report, carry on without the peer
+            self.log(f"peer {name}: unavailable ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+            return None
+
+    def _fpscan(self):
+        import fpscan
+
+        fpscan.ops._load_extension()
+        return fpscan
+
+    def _jax(self):
+        import jax
+
+        assert any(d.platform == "gpu" for d in jax.devices()), "no JAX GPU device"
+        return jax
+
+    def _lfilter(self):
+        from cupyx.scipy.signal import lfilter
+
+        return lfilter
+
+    def tt(self, x):
+        return self.torch.from_dlpack(x)
+
+
+def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, log):
+    a_h, b_h = make(shape, axis, dtype, a_kind, rng)
+    a = a_h if np.isscalar(a_h) else cupy.asarray(a_h)
+    b = cupy.asarray(b_h)
+    del a_h, b_h
+    out = cupy.empty_like(b)
+    nb = nbytes(a, b)
+    row = {"workload": label, "elements": int(b.size), "dtype": dtype}
+
+    def ours(method):
+        return lambda: scanarray.linear_recurrence(a, b, axis, out=out, backend="cupy", method=method)
+
+    ms, _ = timed(ours("lookback"), reps)
+    row["lookback_GBs"] = nb / (ms * 1e-3) / GB
+    row["lookback_pct_copy"] = 100 * row["lookback_GBs"] / copy_bw
+    row["lookback_Gelem_s"] = b.size / (ms * 1e-3) / 1e9
+    lanes = b.size // shape[axis]
+    if lanes >= 4096:
+        ms_s, _ = timed(ours("sequential"), max(3, reps // 4))
+        row["sequential_GBs"] = nb / (ms_s * 1e-3) / GB
+
+    contiguous_last = axis in (-1, len(shape) - 1) and len(shape) == 3
+    T = shape[axis]
+    pow2 = T & (T - 1) == 0
+    full_a = not np.isscalar(a)
+    if peers.torch is not None and contiguous_last and full_a and dtype == "float32":
+        ta, tb = peers.tt(a), peers.tt(b)
+        to = peers.tt(out)
+        if peers.fpscan is not None and pow2 and 32 <= T <= 65536:
+            try:
+                ext = peers.fpscan.ops._load_extension()
+
+                def fp():
+                    ext.fullscan_forward(ta, tb, to, False)
+
+                ms_f, _ = timed(fp, reps)
+                row["fpscan_GBs"] = nb / (ms_f * 1e-3) / GB
+                row["ours_over_fpscan"] = paired(ours("lookback"), fp, reps)
+            except Exception as exc:
+                log(f"{label}: fpscan failed: {exc}")
+        if peers.acc_warp is not None and pow2 and 32 <= T <= 65536:
+            try:
+                ms_w, _ = timed(lambda: peers.acc_warp.warpscan_forward(ta, tb, to, False), reps)
+                row["acc_warp_GBs"] = nb / (ms_w * 1e-3) / GB
+            except Exception as exc:
+                log(f"{label}: accelerated-scan warp failed: {exc}")
+        if peers.acc_triton is not None:
+            try:
+                ms_t, _ = timed(lambda: peers.acc_triton.scan(ta, tb), max(3, reps // 4), budget_s=3)
+                row["acc_triton_GBs"] = nb / (ms_t * 1e-3) / GB
+            except Exception as exc:
+                log(f"{label}: accelerated-scan triton failed: {str(exc)[:200]}")
+    if peers.jax is not None and dtype in ("float32", "float64", "complex64"):
+        try:
+            jax = peers.jax
+            jnp = jax.numpy
+
+            def comb(x, y):
+                return x[0] * y[0], y[0] * x[1] + y[1]
+
+            jb = jax.dlpack.from_dlpack(b)
+            ja = jnp.full((), a, jb.dtype) if np.isscalar(a) else jax.dlpack.from_dlpack(a)
+            ja = jnp.broadcast_to(ja, jb.shape)
+            f = jax.jit(lambda x, y: jax.lax.associative_scan(comb, (x, y), axis=axis)[1])
+            ms_j, _ = timed(lambda: f(ja, jb).block_until_ready(), max(3, reps // 2))
+            row["jax_GBs"] = nb / (ms_j * 1e-3) / GB
+        except Exception as exc:
+            log(f"{label}: jax failed: {str(exc)[:200]}")
+    if peers.lfilter is not None and np.isscalar(a):
+        try:
+            ms_l, _ = timed(lambda: peers.lfilter([1.0], [1.0, -a], b, axis=axis), max(3, reps // 4), budget_s=3)
+            row["lfilter_GBs"] = nb / (ms_l * 1e-3) / GB
+        except Exception as exc:
+            log(f"{label}: lfilter failed: {str(exc)[:200]}")
+    try:
+        ms_c, _ = timed(lambda: cupy.cumsum(b, axis=axis, out=out), max(3, reps // 2))
+        row["cumsum_GBs"] = 2 * b.nbytes / (ms_c * 1e-3) / GB
+    except Exception as exc:
+        log(f"{label}: cumsum failed: {exc}")
+    return row
+
+
+COLS = [
+    ("workload", "workload", "{}"),
+    ("lookback_GBs", "ours GB/s", "{:.0f}"),
+    ("lookback_pct_copy", "% copy", "{:.1f}"),
+    ("sequential_GBs", "sequential GB/s", "{:.0f}"),
+    ("fpscan_GBs", "fpscan GB/s", "{:.0f}"),
+    ("ours_over_fpscan", "ours/fpscan (paired)", "{:.2f}x"),
+    ("acc_warp_GBs", "acc-scan warp", "{:.0f}"),
+    ("acc_triton_GBs", "acc-scan triton", "{:.0f}"),
+    ("jax_GBs", "jax assoc_scan", "{:.0f}"),
+    ("lfilter_GBs", "cupyx lfilter", "{:.0f}"),
+    ("cumsum_GBs", "cupy.cumsum", "{:.0f}"),
+]
+
+
+def table(rows):
+    head = "| " + " | ".join(c[1] for c in COLS) + " |"
+    sep = "|" + "|".join("---" for _ in COLS) + "|"
+    lines = [head, sep]
+    for r in rows:
+        cells = [fmt.format(r[k]) if k in r else "–" for k, _, fmt in COLS]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--no-peers", action="store_true")
+    args = ap.parse_args(argv)
+    reps = 7 if args.quick else 25
+    logs = []
+
+    def log(msg):
+        print(msg, flush=True)
+        logs.append(msg)
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    device = props["name"].decode()
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    copy_bw = copy_bandwidth(reps)
+    log(f"device: {device}; copy bandwidth (1 GiB D2D, read+write): {copy_bw:.0f} GB/s")
+    peers = Peers(log) if not args.no_peers else None
+    if peers is None:
+        peers = Peers.__new__(Peers)
+        peers.torch = peers.fpscan = peers.acc_warp = peers.acc_triton = peers.jax = peers.lfilter = None
+    rng = np.random.default_rng(0)
+    rows = []
+    for w in WORKLOADS:
+        if args.only and args.only not in w[0]:
+            continue
+        try:
+            t0 = time.perf_counter()
+            rows.append(run_workload(*w, peers, copy_bw, rng, reps, log))
+            cupy.get_default_memory_pool().free_all_blocks()
+            log(f"{w[0]}: {json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in rows[-1].items()})}"
+                f" ({time.perf_counter() - t0:.1f} s)")
+        except Exception:
+            log(f"{w[0]}: FAILED\n{traceback.format_exc()}")
+    full = {r["workload"]: r for r in rows}
+    notes = []
+    s, f = full.get("scalar a (16,2048,4096)"), full.get("(16,2048,4096)")
+    if s and f:
+        notes.append(f"scalar a / full a, elements per second: {s['lookback_Gelem_s'] / f['lookback_Gelem_s']:.2f}x")
+    text = (
+        f"Device: {device}; {date}; CuPy {cupy.__version__}; copy bandwidth {copy_bw:.0f} GB/s "
+        f"(1 GiB device-to-device, bytes read + written). GB/s = bytes of a + b read + h written / median time.\n\n"
+        + table(rows) + "\n\n" + "\n".join(notes) + "\n"
+    )
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "bench_gpu.md"), "w") as fh:
+        fh.write(text + "\n<!-- log\n" + "\n".join(logs) + "\n-->\n")
+    with open(os.path.join(args.out, "bench_gpu.json"), "w") as fh:
+        json.dump({"device": device, "date": date, "copy_GBs": copy_bw, "rows": rows}, fh, indent=1)
+    print()
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""GPU-only tests of the CuPy diagonal kernels (methods lookback and sequential).
+
+The shared suite (test_contract.py) already runs every layout and dtype on this
+backend; these add what only a GPU scan can get wrong: look-back races
+(many small tiles, repeated runs), 64-bit indexing, unaligned and reversed
+views, concurrent streams. Everything is compared with the extended-precision
+loop oracle. The module skips cleanly without CuPy or a CUDA device.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from data import coefficients, values
+from oracle import assert_matches, recurrence_ref, tolerance
+
+cupy = pytest.importorskip("cupy")
+try:
+    _ndev = cupy.cuda.runtime.getDeviceCount()
+except Exception:  # no driver
+    _ndev = 0
+if _ndev == 0:
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import scanarray  # noqa: E402
+from scanarray import _config  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+METHODS = ["lookback", "sequential"]
+
+
+@pytest.fixture
+def small_tiles(monkeypatch):
+    """Tiles of 32 threads (512 float32 steps) and 8-step time-major tiles: many look-backs."""
+    monkeypatch.setitem(_config.CUPY_SCAN, "threads", 32)
+    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_warps", 2)
+    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_steps", {4: 4, 8: 4, 16: 2})
+
+
+def _scan(a, b, axis=-1, **kw):
+    kw.setdefault("backend", "cupy")
+    a_d = a if np.isscalar(a) else cupy.asarray(a)
+    return scanarray.linear_recurrence(a_d, cupy.asarray(b), axis, **kw)
+
+
+def _check(h, a, b, axis=-1, what="", **kw):
+    ref, g = recurrence_ref(a, b, axis, initial=kw.get("initial"), reverse=kw.get("reverse", False))
+    assert_matches(cupy.asnumpy(h), ref, g, tolerance(h.dtype, ref.shape[axis]), what)
+
+
+# --------------------------------------------------------------------------- look-back stress
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+def test_lookback_stress_repeatable(small_tiles, dtype, rng):
+    """Hundreds of tiles per row, 50 runs: bit-identical every time and matching the loop."""
+    shape = (3, 40_000)
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0)
+    b = values(rng, shape, dtype)
+    a_d, b_d = cupy.asarray(a), cupy.asarray(b)
+    first = scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback")
+    for _ in range(49):
+        again = scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback")
+        assert bool(cupy.array_equal(first, again)), "look-back gave different results on identical input"
+    _check(first, a, b, what=f"stress {dtype}")
+
+
+def test_lookback_stress_time_major(small_tiles, rng):
+    shape = (6_000, 70)  # time along axis 0, 70 lanes: 3 lane groups, 750 time tiles
+    a = coefficients(rng, shape, "float32", reset=0.001, high=1.0)
+    b = values(rng, shape, "float32")
+    first = _scan(a, b, 0, method="lookback")
+    for _ in range(49):
+        assert bool(cupy.array_equal(first, _scan(a, b, 0, method="lookback")))
+    _check(first, a, b, 0, what="stress time-major")
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_nonfinite_across_small_tiles(small_tiles, method, axis, rng):
+    shape = (5, 3000)
+    a = coefficients(rng, shape, "float64", reset=0.002, high=1.0)
+    b = values(rng, shape, "float64")
+    a[0, 700] = np.inf
+    a[1, 5] = -np.inf
+    b[2, 1500] = np.nan
+    b[3, 10], b[3, 2000] = np.inf, -np.inf
+    a[4, 512] = np.nan
+    if axis == 0:
+        a, b = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+    h = _scan(a, b, axis, method=method)
+    _check(h, a, b, axis, what=f"non-finite {method} axis={axis}")
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_nonfinite_initial(small_tiles, method, rng):
+    shape = (4, 2000)
+    a = coefficients(rng, shape, "float32", reset=0.0, high=1.0)
+    b = values(rng, shape, "float32")
+    init = np.array([np.inf, -np.inf, np.nan, 1.0], np.float32)
+    h = _scan(a, b, method=method, initial=cupy.asarray(init))
+    _check(h, a, b, what="non-finite initial", initial=init)
+
+
+# --------------------------------------------------------------------------- layouts
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128", "float16"])
+def test_unaligned_views(method, dtype, rng):
+    """Views starting one element into their buffers: no vector path for them, same results."""
+    T = 4096 * 2 + 37
+    big_b = values(rng, (3, T + 3), dtype)
+    big_a = coefficients(rng, (3, T + 5), dtype)
+    a, b = big_a[:, 2:T + 2], big_b[:, 1:T + 1]
+    a_d = cupy.asarray(big_a)[:, 2:T + 2]
+    b_d = cupy.asarray(big_b)[:, 1:T + 1]
+    out_d = cupy.empty((3, T + 1), dtype)[:, 1:]
+    h = scanarray.linear_recurrence(a_d, b_d, out=out_d, backend="cupy", method=method)
+    assert h is out_d
+    _check(h, a, b, what=f"unaligned {dtype}")
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_negative_strides(method, reverse, axis, rng):
+    shape = (3, 5000, 4)
+    a = coefficients(rng, shape, "float32")[::-1, ::-1, ::-1]
+    b = values(rng, shape, "float32")[::-1, ::-1, ::-1]
+    a_d = cupy.asarray(np.ascontiguousarray(a[::-1, ::-1, ::-1]))[::-1, ::-1, ::-1]
+    b_d = cupy.asarray(np.ascontiguousarray(b[::-1, ::-1, ::-1]))[::-1, ::-1, ::-1]
+    assert all(s < 0 for s in b_d.strides)
+    init = values(rng, shape[:axis % 3] + shape[axis % 3 + 1:], "float32")
+    h = scanarray.linear_recurrence(a_d, b_d, axis, initial=cupy.asarray(init), reverse=reverse, backend="cupy",
+                                    method=method)
+    _check(h, a, b, axis, what="negative strides", initial=init, reverse=reverse)
+
+
+@pytest.mark.parametrize("a_kind", ["scalar", "lane", "time"])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_broadcast_a_long(a_kind, axis, rng):
+    """Broadcast a over several tiles, both layouts."""
+    shape = (4, 9000) if axis == -1 else (9000, 4)
+    b = values(rng, shape, "float32")
+    if a_kind == "scalar":
+        a = 0.999
+    elif a_kind == "lane":
+        a = coefficients(rng, (4, 1) if axis == -1 else (1, 4), "float32", reset=0, high=0.999)
+    else:
+        a = coefficients(rng, (1, 9000) if axis == -1 else (9000, 1), "float32")
+    h = _scan(a, b, axis, method="lookback")
+    _check(h, a, b, axis, what=f"broadcast a {a_kind}")
+
+
+def test_in_place_time_major_reverse(rng):
+    shape = (7000, 33)
+    a = coefficients(rng, shape, "float64")
+    b = values(rng, shape, "float64")
+    b_d = cupy.asarray(b)
+    h = scanarray.linear_recurrence(cupy.asarray(a), b_d, 0, out=b_d, reverse=True, backend="cupy")
+    assert h is b_d
+    _check(b_d, a, b, 0, what="in place, reverse, time-major", reverse=True)
+
+
+def test_mixed_input_dtypes(rng):
+    shape = (3, 5000)
+    a = coefficients(rng, shape, "float64")
+    b = values(rng, shape, "complex64")
+    h = _scan(a, b)
+    assert h.dtype == np.complex128
+    _check(h, a, b, what="float64 a, complex64 b")
+    hi = _scan(a, (values(rng, shape, "float64") * 10).astype(np.int32))
+    assert hi.dtype == np.float64
+
+
+# --------------------------------------------------------------------------- streams
+
+
+def test_several_streams_at_once(rng):
+    """Scans on four non-blocking streams overlap; each matches the loop."""
+    shape = (8, 300_000)
+    cases = []
+    for _ in range(4):
+        a = coefficients(rng, shape, "float32", reset=0.0005, high=1.0)
+        b = values(rng, shape, "float32")
+        cases.append((a, b, cupy.asarray(a), cupy.asarray(b)))
+    cupy.cuda.Device().synchronize()
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in cases]
+    results = []
+    for _ in range(3):
+        for s, (_, _, a_d, b_d) in zip(streams, cases):
+            with s:
+                results.append(scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback"))
+    for s in streams:
+        s.synchronize()
+    for i, (a, b, _, _) in enumerate(cases):
+        for r in range(3):
+            assert bool(cupy.array_equal(results[i], results[r * 4 + i]))
+        ref, g = recurrence_ref(a[:2], b[:2])
+        assert_matches(cupy.asnumpy(results[i][:2]), ref, g, tolerance("float32", shape[1]), f"stream {i}")
+
+
+# --------------------------------------------------------------------------- 64-bit indexing
+
+
+def _free_bytes():
+    free, _ = cupy.cuda.runtime.memGetInfo()
+    return free
+
+
+@pytest.mark.slow
+def test_over_2_31_elements_one_row():
+    n = 2**31 + 4099
+    if _free_bytes() < 3 * 4 * n:
+        pytest.skip("needs about 26 GB of free GPU memory")
+    b = cupy.zeros((1, n), cupy.float32)
+    b[0, 5] = 1
+    b[0, 2**31 + 3] = 1
+    h = scanarray.linear_recurrence(1.0, b, backend="cupy", method="lookback")
+    # h is 0 before step 5, 1 up to step 2**31 + 2, 2 after: an exact count
+    assert float(h[0, 4]) == 0 and float(h[0, 5]) == 1
+    assert int(cupy.count_nonzero(h[0, 5:2**31 + 3] != 1)) == 0
+    assert int(cupy.count_nonzero(h[0, 2**31 + 3:] != 2)) == 0
+    del h
+    # a = 0 everywhere: h = b exactly, so every element's index is checked
+    b = cupy.arange(n, dtype=cupy.float32).reshape(1, n)
+    h = scanarray.linear_recurrence(0.0, b, backend="cupy")
+    assert bool(cupy.array_equal(h, b))
+
+
+@pytest.mark.slow
+def test_over_2_31_elements_time_major():
+    T, N = 2**21 + 3, 1024
+    if _free_bytes() < 3 * 4 * T * N:
+        pytest.skip("needs about 26 GB of free GPU memory")
+    b = cupy.ones((T, N), cupy.float32)
+    h = scanarray.linear_recurrence(1.0, b, 0, backend="cupy")
+    expect = cupy.arange(1, T + 1, dtype=cupy.float32)[:, None]  # exact below 2**24
+    assert int(cupy.count_nonzero(h != expect)) == 0
