@@ -41,25 +41,29 @@ def sequential_rows(a, b, out, h):
 
 @njit(parallel=True, **_OPTS)
 def sequential_blocks(a, b, out, h, lb):
-    """Blocks of ``lb`` lanes stepped together through time: for time-major arrays.
+    """Blocks of ``lb`` lanes stepped together through time, on ``(T, lanes)`` views.
 
-    When lanes are the contiguous axis (a ``(T, N)`` C-order array scanned
-    along axis 0), step ``t`` of a block is one contiguous run of memory in
-    ``a``, ``b`` and ``out``: the loop streams rows in place, with no
-    transposing copy, and the ``lb`` independent recurrences of a block
-    overlap their latencies.
+    For time-major arrays (a ``(T, N)`` C-order array scanned along axis 0):
+    step ``t`` of a block is one contiguous run of each of ``a``, ``b`` and
+    ``out``, read in place with no transposing copy; the ``lb`` recurrences
+    of a block are independent, so the inner loop has no dependency chain
+    and (for C-contiguous rows) vectorises. ``a`` and ``b`` here are the
+    transposed canonical views, ``(T, lanes)``.
     """
-    L, T = out.shape
+    T, L = out.shape
     nblk = (L + lb - 1) // lb
     for k in prange(nblk):
         l0 = k * lb
         n = min(L, l0 + lb) - l0
         s = h[l0:l0 + n].copy()
         for t in range(T):
+            ar = a[t, l0:l0 + n]
+            br = b[t, l0:l0 + n]
+            orow = out[t, l0:l0 + n]
             for j in range(n):
-                v = a[l0 + j, t] * s[j] + b[l0 + j, t]
+                v = ar[j] * s[j] + br[j]
                 s[j] = v
-                out[l0 + j, t] = v
+                orow[j] = v
         h[l0:l0 + n] = s
 
 
@@ -71,50 +75,102 @@ def _scan(a, b, out, l, t0, t1, s):
     return s
 
 
-@njit(parallel=True, **_OPTS)
-def chunked(a, b, out, h, bounds, wstart, P, H, C):
-    """Reduce-then-scan along time, so that few long lanes use every thread.
+@njit(**_OPTS)
+def _reduce(a, b, l, t0, t1, p, s):
+    for t in range(t0, t1):
+        s = a[l, t] * s + b[l, t]
+        p = a[l, t] * p
+    return p, s
 
-    Chunk 0 (``bounds[0]:bounds[1]``) starts from the known state ``h`` and is
-    scanned at once by worker 0 while workers ``w >= 1`` reduce chunks
-    ``wstart[w]:wstart[w+1]`` to their aggregates ``(P, H)`` = (product of
-    ``a``, local state from zero) -- reading ``a`` and ``b`` but writing
-    nothing. A short serial scan of the aggregates gives each chunk's incoming
-    state ``C``; then every chunk but the first is rescanned from it, in
-    parallel. Traffic is 5 streams (2 to reduce, 3 to rescan) instead of the
-    loop's 3, paid back once more than one core works; rescanning (rather than
-    fixing up ``h_local + P * carry``) keeps each chunk the plain loop.
-    ``P`` must hold ones and ``H`` zeros on entry (``(lanes, K + 1)``).
+
+@njit(parallel=True, **_OPTS)
+def chunked(a, b, out, h, ng, sb, unit):
+    """Reduce-then-scan along time in superblocks, so that few long lanes use every thread.
+
+    Each lane is cut into superblocks of ``sb`` steps, each superblock into
+    ``4 * ng`` segments. Pass 1 reduces every segment to its aggregate
+    ``(P, H)`` = (product of ``a``, state from zero), reading ``a`` and
+    ``b``; a short serial scan of the aggregates gives each segment's
+    incoming state; pass 2 rescans every segment from it -- the plain loop
+    again, so each segment's values are the loop's given its carry -- while
+    the superblock's ``a`` and ``b`` are still in cache (``sb`` is sized for
+    that), so memory sees about the loop's 3 streams rather than 5. Threads
+    take groups of 4 segments and step them interleaved: 4 (pass 1: 8)
+    independent dependency chains hide the latency of the multiply-add that
+    bounds a single loop. The final state is the last segment's rescan.
+    ``unit`` is ``[1]`` in the accumulation dtype (typed constants).
     """
     L, T = out.shape
-    nw = wstart.shape[0] - 1
-    K = bounds.shape[0] - 2  # chunks 1..K are reduced then rescanned
-    for job in prange(L * nw):
-        l = job // nw
-        w = job % nw
-        if w == 0:
-            C[l, 1] = _scan(a, b, out, l, bounds[0], bounds[1], h[l])
-        else:
-            for k in range(wstart[w], wstart[w + 1]):
-                p = P[l, k]
-                s = H[l, k]
-                for t in range(bounds[k], bounds[k + 1]):
-                    s = a[l, t] * s + b[l, t]
-                    p = a[l, t] * p
-                P[l, k] = p
-                H[l, k] = s
+    nseg = 4 * ng
+    P = np.empty(nseg, h.dtype)
+    H = np.empty(nseg, h.dtype)
+    C = np.empty(nseg + 1, h.dtype)
+    bnd = np.empty(nseg + 1, np.int64)
     for l in range(L):
-        c = C[l, 1]
-        for k in range(1, K + 1):
-            C[l, k] = c
-            c = P[l, k] * c + H[l, k]
+        c = h[l]
+        for s0 in range(0, T, sb):
+            n = min(T, s0 + sb) - s0
+            for i in range(nseg + 1):
+                bnd[i] = s0 + (n * i) // nseg
+            for g in prange(ng):
+                i = 4 * g
+                u0 = bnd[i]
+                u1 = bnd[i + 1]
+                u2 = bnd[i + 2]
+                u3 = bnd[i + 3]
+                m = min(min(u1 - u0, u2 - u1), min(u3 - u2, bnd[i + 4] - u3))
+                one = unit[0]
+                zero = one - one
+                p0 = p1 = p2 = p3 = one
+                q0 = q1 = q2 = q3 = zero
+                for j in range(m):
+                    x0 = a[l, u0 + j]
+                    x1 = a[l, u1 + j]
+                    x2 = a[l, u2 + j]
+                    x3 = a[l, u3 + j]
+                    q0 = x0 * q0 + b[l, u0 + j]
+                    q1 = x1 * q1 + b[l, u1 + j]
+                    q2 = x2 * q2 + b[l, u2 + j]
+                    q3 = x3 * q3 + b[l, u3 + j]
+                    p0 = x0 * p0
+                    p1 = x1 * p1
+                    p2 = x2 * p2
+                    p3 = x3 * p3
+                P[i], H[i] = _reduce(a, b, l, u0 + m, u1, p0, q0)
+                P[i + 1], H[i + 1] = _reduce(a, b, l, u1 + m, u2, p1, q1)
+                P[i + 2], H[i + 2] = _reduce(a, b, l, u2 + m, u3, p2, q2)
+                P[i + 3], H[i + 3] = _reduce(a, b, l, u3 + m, bnd[i + 4], p3, q3)
+            C[0] = c
+            for i in range(nseg - 1):
+                C[i + 1] = P[i] * C[i] + H[i]
+            for g in prange(ng):
+                i = 4 * g
+                u0 = bnd[i]
+                u1 = bnd[i + 1]
+                u2 = bnd[i + 2]
+                u3 = bnd[i + 3]
+                m = min(min(u1 - u0, u2 - u1), min(u3 - u2, bnd[i + 4] - u3))
+                q0 = C[i]
+                q1 = C[i + 1]
+                q2 = C[i + 2]
+                q3 = C[i + 3]
+                for j in range(m):
+                    q0 = a[l, u0 + j] * q0 + b[l, u0 + j]
+                    q1 = a[l, u1 + j] * q1 + b[l, u1 + j]
+                    q2 = a[l, u2 + j] * q2 + b[l, u2 + j]
+                    q3 = a[l, u3 + j] * q3 + b[l, u3 + j]
+                    out[l, u0 + j] = q0
+                    out[l, u1 + j] = q1
+                    out[l, u2 + j] = q2
+                    out[l, u3 + j] = q3
+                _scan(a, b, out, l, u0 + m, u1, q0)
+                _scan(a, b, out, l, u1 + m, u2, q1)
+                _scan(a, b, out, l, u2 + m, u3, q2)
+                q3 = _scan(a, b, out, l, u3 + m, bnd[i + 4], q3)
+                if g == ng - 1:
+                    C[nseg] = q3
+            c = C[nseg]
         h[l] = c
-    for job in prange(L * K):
-        l = job // K
-        k = job % K + 1
-        s = _scan(a, b, out, l, bounds[k], bounds[k + 1], C[l, k])
-        if k == K:
-            h[l] = s  # the exact final state, not the aggregate's rounding
 
 
 @njit(parallel=True, **_OPTS)

@@ -36,16 +36,18 @@ from .numpy_backend import compact
 
 __all__ = ["auto_method", "linear_recurrence", "unavailable_reason"]
 
-#: lanes per block of the time-major kernel (``docs/numba.md``: 256 to 1024
-#: measured within noise on a 2-core EPYC VM, 2026-11-21; fewer blocks than
-#: threads would idle cores, so it shrinks for narrow arrays)
-LANE_BLOCK = 512
+#: time-major kernel: the least bytes of a row one thread streams per step.
+#: Splitting a (65536, 1024) float64 row of 8 KiB between 2 threads (4 KiB
+#: each) was 2.8x slower than one thread streaming whole rows (docs/numba.md):
+#: short runs per step defeat the hardware prefetchers.
+MIN_ROW_BYTES = 1 << 14
 #: the chunked path pays off only on rows at least this long (below it the
 #: three passes and thread start-up cost more than they save)
 CHUNKED_MIN_LENGTH = 1 << 15
-#: cost of reducing a chunk relative to scanning it (2 vs 3 memory streams);
-#: sizes chunk 0, scanned while the other chunks are reduced
-REDUCE_COST = 2.0 / 3.0
+#: chunked: time steps per superblock (its ``a`` and ``b`` stay in cache between
+#: the reduce and the rescan pass) and groups of 4 segments per thread in each
+SUPERBLOCK = 1 << 16
+SEGMENT_GROUPS = 1
 #: dense: cyclic reduction for state sizes above this (``docs/numba.md``)
 DENSE_CR_MIN_N = 1 << 30
 
@@ -136,6 +138,13 @@ def _for_each_lane_block(arrays, nlead, fn):
         fn(*(x[idx] for x in arrays))
 
 
+def _lane_block(out) -> int:
+    """Lanes per block of the time-major kernel: a share of the threads, never below ``MIN_ROW_BYTES``."""
+    L = out.shape[0]
+    per_thread = -(-L // max(1, _threads()))
+    return max(1, min(L, max(per_thread, MIN_ROW_BYTES // out.itemsize)))
+
+
 def _lanes_contiguous(x) -> bool:
     """Whether some lane axis of ``x (*lanes, T)`` has a smaller stride than time."""
     lane = [abs(s) for s, n in zip(x.strides[:-1], x.shape[:-1]) if n > 1]
@@ -165,12 +174,10 @@ def linear_recurrence(p):
     method = p.method
 
     def run(a2, b2, o2, h1):
-        L = o2.shape[0]
         if method == "chunked":
             _chunked(k, a2, b2, o2, h1)
         elif _lanes_contiguous(o2):
-            lb = max(1, min(LANE_BLOCK, -(-L // _threads())))
-            k.sequential_blocks(a2, b2, o2, h1, lb)
+            k.sequential_blocks(a2.T, b2.T, o2.T, h1, _lane_block(o2))
         else:
             k.sequential_rows(a2, b2, o2, h1)
 
@@ -190,38 +197,9 @@ def linear_recurrence(p):
     return p.out
 
 
-def _chunk_plan(T, nw):
-    """Chunk boundaries and reducer assignments for :func:`_numba_kernels.chunked`.
-
-    ``nw`` workers: worker 0 scans chunk 0 while workers ``1..nw-1`` reduce
-    ``nw`` chunks each; the ``K = nw (nw - 1)`` reduced chunks are then
-    rescanned by ``nw`` threads, ``nw - 1`` rounds each. Chunk 0 is
-    ``nw * REDUCE_COST`` times longer than the others, so that pass 1 is
-    balanced.
-    """
-    K = nw * (nw - 1)
-    x_rel = nw * REDUCE_COST
-    y = T / (x_rel + K)
-    x = int(round(x_rel * y))
-    bounds = np.empty(K + 2, np.int64)
-    bounds[0], bounds[1] = 0, min(T, x)
-    bounds[2:] = np.minimum(T, bounds[1] + np.round(y * np.arange(1, K + 1)).astype(np.int64))
-    bounds[-1] = T
-    wstart = np.empty(nw + 1, np.int64)
-    wstart[0] = 0
-    wstart[1:] = 1 + nw * np.arange(nw)  # worker w >= 1 reduces chunks 1 + nw(w-1) .. nw w
-    return bounds, wstart
-
-
 def _chunked(k, a, b, out, h):
-    L, T = out.shape
-    nw = max(2, _threads())
-    bounds, wstart = _chunk_plan(T, nw)
-    K = bounds.shape[0] - 2
-    P = np.ones((L, K + 1), h.dtype)
-    H = np.zeros((L, K + 1), h.dtype)
-    C = np.empty((L, K + 1), h.dtype)
-    k.chunked(a, b, out, h, bounds, wstart, P, H, C)
+    ng = max(1, _threads()) * SEGMENT_GROUPS
+    k.chunked(a, b, out, h, ng, SUPERBLOCK, np.ones(1, h.dtype))
 
 
 # --------------------------------------------------------------------------- dense
