@@ -1,0 +1,297 @@
+"""The seed experiment of issue 5: tensor-core MatMulScan against the scalar scans.
+
+Diagonal inter-chunk scan of chunked linear RNNs: ``b (BH, G, 16, 64)`` with a
+per-chunk decay ``a (BH, G, 16, 1)`` scanned along ``G``; ``G`` in {64, 128, 256},
+``BH`` in {1, 512}; float32, float16 and bfloat16 (when CuPy holds it). Columns:
+cupy ``matmulscan`` with radix 4, 8, 16; numba_cuda ``blelloch``; cupy
+``lookback``; cupy ``sequential`` (a thread per lane, a loop over time). Then
+scalar ``a`` and ``a = 1`` on ``(16, 2048, 4096)`` along the last axis against
+look-back and ``cupy.cumsum``.
+
+Every timing is one public call ``scanarray.linear_recurrence(..., out=out)``
+between two CUDA events on the current stream, median of ``--reps`` after
+warm-up: it includes each method's host-side launch cost, which is what a
+caller pays. ``floor`` is the same measurement of an empty CuPy elementwise
+kernel. Bandwidth counts ``b`` read, ``a`` read, ``h`` written once. Error is
+``max |h - ref| / max |ref|`` against a float64 loop over the same
+(storage-rounded) inputs, on the first 64 of the ``BH`` rows.
+
+Run on a CUDA host (``source tools/gpu_env.sh`` first)::
+
+    python benchmarks/bench_matmulscan.py [--quick] [--out DIR] [--ncu]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+METHODS = [
+    ("matmulscan s=4", "cupy", "matmulscan", 4),
+    ("matmulscan s=8", "cupy", "matmulscan", 8),
+    ("matmulscan s=16", "cupy", "matmulscan", 16),
+    ("blelloch (numba_cuda)", "numba_cuda", "blelloch", None),
+    ("lookback", "cupy", "lookback", None),
+    ("sequential", "cupy", "sequential", None),
+]
+
+
+def _dtypes(cupy):
+    out = [("float32", np.float32), ("float16", np.float16)]
+    try:
+        import ml_dtypes
+
+        cupy.zeros(4, dtype=ml_dtypes.bfloat16) + 0  # noqa: B018 - does CuPy hold and compute bf16?
+        out.append(("bfloat16", ml_dtypes.bfloat16))
+    except Exception as exc:  # CuPy without bfloat16
+        print(f"# bfloat16 skipped: {type(exc).__name__}: {exc}")
+    return out
+
+
+def _time(cupy, fn, reps, warm=3):
+    for _ in range(warm):
+        fn()
+    cupy.cuda.get_current_stream().synchronize()
+    s, e = cupy.cuda.Event(), cupy.cuda.Event()
+    ts = []
+    for _ in range(reps):
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        ts.append(cupy.cuda.get_elapsed_time(s, e) * 1e3)  # microseconds
+    return statistics.median(ts)
+
+
+def _oracle(a, b, axis):
+    """float64 loop along ``axis`` (host)."""
+    a = np.moveaxis(np.asarray(a, np.float64), axis, 0)
+    b = np.moveaxis(np.asarray(b, np.float64), axis, 0)
+    h = np.empty(np.broadcast_shapes(a.shape, b.shape))
+    acc = np.zeros(h.shape[1:])
+    for t in range(h.shape[0]):
+        acc = a[t] * acc + b[t]
+        h[t] = acc
+    return np.moveaxis(h, 0, axis)
+
+
+def _call(scanarray, cupy, backend, method, radix):
+    if radix is None:
+        return lambda a, b, axis, out: scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
+    from scanarray.backends import _cupy_matmulscan
+
+    def f(a, b, axis, out):
+        _cupy_matmulscan.RADIX = radix
+        return scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
+
+    return f
+
+
+def _fmt(x, spec):
+    return "n/a" if x is None else format(x, spec)
+
+
+def seed(cupy, scanarray, args, rows, log):
+    Gs = [64, 128] if args.quick else [64, 128, 256]
+    BHs = [1, 64] if args.quick else [1, 512]
+    rng = np.random.default_rng(0)
+    floor = _time(cupy, lambda: cupy.empty(1, cupy.float32).fill(0), args.reps)
+    log(f"# launch floor (empty CuPy kernel, event-timed): {floor:.1f} us")
+    for name, dt in _dtypes(cupy):
+        for BH in BHs:
+            for G in Gs:
+                a_h = np.exp(-rng.uniform(0.0, 0.5, (BH, G, 16, 1))).astype(dt)
+                b_h = rng.standard_normal((BH, G, 16, 64)).astype(dt)
+                a_h[rng.random(a_h.shape) < 0.01] = 0  # a few exact resets
+                a, b = cupy.asarray(a_h), cupy.asarray(b_h)
+                out = cupy.empty_like(b)
+                nb = min(BH, 64)
+                ref = _oracle(a_h[:nb], b_h[:nb], 1)
+                nbytes = b.nbytes * 2 + a.nbytes
+                for label, backend, method, radix in METHODS:
+                    row = dict(table="seed", dtype=name, BH=BH, G=G, method=label, us=None, GBs=None, err=None, abserr=None)
+                    try:
+                        f = _call(scanarray, cupy, backend, method, radix)
+                        f(a, b, 1, out)
+                        h = out[:nb].get().astype(np.float64)
+                        row["abserr"] = float(np.max(np.abs(h - ref)))
+                        row["err"] = row["abserr"] / float(np.max(np.abs(ref)))
+                        row["us"] = _time(cupy, lambda: f(a, b, 1, out), args.reps)
+                        row["GBs"] = nbytes / row["us"] / 1e3
+                    except Exception as exc:
+                        row["note"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+                    rows.append(row)
+                    log(f"seed {name:8s} BH={BH:4d} G={G:4d} {label:22s} {_fmt(row['us'], '9.1f')} us "
+                        f"{_fmt(row['GBs'], '7.1f')} GB/s err {_fmt(row['err'], '.2e')} {row.get('note', '')}")
+
+
+def big(cupy, scanarray, args, rows, log):
+    shape = (4, 512, 4096) if args.quick else (16, 2048, 4096)
+    rng = np.random.default_rng(1)
+    for name, dt in [("float32", np.float32), ("float16", np.float16)]:
+        b_h = rng.standard_normal(shape).astype(dt)
+        b = cupy.asarray(b_h)
+        out = cupy.empty_like(b)
+        sub = b_h[:1, :256]
+        for kind, aval in (("a=1", 1.0), ("scalar a=0.999", 0.999)):
+            ref = _oracle(np.float32(aval), sub, -1)  # a Python float computes in float32 here
+            cols = [(lbl, bk, m, r) for (lbl, bk, m, r) in METHODS if bk != "cupy" or m != "sequential"]
+            cols.append(("sequential", "cupy", "sequential", None))
+            if kind == "a=1":
+                cols.append(("cupy.cumsum", None, None, None))
+            for label, backend, method, radix in cols:
+                row = dict(table="big", dtype=name, shape=str(shape), a=kind, method=label, us=None, GBs=None, err=None)
+                try:
+                    if backend is None:
+                        def f(a, b_, axis, o):
+                            return cupy.cumsum(b_, axis=-1, out=o)
+                    else:
+                        f = _call(scanarray, cupy, backend, method, radix)
+                    f(aval, b, -1, out)
+                    h = out[:1, :256].get().astype(np.float64)
+                    row["err"] = float(np.max(np.abs(h - ref)) / np.max(np.abs(ref)))
+                    row["us"] = _time(cupy, lambda: f(aval, b, -1, out), max(5, args.reps // 5))
+                    row["GBs"] = 2 * b.nbytes / row["us"] / 1e3
+                except Exception as exc:
+                    row["note"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+                rows.append(row)
+                log(f"big  {name:8s} {kind:15s} {label:22s} {_fmt(row['us'], '10.1f')} us "
+                    f"{_fmt(row['GBs'], '7.1f')} GB/s err {_fmt(row['err'], '.2e')} {row.get('note', '')}")
+
+
+def ncu_target(cupy, scanarray, which):
+    """One configuration, a few calls, for ncu to profile (BH=512, G=256)."""
+    name, label = which.split(":", 1)
+    dt = {"float32": np.float32, "float16": np.float16}[name]
+    rng = np.random.default_rng(0)
+    a = cupy.asarray(np.exp(-rng.uniform(0, 0.5, (512, 256, 16, 1))).astype(dt))
+    b = cupy.asarray(rng.standard_normal((512, 256, 16, 64)).astype(dt))
+    out = cupy.empty_like(b)
+    for lbl, backend, method, radix in METHODS:
+        if lbl == label:
+            f = _call(scanarray, cupy, backend, method, radix)
+            for _ in range(3):
+                f(a, b, 1, out)
+    cupy.cuda.get_current_stream().synchronize()
+
+
+def run_ncu(args, log):
+    metrics = ",".join([
+        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__pipe_tensor_op_dmma_cycles_active.avg.pct_of_peak_sustained_active",
+        "sm__inst_executed_pipe_tensor_op_hmma.sum",
+        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
+        "gpu__time_duration.sum",
+    ])
+    out = {}
+    for which in ("float32:matmulscan s=4", "float16:matmulscan s=4", "float32:blelloch (numba_cuda)",
+                  "float32:lookback"):
+        cmd = ["ncu", "--clock-control", "none", "--target-processes", "all", "--launch-skip", "2",
+               "--launch-count", "1", "--csv", "--metrics", metrics, sys.executable, os.path.abspath(__file__),
+               "--ncu-target", which]
+        t = time.time()
+        try:
+            res = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+            text = res.stdout + res.stderr
+        except Exception as exc:
+            text = f"{type(exc).__name__}: {exc}"
+        out[which] = text
+        log(f"# ncu {which} ({time.time() - t:.0f} s):\n" + "\n".join(
+            ln for ln in text.splitlines() if ("pct" in ln or "hmma" in ln or "duration" in ln or "ERR" in ln
+                                               or "rror" in ln or "==PROF==" in ln))[-3000:])
+    return out
+
+
+def markdown(rows, device, date):
+    lines = [f"Device: {device}; date: {date}; `python benchmarks/bench_matmulscan.py`.", ""]
+    seed_rows = [r for r in rows if r["table"] == "seed"]
+    if seed_rows:
+        labels = [m[0] for m in METHODS]
+        lines += ["### Seed experiment: b (BH, G, 16, 64), a (BH, G, 16, 1), scan along G",
+                  "", "Time per call, µs (median, CUDA events); in brackets effective GB/s.", "",
+                  "| dtype | BH | G | " + " | ".join(labels) + " | s=4 / blelloch |",
+                  "|---" * (4 + len(labels)) + "|"]
+        keys = sorted({(r["dtype"], r["BH"], r["G"]) for r in seed_rows}, key=lambda k: (k[0], k[1], k[2]))
+        for k in keys:
+            cells = []
+            by = {r["method"]: r for r in seed_rows if (r["dtype"], r["BH"], r["G"]) == k}
+            for lb in labels:
+                r = by.get(lb)
+                cells.append("n/a" if r is None or r["us"] is None else f"{r['us']:.1f} ({r['GBs']:.0f})")
+            m4, bl = by.get("matmulscan s=4"), by.get("blelloch (numba_cuda)")
+            ratio = (f"{bl['us'] / m4['us']:.2f}x" if m4 and bl and m4["us"] and bl["us"] else "n/a")
+            lines.append(f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(cells) + f" | {ratio} |")
+        lines += ["", "Max relative error max|h − ref| / max|ref| against a float64 loop (first 64 BH rows):", "",
+                  "| dtype | BH | G | " + " | ".join(labels) + " |", "|---" * (3 + len(labels)) + "|"]
+        for k in keys:
+            by = {r["method"]: r for r in seed_rows if (r["dtype"], r["BH"], r["G"]) == k}
+            cells = [_fmt(by.get(lb, {}).get("err"), ".1e") for lb in labels]
+            lines.append(f"| {k[0]} | {k[1]} | {k[2]} | " + " | ".join(cells) + " |")
+    big_rows = [r for r in rows if r["table"] == "big"]
+    if big_rows:
+        lines += ["", f"### Shared a on {big_rows[0]['shape']}, scan along the last axis", "",
+                  "| dtype | a | method | µs | GB/s | max rel. error |", "|---|---|---|---|---|---|"]
+        for r in big_rows:
+            lines.append(f"| {r['dtype']} | {r['a']} | {r['method']} | {_fmt(r['us'], '.1f')} | "
+                         f"{_fmt(r['GBs'], '.0f')} | {_fmt(r['err'], '.1e')} |")
+    notes = [r for r in rows if r.get("note")]
+    if notes:
+        lines += ["", "Failures:", ""] + [f"- {r['table']} {r.get('dtype')} {r.get('BH', r.get('a'))} "
+                                          f"{r.get('G', '')} {r['method']}: {r['note']}" for r in notes]
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--reps", type=int, default=50)
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--ncu", action="store_true")
+    ap.add_argument("--no-big", action="store_true")
+    ap.add_argument("--ncu-target")
+    args = ap.parse_args()
+    import cupy
+
+    import scanarray
+
+    if args.ncu_target:
+        ncu_target(cupy, scanarray, args.ncu_target)
+        return
+    device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
+    date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    os.makedirs(args.out, exist_ok=True)
+    logf = open(os.path.join(args.out, "bench_matmulscan.log"), "w")
+
+    def log(msg):
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+
+    log(f"# {device} {date}")
+    rows = []
+    t = time.time()
+    seed(cupy, scanarray, args, rows, log)
+    log(f"# seed took {time.time() - t:.0f} s")
+    if not args.no_big:
+        t = time.time()
+        big(cupy, scanarray, args, rows, log)
+        log(f"# big took {time.time() - t:.0f} s")
+    ncu = run_ncu(args, log) if args.ncu else None
+    with open(os.path.join(args.out, "matmulscan.json"), "w") as f:
+        json.dump(dict(device=device, date=date, rows=rows, ncu=ncu), f, indent=1)
+    md = markdown(rows, device, date)
+    with open(os.path.join(args.out, "matmulscan.md"), "w") as f:
+        f.write(md)
+    print(md)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,205 @@
+"""The numba.cuda Blelloch backend: kernels under numba's CUDA simulator, the backend on a GPU.
+
+``NUMBA_ENABLE_CUDASIM=1`` must be set before numba.cuda is first imported, so the
+simulator half runs in its own process: either directly
+
+    NUMBA_ENABLE_CUDASIM=1 python -m pytest tests/test_numba_cuda.py -m "not gpu"
+
+or, from a plain ``pytest`` run, through :func:`test_simulator_in_subprocess`,
+which starts that command. The simulator tests feed NumPy arrays straight to
+the kernel-level :func:`scanarray.backends.numba_cuda_backend.scan4d` (no CuPy
+needed); the GPU tests go through the public function with CuPy arrays.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from data import coefficients, values
+from oracle import assert_matches, recurrence_ref, tolerance
+
+SIM = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+HAVE_NUMBA = importlib.util.find_spec("numba") is not None
+
+sim_only = pytest.mark.skipif(not (SIM and HAVE_NUMBA), reason="needs NUMBA_ENABLE_CUDASIM=1 (run in its own process)")
+
+
+# --------------------------------------------------------------------------- simulator
+
+
+@pytest.mark.skipif(SIM or not HAVE_NUMBA, reason="already simulating, or numba missing")
+def test_simulator_in_subprocess():
+    """Run this file's simulator tests in a fresh interpreter with the simulator switched on."""
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")
+    here = os.path.dirname(os.path.abspath(__file__))
+    res = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", os.path.join(here, "test_numba_cuda.py"),
+         "-m", "not gpu", "-k", "sim_"],
+        env=env, cwd=os.path.dirname(here), capture_output=True, text=True, timeout=900,
+    )
+    tail = (res.stdout + res.stderr)[-4000:]
+    assert res.returncode == 0, tail
+    assert " passed" in res.stdout, tail
+
+
+def _sim_scan(a, b, init=None, reverse=False, out=None, acc=None):
+    from scanarray.backends import numba_cuda_backend as m
+
+    acc = np.dtype(acc or (np.float32 if b.dtype == np.float16 else b.dtype))
+    out = np.full(b.shape, np.nan, b.dtype) if out is None else out
+    m.scan4d(a, b, out, init, reverse, acc=acc)
+    return out
+
+
+@sim_only
+@pytest.mark.parametrize("T", [1, 33, 100])  # the simulator's tile is 32: 1..4 tiles, recursion
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_sim_tiles(T, dtype, reverse, rng):
+    shape = (2, 1, 3, T)
+    a = coefficients(rng, shape, dtype)
+    b = values(rng, shape, dtype)
+    acc = np.float32 if dtype == "float16" else dtype
+    init = values(rng, (6,), acc)
+    h = _sim_scan(a, b, init, reverse)
+    ref, g = recurrence_ref(a, b, -1, initial=init.reshape(2, 1, 3), reverse=reverse)
+    assert_matches(h, ref, g, tolerance(dtype, T, 32), f"sim {dtype} T={T} reverse={reverse}")
+
+
+@sim_only
+def test_sim_broadcast_a_lanes_contiguous_in_place(rng):
+    """a with zero strides (shared along the last lane axis), lanes contiguous (time-major), out = b."""
+    T, n = 45, 5
+    base = values(rng, (T, n), "float64")  # time-major memory
+    b = base.T[None, None]  # (1, 1, n, T), lane stride 1 < time stride (F-ordered: the simulator's copy)
+    a_c = coefficients(rng, (1, 1, 1, T), "float64", reset=0.1)
+    # A writable zero-stride view: the simulator copies every argument back to the host.
+    a = np.lib.stride_tricks.as_strided(a_c, b.shape, (0, 0, 0, a_c.strides[3]))
+    ref, g = recurrence_ref(a, b.copy())
+    _sim_scan(a, b, out=b)
+    assert_matches(b, ref, g, tolerance("float64", T, 32), "in place")
+    assert np.array_equal(b[a == 0], np.asarray(b)[a == 0])
+
+
+@sim_only
+def test_sim_nonfinite_where_the_loop_puts_them(rng):
+    shape = (1, 1, 4, 70)
+    a = coefficients(rng, shape, "float64", reset=0.1)
+    b = values(rng, shape, "float64")
+    b[0, 0, 0, 3] = np.inf
+    a[0, 0, 1, 40] = np.nan
+    a[0, 0, 2, 10] = np.inf
+    b[0, 0, 3, 5], b[0, 0, 3, 50] = np.inf, -np.inf
+    h = _sim_scan(a, b)
+    ref, g = recurrence_ref(a, b)
+    assert np.isnan(ref).any()
+    assert_matches(h, ref, g, tolerance("float64", 70, 32), "non-finite")
+
+
+@sim_only
+def test_sim_resets_exact(rng):
+    shape = (1, 1, 3, 90)
+    a = coefficients(rng, shape, "float64", reset=0.2)
+    b = values(rng, shape, "float64")
+    h = _sim_scan(a, b)
+    np.testing.assert_array_equal(h[a == 0], b[a == 0])
+
+
+def test_merge_lanes():
+    from scanarray.backends.numba_cuda_backend import _merge_lanes
+
+    # (BH, n, d) lanes of b (BH, G, n, d) scanned along G, a broadcast along d: no merge possible.
+    shape, (sb, sa) = _merge_lanes([4, 16, 64], [[128 * 1024, 64, 1], [128 * 16, 1, 0]])
+    assert shape == [4, 16, 64] and sb == [128 * 1024, 64, 1]
+    shape, (sb,) = _merge_lanes([4, 1, 16, 64], [[1024, 7, 64, 1]])
+    assert shape == [4 * 16 * 64] and sb == [1]
+
+
+# --------------------------------------------------------------------------- GPU
+
+def _gpu_reason():
+    if SIM:
+        return "simulating"
+    from scanarray import _registry
+
+    return _registry.unavailable_reason("numba_cuda")
+
+
+GPU_REASON = _gpu_reason()
+
+
+def _run(a, b, axis=-1, **kw):
+    import cupy
+
+    import scanarray
+
+    to = (lambda x: cupy.asarray(x) if isinstance(x, np.ndarray) else x)
+    h = scanarray.linear_recurrence(to(a), to(b), axis, backend="numba_cuda", method="blelloch",
+                                    **{k: to(v) for k, v in kw.items()})
+    assert isinstance(h, cupy.ndarray)
+    return h.get()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_REASON is not None, reason=f"numba_cuda: {GPU_REASON}")
+@pytest.mark.parametrize("T", [1, 7, 512, 1024, 1025, 5000])
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_gpu_shapes_dtypes(T, dtype, axis, rng):
+    shape = (3, T) if axis == -1 else (T, 3)
+    a = coefficients(rng, shape, dtype)
+    b = values(rng, shape, dtype)
+    init = values(rng, (3,), "float32" if dtype == "float16" else dtype)
+    for reverse in (False, True):
+        h = _run(a, b, axis, initial=init, reverse=reverse)
+        ref, g = recurrence_ref(a, b, axis, initial=init, reverse=reverse)
+        assert_matches(h, ref, g, tolerance(dtype, T, 1024), f"{dtype} T={T} axis={axis} rev={reverse}")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_REASON is not None, reason=f"numba_cuda: {GPU_REASON}")
+def test_gpu_long_row_two_levels_of_carries(rng):
+    T = 1024 * 1024 + 77  # 1025 tiles: the carries themselves need two tiles
+    a = coefficients(rng, (1, T), "float64", reset=0.001, high=1.0)
+    b = values(rng, (1, T), "float64")
+    h = _run(a, b)
+    ref, g = recurrence_ref(a, b)
+    assert_matches(h, ref, g, tolerance("float64", T, 1024), "long row")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_REASON is not None, reason=f"numba_cuda: {GPU_REASON}")
+def test_gpu_seed_layout_and_in_place(rng):
+    """b (BH, G, 16, 64) with a (BH, G, 16, 1) along G: the inter-chunk scan of the seed experiment."""
+    import cupy
+
+    import scanarray
+
+    a = coefficients(rng, (3, 128, 16, 1), "float32", reset=0.02, high=1.0)
+    b = values(rng, (3, 128, 16, 64), "float32")
+    ref, g = recurrence_ref(a, b, 1)
+    bd = cupy.asarray(b)
+    h = scanarray.linear_recurrence(cupy.asarray(a), bd, 1, backend="numba_cuda", method="blelloch", out=bd)
+    assert h is bd
+    assert_matches(bd.get(), ref, g, tolerance("float32", 128, 1024), "seed layout in place")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(GPU_REASON is not None, reason=f"numba_cuda: {GPU_REASON}")
+def test_gpu_nonfinite(rng):
+    shape = (5, 3000)
+    a = coefficients(rng, shape, "float64", reset=0.02)
+    b = values(rng, shape, "float64")
+    a[0, 70] = np.nan
+    b[1, 3] = np.inf
+    a[3, 1500] = np.inf
+    b[4, 10], b[4, 2000] = np.inf, -np.inf
+    h = _run(a, b)
+    ref, g = recurrence_ref(a, b)
+    assert_matches(h, ref, g, tolerance("float64", shape[1], 1024), "non-finite")
