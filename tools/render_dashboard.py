@@ -1,0 +1,237 @@
+"""Open the published asv dashboard in headless Chromium and assert that its graphs show data points.
+
+Usage (after ``asv publish``)::
+
+    python tools/render_dashboard.py [--html .asv/html] [--screenshot docs/img/asv_dashboard.png]
+
+What it checks, in order:
+
+1. the published JSON: ``index.json`` lists benchmarks and the summary graph
+   files (``graphs/summary/*.json``) hold finite (revision, value) points;
+2. the pages, rendered by Chromium (Debian's ``chromium``) from a local HTTP
+   server: the summary grid and one benchmark's history graph. asv draws with
+   flot on ``<canvas>``, so the DOM alone shows no points. A copy of the site
+   gets a small probe script that, once the plots exist, reads each flot plot's
+   series (``$(el).data("plot").getData()``) and the painted pixels of the
+   ``canvas.flot-base`` layers, and writes the counts into a hidden
+   ``<pre id="asv-check">``; ``--dump-dom`` after a virtual-time budget returns
+   it. The check fails unless both pages show plots with finite points and
+   painted canvases;
+3. a screenshot of the history graph (``--screenshot``), for the docs.
+
+Exit status 0 on success; a message naming what is missing otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import glob
+import http.server
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+PROBE = r"""
+<script>
+/* render_dashboard.py probe: count what flot has plotted (not part of asv). */
+(function () {
+  function report() {
+    var out = {plots: 0, series: 0, points: 0, canvases: 0, painted: 0, url: location.href};
+    $("canvas.flot-base").each(function () {
+      out.canvases++;
+      try {
+        var d = this.getContext("2d").getImageData(0, 0, this.width, this.height).data;
+        for (var i = 3; i < d.length; i += 4) { if (d[i] !== 0) { out.painted++; } }
+      } catch (e) { out.error = String(e); }
+    });
+    $("div").each(function () {
+      var p = $(this).data("plot");
+      if (!p) { return; }
+      out.plots++;
+      $.each(p.getData(), function (_, s) {
+        out.series++;
+        $.each(s.data || [], function (_, pt) {
+          if (pt && pt[1] !== null && isFinite(pt[1])) { out.points++; }
+        });
+      });
+    });
+    var pre = document.getElementById("asv-check");
+    if (!pre) {
+      pre = document.createElement("pre");
+      pre.id = "asv-check";
+      pre.style.display = "none";
+      document.body.appendChild(pre);
+    }
+    pre.textContent = JSON.stringify(out);
+  }
+  setInterval(report, 250);
+})();
+</script>
+"""
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--no-first-run",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+]
+
+
+def find_chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    sys.exit("render_dashboard: no chromium on PATH (Debian: apt-get install -y chromium)")
+
+
+def check_json(html):
+    """Benchmarks in index.json and the number of finite points in the summary graphs."""
+    with open(os.path.join(html, "index.json")) as f:
+        index = json.load(f)
+    benchmarks = index.get("benchmarks", {})
+    if not benchmarks:
+        sys.exit("render_dashboard: index.json lists no benchmarks")
+    points = {}
+    for path in glob.glob(os.path.join(html, "graphs", "summary", "*.json")):
+        with open(path) as f:
+            data = json.load(f)
+        n = sum(1 for pt in data if pt and pt[1] is not None and math.isfinite(pt[1]))
+        points[os.path.basename(path)[:-5]] = n
+    total = sum(points.values())
+    if total == 0:
+        sys.exit("render_dashboard: the summary graphs hold no finite points")
+    return index, points
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def serve(root):
+    handler = functools.partial(_Quiet, directory=root)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+def chromium(browser, url, extra, budget_ms, timeout=120):
+    profile = tempfile.mkdtemp(prefix="asv-chromium-")
+    cmd = [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+           f"--virtual-time-budget={budget_ms}", *extra, url]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+    return proc
+
+
+def probe(browser, url, budget_ms, window):
+    proc = chromium(browser, url, ["--dump-dom", f"--window-size={window}"], budget_ms)
+    m = re.search(r'<pre id="asv-check"[^>]*>(.*?)</pre>', proc.stdout, re.S)
+    if not m:
+        sys.exit(f"render_dashboard: no probe output from {url} (rc {proc.returncode})\n"
+                 f"{proc.stderr[-2000:]}")
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def use_local_deps(text, deps, site):
+    """Point the page's CDN ``<script>``/``<link>`` URLs at local copies (tools/asv_www_deps.sh).
+
+    Each URL maps by its last path component to a file in ``deps``; the
+    subresource-integrity attributes go, since the copies come from npm.
+    """
+    have = set(os.listdir(deps))
+    missing = []
+
+    def swap(m):
+        name = m.group(3).rsplit("/", 1)[-1]
+        if name not in have:
+            missing.append(m.group(3))
+            return m.group(0)
+        shutil.copy(os.path.join(deps, name), os.path.join(site, name))
+        return f'{m.group(1)}{m.group(2)}="{name}"'
+
+    text = re.sub(r'(<(?:script|link)\b[^>]*?\b)(src|href)="(https?://[^"]+)"', swap, text)
+    text = re.sub(r'\s(integrity|crossorigin|referrerpolicy)="[^"]*"', "", text)
+    if missing:
+        sys.exit(f"render_dashboard: no local copy of {missing} in {deps}")
+    return text
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--html", default=".asv/html", help="asv publish output (html_dir)")
+    ap.add_argument("--bench", default=None, help="benchmark whose history graph to open "
+                    "(default: the one with the most points)")
+    ap.add_argument("--screenshot", default=None, help="PNG of the history graph page")
+    ap.add_argument("--deps", default=None, help="local copies of the page's CDN files "
+                    "(tools/asv_www_deps.sh); without it Chromium must reach the CDNs")
+    ap.add_argument("--window", default="1400,900")
+    ap.add_argument("--budget-ms", type=int, default=20000, help="Chromium virtual-time budget")
+    ap.add_argument("--min-points", type=int, default=2,
+                    help="finite points the history graph must show (2: a line, not a dot)")
+    args = ap.parse_args(argv)
+
+    index, points = check_json(args.html)
+    bench = args.bench or max(points, key=lambda k: (points[k], k))
+    if bench not in index["benchmarks"]:
+        sys.exit(f"render_dashboard: {bench} is not in index.json")
+    print(f"json: {len(index['benchmarks'])} benchmarks, {sum(points.values())} summary points, "
+          f"{len(index.get('revision_to_hash', {}))} revisions, machines {sorted(index['params'].get('machine', []))}", flush=True)
+
+    browser = find_chromium()
+    site = tempfile.mkdtemp(prefix="asv-site-")
+    try:
+        shutil.copytree(args.html, site, dirs_exist_ok=True)
+        page = os.path.join(site, "index.html")
+        with open(page) as f:
+            text = f.read()
+        if args.deps:
+            text = use_local_deps(text, args.deps, site)
+        with open(page, "w") as f:
+            f.write(text.replace("</body>", PROBE + "</body>"))
+        httpd = serve(site)
+        base = f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
+        try:
+            failures = []
+            for name, url, window in (("summary grid", base, "1400,4000"),
+                                      (f"graph {bench}", f"{base}#{bench}", args.window)):
+                got = probe(browser, url, args.budget_ms, window)
+                print(f"{name}: {got['plots']} plots, {got['series']} series, {got['points']} points, "
+                      f"{got['canvases']} canvases, {got['painted']} painted pixels")
+                need = args.min_points if name.startswith("graph") else 1
+                if got["plots"] < 1 or got["points"] < need or got["painted"] < 1:
+                    failures.append(f"{name}: {got}")
+            if args.screenshot:
+                os.makedirs(os.path.dirname(os.path.abspath(args.screenshot)), exist_ok=True)
+                proc = chromium(browser, f"{base}#{bench}",
+                                [f"--screenshot={os.path.abspath(args.screenshot)}",
+                                 f"--window-size={args.window}"], args.budget_ms)
+                if not os.path.exists(args.screenshot):
+                    failures.append(f"no screenshot written (rc {proc.returncode}): {proc.stderr[-500:]}")
+                else:
+                    print(f"screenshot: {args.screenshot}")
+        finally:
+            httpd.shutdown()
+    finally:
+        shutil.rmtree(site, ignore_errors=True)
+    if failures:
+        sys.exit("render_dashboard: graphs without data points:\n  " + "\n  ".join(failures))
+    print("render_dashboard: OK")
+
+
+if __name__ == "__main__":
+    main()
