@@ -130,7 +130,25 @@ __global__ void dense_sequential_direct(const T* __restrict__ A, long long a_lan
 
 // A[t] staged in shared memory (rows padded to n + 1 against bank conflicts),
 // A[t+1] and b[t+1] loaded into registers (coalesced, K per thread) while
-// step t computes, so the loads' latency overlaps the arithmetic.
+// step t computes, so the loads' latency overlaps the arithmetic. blockDim.x
+// is a multiple of n: element k of a thread is row r0 + k * (blockDim.x / n),
+// column c0, so no division is needed per element (a single warp per lane
+// leaves no latency to hide a division behind).
+template<typename T>
+__device__ __forceinline__ T dot_row(const T* __restrict__ row, const T* __restrict__ hv, int n, T acc) {
+    // Four partial sums: independent chains instead of one of length n.
+    T a1 = T(0), a2 = T(0), a3 = T(0);
+    int j = 0;
+    for (; j + 3 < n; j += 4) {
+        acc += row[j] * hv[j];
+        a1 += row[j + 1] * hv[j + 1];
+        a2 += row[j + 2] * hv[j + 2];
+        a3 += row[j + 3] * hv[j + 3];
+    }
+    for (; j < n; ++j) acc += row[j] * hv[j];
+    return (acc + a1) + (a2 + a3);
+}
+
 template<typename T, int K>
 __global__ void dense_sequential_staged(const T* __restrict__ A, long long a_lane, long long a_time,
                                         const T* __restrict__ B, T* __restrict__ H,
@@ -142,6 +160,8 @@ __global__ void dense_sequential_staged(const T* __restrict__ A, long long a_lan
     T* h = sA + 2 * tile;                    // 2 * n
     const long long lane = blockIdx.x;
     const int tid = threadIdx.x, nt = blockDim.x;
+    const int rp = nt / n, r0 = tid / n, c0 = tid - r0 * n;
+    const int s0 = r0 * np1 + c0, sstep = rp * np1;
     const T* Al = A + lane * a_lane;
     const T* Bl = B + lane * (long long)steps * n;
     T* Hl = H + lane * (long long)steps * n;
@@ -149,8 +169,7 @@ __global__ void dense_sequential_staged(const T* __restrict__ A, long long a_lan
     long long t = reverse ? steps - 1 : 0;
     #pragma unroll
     for (int k = 0; k < K; ++k) {
-        const int e = tid + k * nt;
-        if (e < nn) sA[(e / n) * np1 + e % n] = Al[t * a_time + e];
+        if (tid + k * nt < nn) sA[s0 + k * sstep] = Al[t * a_time + tid + k * nt];
     }
     if (tid < n) h[tid] = has_h0 ? h0[lane * n + tid] : T(0);
     T b_cur = (tid < n) ? Bl[t * n + tid] : T(0);
@@ -164,28 +183,24 @@ __global__ void dense_sequential_staged(const T* __restrict__ A, long long a_lan
         if (more) {
             if (tid < n) b_next = Bl[tn * n + tid];
             if (varying) {
+                const T* An = Al + tn * a_time + tid;
                 #pragma unroll
                 for (int k = 0; k < K; ++k) {
-                    const int e = tid + k * nt;
-                    if (e < nn) pre[k] = Al[tn * a_time + e];
+                    if (tid + k * nt < nn) pre[k] = An[k * nt];
                 }
             }
         }
-        const T* As = sA + (varying ? cur : 0) * tile;
         if (tid < n) {
-            T acc = b_cur;
-            const T* row = As + tid * np1;
-            const T* hv = h + cur * n;
-            for (int j = 0; j < n; ++j) acc += row[j] * hv[j];
+            const T* As = sA + (varying ? cur : 0) * tile;
+            const T acc = dot_row(As + tid * np1, h + cur * n, n, b_cur);
             Hl[t * n + tid] = acc;
             h[(1 - cur) * n + tid] = acc;
         }
         if (more && varying) {
-            T* Ad = sA + (1 - cur) * tile;
+            T* Ad = sA + (1 - cur) * tile + s0;
             #pragma unroll
             for (int k = 0; k < K; ++k) {
-                const int e = tid + k * nt;
-                if (e < nn) Ad[(e / n) * np1 + e % n] = pre[k];
+                if (tid + k * nt < nn) Ad[k * sstep] = pre[k];
             }
         }
         __syncthreads();
@@ -237,7 +252,8 @@ def _kernel(dt, n):
     """
     dt = np.dtype(dt)
     shared = (2 * n * (n + 1) + 2 * n) * dt.itemsize
-    threads = max(_round32(n), _round32(-(-n * n // (256 // dt.itemsize))))
+    base = max(32, n, -(-n * n // (256 // dt.itemsize)))
+    threads = -(-base // n) * n  # a multiple of n: the kernel maps elements to rows without division
     K = next((k for k in _KS if k * threads >= n * n), None)
     if threads <= 1024 and K is not None and shared <= _MAX_SHARED:
         f = _module().get_function(f"dense_sequential_staged<{_TYPENAMES[dt]}, {K}>")
