@@ -5,7 +5,7 @@ Every threshold here cites the measurement it came from (machine, date, script).
 
 from __future__ import annotations
 
-__all__ = ["CUPY_SCAN", "cupy_auto_method"]
+__all__ = ["CUPY_SCAN", "cupy_auto_method", "cupy_dense_auto_method"]
 
 #: Tile shapes of the CuPy diagonal kernels (scanarray/backends/cuda/scan.cu), keyed by the
 #: compute dtype's itemsize where they depend on it. ``threads`` x ``items`` is the tile
@@ -24,5 +24,31 @@ CUPY_SCAN = {
 def cupy_auto_method(problem):
     """The CuPy method for ``method="auto"``."""
     if problem.dense:
-        return "cyclic_reduction"
+        return cupy_dense_auto_method(problem)
     return "lookback"
+
+
+#: Dense CuPy choice (issue 6), from benchmarks/bench_dense.py on an NVIDIA H200, 2026-11-21
+#: (docs/dense.md). Both batched-matmul methods pay a launch floor of about 1-3 ms (a few
+#: CuPy calls per level, 10-14 levels), so the one-kernel ``sequential`` scan wins while
+#: T x (its per-step latency) stays below that: T <= DENSE_SEQ_MAX_T[n bucket]. With a
+#: single lane the prefix scan's slices need no copies and it beat cyclic reduction up to
+#: lanes x T x n^3 = DENSE_PREFIX_MAX_WORK multiply-adds; beyond, cyclic reduction's
+#: T n^3 work (against T n^3 log2 T) wins, by 9x at (B=16, T=16384, n=16).
+DENSE_SEQ_MAX_T = {4: 2048, 8: 1024, 16: 0, 32: 0, 64: 0}
+DENSE_PREFIX_MAX_WORK = 2**27
+
+
+def cupy_dense_auto_method(problem):
+    """The CuPy dense method for ``method="auto"`` (see ``DENSE_SEQ_MAX_T``)."""
+    T, n = problem.length, problem.b.shape[-1]
+    lanes = 1
+    for s in problem.lanes:
+        lanes *= s
+    bucket = next((k for k in sorted(DENSE_SEQ_MAX_T) if n <= k), None)
+    if bucket is not None and T <= DENSE_SEQ_MAX_T[bucket]:
+        return "sequential"
+    if lanes == 1 and T * n**3 <= DENSE_PREFIX_MAX_WORK:
+        return "prefix"
+    return "cyclic_reduction"
+
