@@ -51,7 +51,7 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # --------------------------------------------------------------------------- timing
 
 
-def gpu_time(fn, min_reps=3, max_reps=15, budget_s=1.5, warmup=1):
+def gpu_time(fn, min_reps=3, max_reps=10, budget_s=0.4, warmup=1):
     """Median milliseconds of ``fn()`` by CUDA events on the current CuPy stream."""
     import cupy
 
@@ -71,7 +71,7 @@ def gpu_time(fn, min_reps=3, max_reps=15, budget_s=1.5, warmup=1):
     return statistics.median(times)
 
 
-def wall_time(fn, min_reps=3, max_reps=15, budget_s=1.5, warmup=1, sync=None):
+def wall_time(fn, min_reps=3, max_reps=10, budget_s=0.4, warmup=1, sync=None):
     """Median milliseconds of ``fn()`` by the wall clock (``sync(result)`` waits for it)."""
     for _ in range(warmup):
         r = fn()
@@ -138,7 +138,7 @@ def jax_worker(path, todo):
         hj = np.asarray(scan(Aj, bj).block_until_ready())
         err = float(np.linalg.norm((hj - h64).ravel()) / np.linalg.norm(h64.ravel()))
         del hj
-        t = wall_time(lambda: scan(Aj, bj), sync=lambda r: r.block_until_ready(), min_reps=5, max_reps=30)
+        t = wall_time(lambda: scan(Aj, bj), sync=lambda r: r.block_until_ready(), min_reps=5, max_reps=20)
         del Aj, bj
         with open(path, "a") as f:
             f.write(json.dumps({"case": [B, T, n, seed], "t_jax": t, "err_jax": err}) + "\n")
@@ -229,7 +229,7 @@ def device_line():
     return f"{props['name'].decode()} (cc {props['major']}.{props['minor']}), CuPy {cupy.__version__}"
 
 
-def seed_table(ns, Ts, batches, jax_results, with_loop, log):
+def seed_table(ns, Ts, batches, jax_results, with_loop, log, on_row=None):
     import cupy
 
     rows = []
@@ -256,13 +256,15 @@ def seed_table(ns, Ts, batches, jax_results, with_loop, log):
                 row["t_cr"] = gpu_time(run["cyclic_reduction"])
                 row["t_pf"] = gpu_time(run["prefix"])
                 row["t_seq"] = gpu_time(run["sequential"])
-                row["t_loop"] = (gpu_time(lambda: cupy_loop(A, b), min_reps=1, max_reps=3, budget_s=0.3)
+                row["t_loop"] = (gpu_time(lambda: cupy_loop(A, b), min_reps=1, max_reps=3, budget_s=0.3, warmup=0)
                                  if with_loop else None)
                 row["t_jax"], row["err_jax"] = jax_results.get((B, T, n, 0), (None, None))
                 del A, b, run
                 cupy.get_default_memory_pool().free_all_blocks()
                 rows.append(row)
                 log(fmt_seed_row(row))
+                if on_row:
+                    on_row(row)
     return rows
 
 
@@ -367,12 +369,16 @@ def main(argv=None):
         ns, Ts = ([4, 32], [1024, 4096]) if args.quick else ([4, 16, 32, 64], [1024, 2048, 4096, 8192, 16384])
         todo = [(B, T, n, 1) for B, T, n, _ in TARGETS]
         todo += [(B, T, n, 0) for n in ns for B in (1, 16) for T in Ts]
-        jax_results = {} if args.no_jax else jax_pass(todo, log)
+        jax_results = {} if args.no_jax else jax_pass(todo, log, timeout_s=float(os.environ.get("BENCH_JAX_S", 110)))
         parts += ["## Targets (float32)", ""] + targets(jax_results, log) + [""]
         save()
         parts += ["## Seed experiment", "", SEED_HEADER]
-        for r in seed_table(ns, Ts, [1, 16], jax_results, not args.no_loop, log):
+
+        def on_row(r):
             parts.append(fmt_seed_row(r))
+            save()
+
+        seed_table(ns, Ts, [1, 16], jax_results, not args.no_loop, log, on_row)
         parts.append("")
         save()
     if args.cpu:
