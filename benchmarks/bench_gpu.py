@@ -114,6 +114,86 @@ def nbytes(a, b):
     return (0 if np.isscalar(a) else a.nbytes) + 2 * b.nbytes
 
 
+def kernel_only(a, b, out, axis, method):
+    """The launch alone (plan made once): GPU time without the public function's Python work."""
+    from scanarray.backends import _cupy_scan
+
+    dt = np.dtype(b.dtype)
+    a_arr = cupy.asarray(a, dtype=dt) if np.isscalar(a) else a
+    av, bv, ov = (cupy.moveaxis(cupy.broadcast_to(x, b.shape), axis, -1) for x in (a_arr, b, out))
+    plan = _cupy_scan.plan(av, bv, ov, dt, method)
+
+    def run():
+        plan.launch(cupy, av, bv, ov, None)
+
+    run.plan = plan
+    return run
+
+
+def host_overhead_us(n=200):
+    """Host time of one public call on a tiny problem (GPU work negligible), in microseconds."""
+    b = cupy.ones((4, 64), cupy.float32)
+    a = cupy.full((4, 64), 0.5, cupy.float32)
+    out = cupy.empty_like(b)
+    for _ in range(5):
+        scanarray.linear_recurrence(a, b, out=out, backend="cupy")
+    cupy.cuda.Device().synchronize()
+    t = time.perf_counter()
+    for _ in range(n):
+        scanarray.linear_recurrence(a, b, out=out, backend="cupy")
+    dt = (time.perf_counter() - t) / n
+    cupy.cuda.Device().synchronize()
+    return dt * 1e6
+
+
+SWEEP_ROWS = [  # threads, items for 4-byte compute, min blocks per SM
+    (256, 16, 1), (256, 16, 3), (256, 16, 4), (512, 16, 2), (128, 16, 6), (256, 8, 4), (256, 32, 1), (512, 8, 4),
+]
+SWEEP_LANES = [  # warps along time, steps per thread (4-byte), min blocks
+    (8, 16, 1), (8, 16, 2), (8, 8, 4), (4, 16, 4), (8, 32, 1), (16, 8, 2),
+]
+
+
+def sweep(copy_bw, log, reps):
+    """Kernel-only GB/s of tile-shape variants (float32) on the workloads they decide."""
+    from scanarray import _config
+
+    saved = dict(_config.CUPY_SCAN)
+    rng = np.random.default_rng(1)
+    lines = ["| kernel | config | workload | GB/s | % copy |", "|---|---|---|---|---|"]
+    try:
+        for label, shape, axis in [("(16,2048,4096)", (16, 2048, 4096), -1), ("(1,1,2**28)", (1, 1, 2**28), -1),
+                                   ("(2,256,65536)", (2, 256, 65536), -1), ("(8,1024,4096)", (8, 1024, 4096), -1),
+                                   ("time-major (65536,4096)", (65536, 4096), 0)]:
+            a_h, b_h = make(shape, axis, "float32", "full", rng)
+            a, b = cupy.asarray(a_h), cupy.asarray(b_h)
+            out = cupy.empty_like(b)
+            nb = nbytes(a, b)
+            variants = SWEEP_LANES if axis == 0 else SWEEP_ROWS
+            for v in variants:
+                _config.CUPY_SCAN.update(saved)
+                if axis == 0:
+                    _config.CUPY_SCAN.update(lanes_warps=v[0], lanes_steps={**saved["lanes_steps"], 4: v[1]},
+                                             lanes_min_blocks=v[2])
+                else:
+                    _config.CUPY_SCAN.update(threads=v[0], items={**saved["items"], 4: v[1]}, rows_min_blocks=v[2])
+                try:
+                    run = kernel_only(a, b, out, axis, "lookback")
+                    ms, _ = timed(run, reps)
+                    gbs = nb / (ms * 1e-3) / GB
+                    kern = run.plan.name.split("<")[0].split("::")[-1]
+                    lines.append(f"| {kern} | {v} | {label} | {gbs:.0f} | {100 * gbs / copy_bw:.1f} |")
+                    log(lines[-1])
+                except Exception as exc:
+                    log(f"sweep {label} {v}: {type(exc).__name__}: {str(exc)[:300]}")
+            del a, b, out
+            cupy.get_default_memory_pool().free_all_blocks()
+    finally:
+        _config.CUPY_SCAN.clear()
+        _config.CUPY_SCAN.update(saved)
+    return "\n".join(lines)
+
+
 # --------------------------------------------------------------------------- peers
 
 
@@ -171,6 +251,9 @@ def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, l
 
     ms, _ = timed(ours("lookback"), reps)
     row["lookback_GBs"] = nb / (ms * 1e-3) / GB
+    ms_k, _ = timed(kernel_only(a, b, out, axis, "lookback"), reps)
+    row["kernel_GBs"] = nb / (ms_k * 1e-3) / GB
+    row["plan"] = kernel_only(a, b, out, axis, "lookback").plan.name.split("<")[0].split("::")[-1]
     row["lookback_pct_copy"] = 100 * row["lookback_GBs"] / copy_bw
     row["lookback_Gelem_s"] = b.size / (ms * 1e-3) / 1e9
     lanes = b.size // shape[axis]
@@ -227,7 +310,9 @@ def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, l
             log(f"{label}: jax failed: {str(exc)[:200]}")
     if peers.lfilter is not None and np.isscalar(a):
         try:
-            ms_l, _ = timed(lambda: peers.lfilter([1.0], [1.0, -a], b, axis=axis), max(3, reps // 4), budget_s=3)
+            num = cupy.asarray([1.0], dtype=b.dtype)
+            den = cupy.asarray([1.0, -a], dtype=b.dtype)
+            ms_l, _ = timed(lambda: peers.lfilter(num, den, b, axis=axis), max(3, reps // 4), budget_s=3)
             row["lfilter_GBs"] = nb / (ms_l * 1e-3) / GB
         except Exception as exc:
             log(f"{label}: lfilter failed: {str(exc)[:200]}")
@@ -243,6 +328,8 @@ COLS = [
     ("workload", "workload", "{}"),
     ("lookback_GBs", "ours GB/s", "{:.0f}"),
     ("lookback_pct_copy", "% copy", "{:.1f}"),
+    ("kernel_GBs", "kernel only GB/s", "{:.0f}"),
+    ("plan", "kernel", "{}"),
     ("sequential_GBs", "sequential GB/s", "{:.0f}"),
     ("fpscan_GBs", "fpscan GB/s", "{:.0f}"),
     ("ours_over_fpscan", "ours/fpscan (paired)", "{:.2f}x"),
@@ -270,6 +357,7 @@ def main(argv=None):
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--only", default=None)
     ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--sweep", action="store_true", help="tile-shape sweep first (kernel-only timings)")
     args = ap.parse_args(argv)
     reps = 7 if args.quick else 25
     logs = []
@@ -283,6 +371,9 @@ def main(argv=None):
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     copy_bw = copy_bandwidth(reps)
     log(f"device: {device}; copy bandwidth (1 GiB D2D, read+write): {copy_bw:.0f} GB/s")
+    host_us = host_overhead_us()
+    log(f"host time of one public call (tiny problem): {host_us:.0f} us")
+    sweep_text = sweep(copy_bw, log, reps) if args.sweep else ""
     peers = Peers(log) if not args.no_peers else None
     if peers is None:
         peers = Peers.__new__(Peers)
@@ -309,6 +400,8 @@ def main(argv=None):
         f"Device: {device}; {date}; CuPy {cupy.__version__}; copy bandwidth {copy_bw:.0f} GB/s "
         f"(1 GiB device-to-device, bytes read + written). GB/s = bytes of a + b read + h written / median time.\n\n"
         + table(rows) + "\n\n" + "\n".join(notes) + "\n"
+        + f"\nHost time of one public call (Python dispatch, tiny problem): {host_us:.0f} us.\n"
+        + (f"\nTile-shape sweep (kernel-only):\n\n{sweep_text}\n" if sweep_text else "")
     )
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_gpu.md"), "w") as fh:

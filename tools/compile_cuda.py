@@ -51,11 +51,11 @@ def _instantiations():
             G = max(1, 16 // widest)
             NV = max(1, _ITEMS[cs] // G)
             t = f"{A}, {B}, {O}, {C}"
-            out.append(f"template __global__ void rows_tiles<{t}, 256, {G}, {NV}, {ac}>"
+            out.append(f"template __global__ void rows_tiles<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
-            out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}>"
+            out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES}, i64);")
-            out.append(f"template __global__ void lanes_tiles<{t}, 8, {_ITEMS[cs]}, {ac}>"
+            out.append(f"template __global__ void lanes_tiles<{t}, 8, {_ITEMS[cs]}, {ac}, 1>"
                        f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
             out.append(f"template __global__ void seq<{t}, {ac}>({head}, {_LANES}, i64);")
     return out

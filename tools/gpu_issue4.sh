@@ -40,12 +40,13 @@ for shape, axis in [((3, 10007), -1), ((5, 100), -1), ((10007, 3), 0), ((1, 2**2
 PY
 [ "$MODE" = bench ] || {
 el "tests/test_cupy.py"
-timeout 150 python3 -m pytest tests/test_cupy.py -q -x -m "not slow" --tb=short -p no:cacheprovider 2>&1 | tail -40 | tee "$OUT/test_cupy.log"
+timeout 150 python3 -m pytest tests/test_cupy.py -q -m "not slow" --tb=short -p no:cacheprovider 2>&1 | tail -40 | tee "$OUT/test_cupy.log"
+el "slow tests (over 2**31 elements)"
+timeout 90 python3 -m pytest tests/test_cupy.py -q -m slow --tb=short -p no:cacheprovider 2>&1 | tail -15 | tee "$OUT/test_slow.log"
 el "shared suite -k cupy"
 timeout 170 python3 -m pytest tests -k "cupy and not dense" -q --maxfail=10 --tb=line -p no:cacheprovider 2>&1 | tail -30 | tee "$OUT/test_shared.log"
 }
 if [ -n "$PEERS" ]; then el "waiting for peer builds"; timeout 60 tail --pid=$PEERS -f /dev/null; fi
 tail -3 "$OUT/peer_fpscan.log" "$OUT/peer_acc.log" 2>/dev/null
 [ "$MODE" = tests ] || { el "benchmark"; timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_gpu.py --out "$OUT" "$@" 2>&1 | tail -60; }
-[ "$MODE" = slow ] && timeout 100 python3 -m pytest tests/test_cupy.py -q -m slow --tb=short -p no:cacheprovider 2>&1 | tail -15
 el "done"

@@ -197,14 +197,14 @@ def plan(a, b, out, dt, method, ns=None, ss=None):
     NV = max(1, cfg["items"][csize] // G)
     NT = cfg["threads"]
     tile = NT * G * NV
-    rows_targs = f"{types}, {NT}, {G}, {NV}, {_b(ac)}"
+    rows_targs = f"{types}, {NT}, {G}, {NV}, {_b(ac)}, {cfg['rows_min_blocks']}"
     # lanes kernel: NW warps along time, S steps each
     nw_l, S = cfg["lanes_warps"], cfg["lanes_steps"][csize]
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
         "rows_warp": f"scanarray::rows_warp<{rows_targs}>",
         "rows_tiles": f"scanarray::rows_tiles<{rows_targs}>",
-        "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}>",
+        "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {cfg['lanes_min_blocks']}>",
     }
     group = tuple(names.values())
     common = dict(ns=ns, ss=ss, nlanes=nlanes, group=group)

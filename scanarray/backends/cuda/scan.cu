@@ -71,9 +71,32 @@ __device__ __forceinline__ bool group_bad(const C (&xa)[G], const C (&xb)[G]) {
   return bad;
 }
 
+// Exact replay of one warp's stretch from state h (warp-uniform): the sequential loop itself,
+// handed from lane to lane; the results replace xb. Returns the state after the stretch.
+template <class C, int G, int NV>
+__device__ __forceinline__ C warp_replay(const C (&xa)[NV][G], C (&xb)[NV][G], C h, int lane) {
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    for (int l = 0; l < 32; ++l) {
+      if (lane == l) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          h = xa[v][g] * h + xb[v][g];
+          xb[v][g] = h;
+        }
+      }
+      h = shfl_idx(h, l);
+    }
+  }
+  return h;
+}
+
+// Look-back rounds of the rows kernel: 32 predecessors per round, LB_ROUNDS rounds kept.
+constexpr int LB_ROUNDS = 4;
+
 // --------------------------------------------------------------------------------------- rows_tiles
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC>
-__global__ void __launch_bounds__(NT)
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
+__global__ void __launch_bounds__(NT, MINB)
     rows_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
   constexpr int NW = NT / 32;
@@ -84,8 +107,7 @@ __global__ void __launch_bounds__(NT)
   __shared__ int s_bad[NW];
   __shared__ C s_hin;
   __shared__ int s_slow;
-  __shared__ C s_xa[AC ? 1 : TILE];
-  __shared__ C s_xb[TILE];
+  __shared__ Pair<C> s_lb[32 * LB_ROUNDS];
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
@@ -135,9 +157,6 @@ __global__ void __launch_bounds__(NT)
   }
   __syncthreads();
 
-  Pair<C> wex = ident<C>();  // steps of the tile before this warp
-  for (int i = 0; i < w; ++i) wex = compose(s_warp[i], wex);
-
   if (w == 0) {
     Pair<C> agg = ident<C>();
     int tile_bad = 0;
@@ -149,17 +168,19 @@ __global__ void __launch_bounds__(NT)
     if (k == 0) {
       if (has_h0) hin = h0[row];
     } else {
+      // A tile whose steps hold a non-finite value never publishes an aggregate (composition
+      // would turn the loop's infinities into NaN); its successors wait for its exact state.
       if (!tile_bad && finite(agg.A) && finite(agg.B) && lane == 0) status.publish_agg(id, agg, epoch);
-      // Look back: lane j reads the status of tile k-1-j; compose up to the nearest P.
-      Pair<C> R = ident<C>();
-      i64 j0 = k - 1;
-      while (true) {
-        const i64 j = j0 - lane;
+      // Look back: in round r lane j reads tile k-1-(32r+j); stop at the nearest P.
+      const i64 row0 = id - k;
+      int found = -1;
+      for (int r = 0; r < LB_ROUNDS && found < 0; ++r) {
+        const i64 j = k - 1 - (32 * r + lane);
         Pair<C> x = ident<C>();
         int st;
         if (j >= 0) {
           do {
-            st = status.read(id - k + j, epoch, x);
+            st = status.read(row0 + j, epoch, x);
           } while (st == ST_X);
         } else if (j == -1) {
           st = ST_P;
@@ -168,20 +189,42 @@ __global__ void __launch_bounds__(NT)
         } else {
           st = ST_A;
         }
+        s_lb[32 * r + lane] = x;
         const u32 pm = __ballot_sync(0xffffffffu, st == ST_P);
-        const int stop = pm ? __ffs(pm) - 1 : 32;
-        if (lane > stop) x = ident<C>();
-#pragma unroll
-        for (int d = 1; d < 32; d <<= 1) {
-          Pair<C> o = shfl_down(x, d);
-          if (lane + d < 32) x = compose(x, o);
-        }
-        x = shfl_idx(x, 0);
-        R = compose(R, x);
-        if (pm) break;
-        j0 -= 32;
+        if (pm) found = 32 * r + __ffs(pm) - 1;
       }
-      hin = R.B;
+      if (found < 0) {
+        // Too deep: wait for the oldest tile read to know its state.
+        found = 32 * LB_ROUNDS - 1;
+        if (lane == 0) {
+          Pair<C> x;
+          while (status.read(row0 + k - 1 - found, epoch, x) != ST_P) {
+          }
+          s_lb[found] = x;
+        }
+      }
+      __syncwarp();
+      if (lane == 0) {
+        // Apply the aggregates in order, as each tile applies its own to its entering state:
+        // the result is bit-identical to the state tile k-1 publishes, whichever P was found,
+        // so results do not depend on timing.
+        C h = s_lb[found].B;
+        bool ok = finite(h);
+        for (int i = found - 1; i >= 0 && ok; --i) {
+          h = apply(s_lb[i], h);
+          ok = finite(h);
+        }
+        if (!ok) {
+          // Non-finite state: only tile k-1's own (exact, replayed) state is right.
+          Pair<C> x;
+          while (status.read(row0 + k - 1, epoch, x) != ST_P) {
+          }
+          h = x.B;
+        }
+        s_hin = h;
+      }
+      __syncwarp();
+      hin = s_hin;
     }
     int slow = tile_bad || !finite(hin);
     if (!slow) {
@@ -201,6 +244,8 @@ __global__ void __launch_bounds__(NT)
   const C hin = s_hin;
 
   if (!s_slow) {
+    Pair<C> wex = ident<C>();  // steps of the tile before this warp
+    for (int i = 0; i < w; ++i) wex = compose(s_warp[i], wex);
     const C hw = apply(wex, hin);
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
@@ -216,47 +261,27 @@ __global__ void __launch_bounds__(NT)
     return;
   }
 
-  // Exact path: the loop itself, one thread, from the exact entering state.
-#pragma unroll
-  for (int v = 0; v < NV; ++v) {
-#pragma unroll
-    for (int g = 0; g < G; ++g) {
-      const int i = (int)(tw - tbase) + v * 32 * G + g;
-      if (!AC) s_xa[i] = xa[v][g];
-      s_xb[i] = xb[v][g];
+  // Exact path: the loop itself, warp after warp, from the exact entering state.
+  for (int i = 0; i < NW; ++i) {
+    if (w == i) {
+      C h = warp_replay<C, G, NV>(xa, xb, s_hin, lane);
+      if (lane == 0) s_hin = h;
     }
+    __syncthreads();
   }
-  __syncthreads();
-  if (tid == 0) {
-    const i64 rem = T - tbase;
-    const int n = rem < TILE ? (int)rem : TILE;
-    C h = hin;
-    for (int i = 0; i < n; ++i) {
-      h = (AC ? a_val : s_xa[i]) * h + s_xb[i];
-      s_xb[i] = h;
-    }
-    if (k + 1 < KT) status.publish_inc(id, h, epoch);
-  }
-  __syncthreads();
+  if (tid == 0 && k + 1 < KT) status.publish_inc(id, s_hin, epoch);
 #pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    C y[G];
-#pragma unroll
-    for (int g = 0; g < G; ++g) y[g] = s_xb[(int)(tw - tbase) + v * 32 * G + g];
-    store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
-  }
+  for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
 }
 
 // ---------------------------------------------------------------------------------------- rows_warp
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC>
-__global__ void __launch_bounds__(NT)
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
+__global__ void __launch_bounds__(NT, MINB)
     rows_warp(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, i64 nrows) {
   constexpr int NW = NT / 32;
   constexpr int ITEMS = G * NV;
   constexpr int STEP = 32 * ITEMS;
-  __shared__ C s_xa[AC ? 1 : NW * STEP];
-  __shared__ C s_xb[NW * STEP];
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
@@ -270,8 +295,6 @@ __global__ void __launch_bounds__(NT)
   C a_val = Num<C>::one();
   if (AC) a_val = To<C>::f(pa[0]);
   C hin = has_h0 ? h0[row] : Num<C>::zero();
-  C* wa = s_xa + (AC ? 0 : w * STEP);
-  C* wb = s_xb + w * STEP;
 
   for (i64 tbase = 0; tbase < T; tbase += STEP) {
     C xa[NV][G], xb[NV][G];
@@ -310,41 +333,17 @@ __global__ void __launch_bounds__(NT)
       continue;
     }
     // Exact path for this stretch (see the file's header).
+    hin = warp_replay<C, G, NV>(xa, xb, hin, lane);
 #pragma unroll
-    for (int v = 0; v < NV; ++v) {
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const int i = lane * G + v * 32 * G + g;
-        if (!AC) wa[i] = xa[v][g];
-        wb[i] = xb[v][g];
-      }
-    }
-    __syncwarp();
-    C h = hin;
-    if (lane == 0) {
-      const i64 rem = T - tbase;
-      const int n = rem < STEP ? (int)rem : STEP;
-      for (int i = 0; i < n; ++i) {
-        h = (AC ? a_val : wa[i]) * h + wb[i];
-        wb[i] = h;
-      }
-    }
-    __syncwarp();
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
-      C y[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) y[g] = wb[lane * G + v * 32 * G + g];
-      store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
-    }
-    hin = shfl_idx(h, 0);
-    __syncwarp();
+    for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
   }
 }
 
 // -------------------------------------------------------------------------------------- lanes_tiles
-template <class TA, class TB, class TO, class C, int NW, int S, bool AC>
-__global__ void __launch_bounds__(NW * 32)
+constexpr int LBL_WIN = 4, LBL_ROUNDS = 4;
+
+template <class TA, class TB, class TO, class C, int NW, int S, bool AC, int MINB>
+__global__ void __launch_bounds__(NW * 32, MINB)
     lanes_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
                 SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
   constexpr int L = NW * S;
@@ -353,6 +352,7 @@ __global__ void __launch_bounds__(NW * 32)
   __shared__ int s_bad[NW][32];
   __shared__ C s_h[32];
   __shared__ int s_slow;
+  __shared__ Pair<C> s_lb[LBL_WIN * LBL_ROUNDS][32];
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
@@ -412,18 +412,16 @@ __global__ void __launch_bounds__(NW * 32)
       if (k == 0) {
         if (has_h0) hin = h0[l];
       } else {
-        const i64 me = id * 32 + lane;
-        if (!lane_bad && finite(agg.A) && finite(agg.B)) status.publish_agg(me, agg, epoch);
-        // Per-lane look-back, 4 predecessors per round trip (independent loads).
-        Pair<C> R = ident<C>();
-        i64 j0 = k - 1;
-        bool found = false;
-        while (!found) {
-          Pair<C> x[4];
-          int st[4];
+        if (!lane_bad && finite(agg.A) && finite(agg.B)) status.publish_agg(id * 32 + lane, agg, epoch);
+        // Per-lane look-back, LBL_WIN predecessors per round trip (independent loads); the
+        // aggregates are then applied in order (see rows_tiles: results independent of timing).
+        int found = -1;
+        for (int r = 0; r < LBL_ROUNDS && found < 0; ++r) {
+          Pair<C> x[LBL_WIN];
+          int st[LBL_WIN];
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            const i64 j = j0 - i;
+          for (int i = 0; i < LBL_WIN; ++i) {
+            const i64 j = k - 1 - (LBL_WIN * r + i);
             x[i] = ident<C>();
             if (j >= 0) {
               st[i] = status.read((j * NG + g) * 32 + lane, epoch, x[i]);
@@ -436,16 +434,36 @@ __global__ void __launch_bounds__(NW * 32)
             }
           }
 #pragma unroll
-          for (int i = 0; i < 4; ++i) {
-            if (!found) {
-              while (st[i] == ST_X) st[i] = status.read(((j0 - i) * NG + g) * 32 + lane, epoch, x[i]);
-              R = compose(R, x[i]);
-              found = st[i] == ST_P;
+          for (int i = 0; i < LBL_WIN; ++i) {
+            if (found < 0) {
+              const i64 j = k - 1 - (LBL_WIN * r + i);
+              while (st[i] == ST_X) st[i] = status.read((j * NG + g) * 32 + lane, epoch, x[i]);
+              s_lb[LBL_WIN * r + i][lane] = x[i];
+              if (st[i] == ST_P) found = LBL_WIN * r + i;
             }
           }
-          j0 -= 4;
         }
-        hin = R.B;
+        if (found < 0) {
+          found = LBL_WIN * LBL_ROUNDS - 1;
+          const i64 j = k - 1 - found;
+          Pair<C> x;
+          while (status.read((j * NG + g) * 32 + lane, epoch, x) != ST_P) {
+          }
+          s_lb[found][lane] = x;
+        }
+        C h = s_lb[found][lane].B;
+        bool ok = finite(h);
+        for (int i = found - 1; i >= 0 && ok; --i) {
+          h = apply(s_lb[i][lane], h);
+          ok = finite(h);
+        }
+        if (!ok) {
+          Pair<C> x;
+          while (status.read(((k - 1) * NG + g) * 32 + lane, epoch, x) != ST_P) {
+          }
+          h = x.B;
+        }
+        hin = h;
       }
       slow_lane = lane_bad || !finite(hin);
       if (!slow_lane) {

@@ -103,7 +103,15 @@ template <class C> __device__ __forceinline__ Pair<C> ident() { return Pair<C>{N
 template <class C> __device__ __forceinline__ Pair<C> compose(Pair<C> n, Pair<C> o) {
   return Pair<C>{n.A * o.A, n.A * o.B + n.B};
 }
-template <class C> __device__ __forceinline__ C apply(Pair<C> p, C h) { return p.A * h + p.B; }
+// p applied to h with explicit fused multiply-adds: the look-back recomputes published states
+// with this same function, and bit-identical results across runs rely on identical rounding.
+__device__ __forceinline__ float apply(Pair<float> p, float h) { return __fmaf_rn(p.A, h, p.B); }
+__device__ __forceinline__ double apply(Pair<double> p, double h) { return __fma_rn(p.A, h, p.B); }
+__device__ __forceinline__ float fma_(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ __forceinline__ double fma_(double a, double b, double c) { return __fma_rn(a, b, c); }
+template <class T> __device__ __forceinline__ cplx<T> apply(Pair<cplx<T>> p, cplx<T> h) {
+  return cplx<T>{fma_(p.A.re, h.re, fma_(-p.A.im, h.im, p.B.re)), fma_(p.A.re, h.im, fma_(p.A.im, h.re, p.B.im))};
+}
 
 __device__ __forceinline__ float shfl_up(float x, int d) { return __shfl_up_sync(0xffffffffu, x, d); }
 __device__ __forceinline__ double shfl_up(double x, int d) { return __shfl_up_sync(0xffffffffu, x, d); }
