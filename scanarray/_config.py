@@ -18,6 +18,9 @@ CUPY_SCAN = {
     "lanes_warps": 8,
     "lanes_steps": {4: 16, 8: 8, 16: 4},
     "seq_threads": 128,
+    # __launch_bounds__ minimum resident blocks per SM (1: let the compiler choose registers)
+    "rows_min_blocks": 1,
+    "lanes_min_blocks": 1,
 }
 
 
