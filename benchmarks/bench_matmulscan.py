@@ -38,6 +38,7 @@ METHODS = [
     ("matmulscan s=4", "cupy", "matmulscan", 4),
     ("matmulscan s=8", "cupy", "matmulscan", 8),
     ("matmulscan s=16", "cupy", "matmulscan", 16),
+    ("s=4 no prefetch", "cupy", "matmulscan", (4, False)),
     ("blelloch (numba_cuda)", "numba_cuda", "blelloch", None),
     ("lookback", "cupy", "lookback", None),
     ("sequential", "cupy", "sequential", None),
@@ -128,8 +129,10 @@ def _call(scanarray, cupy, backend, method, radix):
         return lambda a, b, axis, out: scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
     from scanarray.backends import _cupy_matmulscan
 
+    r, pf = radix if isinstance(radix, tuple) else (radix, True)
+
     def f(a, b, axis, out):
-        _cupy_matmulscan.RADIX = radix
+        _cupy_matmulscan.RADIX, _cupy_matmulscan.PREFETCH = r, pf
         return scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
 
     return f
@@ -189,7 +192,8 @@ def big(cupy, scanarray, args, rows, log):
         sub = b_h[:1, :256]
         for kind, aval in (("a=1", 1.0), ("scalar a=0.999", 0.999)):
             ref = _oracle(np.float32(aval), sub, -1)  # a Python float computes in float32 here
-            cols = [(lbl, bk, m, r) for (lbl, bk, m, r) in METHODS if bk != "cupy" or m != "sequential"]
+            cols = [(lbl, bk, m, r) for (lbl, bk, m, r) in METHODS if (bk != "cupy" or m != "sequential")
+                    and "prefetch" not in lbl]
             cols.append(("sequential", "cupy", "sequential", None))
             if kind == "a=1":
                 cols.append(("cupy.cumsum", None, None, None))

@@ -37,6 +37,9 @@ __all__ = ["linear_recurrence", "unsupported_reason", "RADIX"]
 #: All three measured within a few per cent of each other on H100 (docs/matmulscan.md).
 RADIX = 4
 
+#: load the next 16-step chunk of b into registers while the current one is computed
+PREFETCH = True
+
 _CTYPE = {"float32": "float", "float64": "double", "float16": "sa_half", "bfloat16": "sa_bf16"}
 _ACC = {"float32": "float32", "float64": "float64", "float16": "float32", "bfloat16": "float32"}
 
@@ -213,7 +216,7 @@ def _run(p, radix):
     dummy = init if init is not None else cupy.empty(1, dtype=acc)
     args = (
         bt, ot_work, at, dummy, np.int32(init is not None),
-        i64(T), i64(P), i64(gs[1]), i64(ncb), np.int32(abs(sbt) == 1),
+        i64(T), i64(P), i64(gs[1]), i64(ncb), np.int32(abs(sbt) == 1), np.int32(bool(PREFETCH)),
         i64(b_g[0]), i64(b_g[1]), i64(sbt), i64(b_p[0]),
         i64(o_g[0]), i64(o_g[1]), i64(sot), i64(o_p[0]),
         i64(a_g[0]), i64(a_g[1]), i64(sat),

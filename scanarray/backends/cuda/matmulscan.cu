@@ -189,12 +189,26 @@ __device__ __forceinline__ ACC a_at(const TA* a, long long t, long long T, long 
     return t < T ? (ACC)ld_acc(a + t * sat) : (ACC)1;  // padding steps: a = 1, b = 0
 }
 
+// The 4 elements of a warp's 16 x 8 chunk that lane `lane` moves (zeros outside T x P).
+template <typename TB, typename ACC>
+__device__ __forceinline__ void load_chunk(const TB* b, long long t0, long long T, long long P, long long col0,
+                                           long long sbt, long long sbp, int lane, int time_fast, ACC* pv) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int e = lane + 32 * k;
+        const int r = time_fast ? (e & 15) : (e >> 3);
+        const int cc = time_fast ? (e >> 4) : (e & 7);
+        const long long t = t0 + r, col = col0 + cc;
+        pv[k] = (t < T && col < P) ? (ACC)ld_acc(b + t * sbt + col * sbp) : (ACC)0;
+    }
+}
+
 // Grid: one block per (group, strip of 8*W lanes); W = blockDim.x / 32 <= 8.
 // Group index grp = g1 * n_g2 + g2; lane p of the group; time t. Strides are in elements.
 template <int S, typename TB, typename TA>
 __global__ void __launch_bounds__(256) matmulscan_kernel(
     const TB* b, TB* out, const TA* a, const typename AccOf<TB>::type* init, int has_init,
-    long long T, long long P, long long n_g2, long long ncb, int time_fast,
+    long long T, long long P, long long n_g2, long long ncb, int time_fast, int prefetch,
     long long sb1, long long sb2, long long sbt, long long sbp,
     long long so1, long long so2, long long sot, long long sop,
     long long sa1, long long sa2, long long sat) {
@@ -221,6 +235,8 @@ __global__ void __launch_bounds__(256) matmulscan_kernel(
         sC[warp][lane] = (has_init && col < P) ? init[grp * P + col] : (ACC)0;
     }
     ACC* Bs = sB[warp];
+    ACC pv[4];
+    if (prefetch && active) load_chunk<TB, ACC>(b, 0, T, P, col0, sbt, sbp, lane, time_fast, pv);
 
     const long long nch = (T + 15) / 16;
     for (long long ch = 0; ch < nch; ++ch) {
@@ -251,19 +267,20 @@ __global__ void __launch_bounds__(256) matmulscan_kernel(
         bad_a = __syncthreads_or(bad_a);
         if (!active) continue;
 
-        // 2. stage this warp's 16 x 8 chunk of b (converted to ACC; zeros past the ends).
+        // 2. stage this warp's 16 x 8 chunk of b (converted to ACC; zeros past the ends), then
+        //    (prefetch) start loading the next chunk into registers: its latency then overlaps
+        //    this chunk's matrix products, stores and the next barrier.
         bool bad = false;
+        if (!prefetch) load_chunk<TB, ACC>(b, t0, T, P, col0, sbt, sbp, lane, time_fast, pv);
 #pragma unroll
         for (int k = 0; k < 4; ++k) {
             const int e = lane + 32 * k;
             const int r = time_fast ? (e & 15) : (e >> 3);
             const int cc = time_fast ? (e >> 4) : (e & 7);
-            const long long t = t0 + r, col = col0 + cc;
-            ACC v = 0;
-            if (t < T && col < P) v = ld_acc(b + t * sbt + col * sbp);
-            bad |= !finite_acc(v);
-            Bs[r * 8 + cc] = v;
+            bad |= !finite_acc(pv[k]);
+            Bs[r * 8 + cc] = pv[k];
         }
+        if (prefetch && ch + 1 < nch) load_chunk<TB, ACC>(b, t0 + 16, T, P, col0, sbt, sbp, lane, time_fast, pv);
         if (lane < 8) bad |= !finite_acc(sC[warp][lane]);
         __syncwarp();
         const bool slow = __any_sync(0xffffffffu, bad) || bad_a;
