@@ -32,14 +32,21 @@ def cupy_auto_method(problem):
 
 
 #: Dense CuPy choice (issue 6), from benchmarks/bench_dense.py on an NVIDIA H200, 2026-11-21
-#: (docs/dense.md). Both batched-matmul methods pay a launch floor of about 1-3 ms (a few
-#: CuPy calls per level, 10-14 levels), so the one-kernel ``sequential`` scan wins while
-#: T x (its per-step latency) stays below that: T <= DENSE_SEQ_MAX_T[n bucket]. With a
-#: single lane the prefix scan's slices need no copies and it beat cyclic reduction up to
-#: lanes x T x n^3 = DENSE_PREFIX_MAX_WORK multiply-adds; beyond, cyclic reduction's
-#: T n^3 work (against T n^3 log2 T) wins, by 9x at (B=16, T=16384, n=16).
-DENSE_SEQ_MAX_T = {4: 2048, 8: 1024, 16: 0, 32: 0, 64: 0}
-DENSE_PREFIX_MAX_WORK = 2**27
+#: (benchmarks/results/dense_2026-11-21.md, docs/dense.md). Both batched-matmul methods pay a
+#: launch floor of about 1-1.5 ms (a few CuPy calls per level, 10-14 levels), so the
+#: one-kernel ``sequential`` scan (measured 0.35 us/step at n = 4, 0.7 at n = 16, 1.9 at
+#: n = 32, 3.5 at n = 64) wins while T <= DENSE_SEQ_MAX_T[smallest bucket >= n], twice that
+#: with several lanes (whose alternative is cyclic reduction, not the cheaper one-lane prefix
+#: scan): at n = 16, T = 1024 it took 0.72 ms against 0.97 (prefix, B = 1) and 1.53 (cyclic
+#: reduction, B = 16); at n = 16, T = 2048, 1.37 against 1.05 (prefix, B = 1) and 1.68 (CR, B = 16).
+DENSE_SEQ_MAX_T = {4: 2048, 16: 1024}
+#: With one lane the prefix scan's slices are contiguous (no copies) and it beat cyclic
+#: reduction while its own work, about T n^3 log2 T multiply-adds, stayed below this:
+#: prefix 1.46 ms vs 1.99 at (n=32, T=8192), CR 2.31 vs 2.80 at (n=32, T=16384),
+#: prefix 1.21 vs 1.69 at (n=64, T=2048), CR 1.92 vs 2.38 at (n=64, T=4096).
+DENSE_PREFIX_MAX_WORK = 12 * 2**29
+#: Otherwise cyclic reduction: T n^3 work against T n^3 log2 T, 2.3x (n=32, B=16, T=1024)
+#: to 13x (n=32 and n=64, B=16, T=16384) faster than the prefix scan.
 
 
 def cupy_dense_auto_method(problem):
@@ -49,9 +56,8 @@ def cupy_dense_auto_method(problem):
     for s in problem.lanes:
         lanes *= s
     bucket = next((k for k in sorted(DENSE_SEQ_MAX_T) if n <= k), None)
-    if bucket is not None and T <= DENSE_SEQ_MAX_T[bucket]:
+    if bucket is not None and T <= DENSE_SEQ_MAX_T[bucket] * (2 if lanes > 1 else 1):
         return "sequential"
-    if lanes == 1 and T * n**3 <= DENSE_PREFIX_MAX_WORK:
+    if lanes == 1 and T * n**3 * max(1, T.bit_length() - 1) <= DENSE_PREFIX_MAX_WORK:
         return "prefix"
     return "cyclic_reduction"
-
