@@ -41,6 +41,8 @@ import numpy as np
 
 __all__ = ["auto_method", "linear_recurrence", "GROUP"]
 
+#: up to this many blocks the carries are a chain of one small task per block
+CHAIN = 64
 #: the most summaries one carry task gathers; more blocks than this use the tree
 GROUP = 256
 
@@ -61,6 +63,7 @@ def unavailable_reason():
 
 def linear_recurrence(p):
     """Build the lazy scan of a :class:`scanarray._problem.Problem` with Dask arrays."""
+    import dask
     import dask.array as da
     from dask.array.utils import meta_from_array
 
@@ -119,6 +122,13 @@ def linear_recurrence(p):
     C = _carries(da, S, h0, p, lanes, meta_from_array(blk_meta, nl + 1 + p.dense, dt))
 
     # --- 3. every block again, from its carry --------------------------------
+    if dask.config.get("scanarray.dask.recompute_inputs", False):
+        # Out of core: read (or generate) each input block again for stage 3
+        # rather than holding every block in memory from stage 1 until its
+        # carry is known. Doubles the upstream work; bounds memory by blocks in flight.
+        from dask.graph_manipulation import clone
+
+        a, b = clone(a, b)
     c_ind = lanes + (("t", "i") if p.dense else ("t",))
     return da.blockwise(
         _block, b_ind,
@@ -147,6 +157,8 @@ def _carries(da, S, h0, p, lanes, meta):
     c_ind = lanes + (("t", "i") if p.dense else ("t",))
     h_ind = lanes + (("i",) if p.dense else ())
     kw = dict(dense=p.dense, reverse=p.reverse)
+    if nt <= min(CHAIN, GROUP):
+        return _carry_chain(da, S, h0, p, nl, meta)
     if nt <= GROUP:
         S1 = S.rechunk({nl: nt})
         args = (S1, s_ind) + (() if h0 is None else (h0, h_ind))
@@ -169,6 +181,53 @@ def _carries(da, S, h0, p, lanes, meta):
         meta=meta, token="scan-carry",
     )
     return C.rechunk({nl: 1})
+
+
+def _carry_chain(da, S, h0, p, nl, meta):
+    """Carries as a chain of small tasks: ``c[k+1] = apply(S[k], c[k])``, one per block.
+
+    The block scan ``k`` then waits only for the summaries before it, so the
+    scheduler can finish and release input blocks in order instead of holding
+    every block until the last summary is known.
+    """
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
+    nt = S.shape[nl]
+    name = "scan-carry-" + tokenize(S, h0, p.reverse, "chain")
+    trail = (0,) if p.dense else ()  # the state axis of a dense carry (one chunk)
+    strail = (0, 0) if p.dense else (0,)
+    order = list(_order(nt, p.reverse))
+    dsk = {}
+    for li in np.ndindex(*S.numblocks[:nl]):
+        first = order[0]
+        h0_key = None if h0 is None else (h0.name,) + li + trail
+        dsk[(name,) + li + (first,) + trail] = (_carry_first, (S.name,) + li + (first,) + strail, h0_key, p.dense)
+        for prev, k in zip(order, order[1:]):
+            dsk[(name,) + li + (k,) + trail] = (
+                _carry_next, (S.name,) + li + (prev,) + strail, (name,) + li + (prev,) + trail, p.dense,
+            )
+    deps = [S] if h0 is None else [S, h0]
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=deps)
+    chunks = S.chunks[:nl] + ((1,) * nt,) + (((S.shape[-2],),) if p.dense else ())
+    return da.Array(graph, name, chunks, meta=meta)
+
+
+def _carry_first(s, h0, dense):
+    """The carry entering the first block in scan order: ``h0`` (or zeros), with a time axis."""
+    xp = _xp(s)
+    shape = s.shape[:-3] + s.shape[-2:-1] if dense else s.shape[:-2]
+    c = xp.zeros(shape, s.dtype) if h0 is None else xp.broadcast_to(h0.astype(s.dtype), shape)
+    return xp.ascontiguousarray(c[..., None, :] if dense else c[..., None])
+
+
+def _carry_next(s, c, dense):
+    """The carry entering the next block: the previous block's summary applied to its carry."""
+    xp = _xp(s)
+    with np.errstate(all="ignore"):
+        if dense:
+            return _apply(xp, s[..., 0, :, :], c[..., 0, :], dense)[..., None, :]
+        return _apply(xp, s[..., 0, :], c[..., 0], dense)[..., None]
 
 
 # --------------------------------------------------------------------------- block functions
