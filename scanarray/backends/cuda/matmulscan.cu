@@ -242,21 +242,29 @@ __global__ void __launch_bounds__(256) matmulscan_kernel(
     for (long long ch = 0; ch < nch; ++ch) {
         const int buf = ch & 1;
         const long long t0 = ch * 16;
-        // 1. the decay blocks of this chunk, built by the whole block (all warps share a).
+        // 1. the decay blocks of this chunk, built by the whole block (all warps share a). The
+        //    16 coefficients are loaded at once (independent loads, one latency), not in chains.
         int bad_a = 0;
+        ACC av[16];
+#pragma unroll
+        for (int k = 0; k < 16; ++k) av[k] = a_at<TA, ACC>(a, t0 + k, T, sat);
         for (int idx = threadIdx.x; idx < 256 + 16; idx += blockDim.x) {
             if (idx < 256) {
                 const int i = idx >> 4, j = idx & 15;
                 ACC v = 0;
                 if (j < i && (i / S) == (j / S)) {
                     v = 1;
-                    for (int k = j + 1; k <= i; ++k) v *= a_at<TA, ACC>(a, t0 + k, T, sat);
+#pragma unroll
+                    for (int k = 1; k < 16; ++k)
+                        if (k > j && k <= i) v *= av[k];
                 }
                 sD[buf][i][j] = v;
             } else {
                 const int i = idx - 256, ts = (i / S) * S;
                 ACC v = 1;
-                for (int k = ts; k <= i; ++k) v *= a_at<TA, ACC>(a, t0 + k, T, sat);
+#pragma unroll
+                for (int k = 0; k < 16; ++k)
+                    if (k >= ts && k <= i) v *= av[k];
                 sq[buf][i] = v;
                 const ACC ai = a_at<TA, ACC>(a, t0 + i, T, sat);
                 sa[buf][i] = ai;
