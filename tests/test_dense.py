@@ -331,3 +331,28 @@ def test_tf32_cannot_degrade_float32(backend, method, const, rng):
         linalg.set_compute_type(np.float32, old_type)
         cublas.setMathMode(handle, old_mode)
     assert rel_err(to_numpy(h), ref) <= 1e-5
+
+
+# --------------------------------------------------------------------------- auto choice
+
+
+@pytest.mark.parametrize(
+    "B,T,n,want",
+    [
+        (1, 1024, 4, "sequential"),  # all from the H200 table in docs/dense.md
+        (64, 1024, 16, "sequential"),
+        (1, 8192, 32, "prefix"),
+        (1, 2048, 64, "prefix"),
+        (1, 16384, 32, "cyclic_reduction"),
+        (16, 1024, 32, "cyclic_reduction"),
+        (8, 4096, 64, "cyclic_reduction"),
+    ],
+)
+def test_cupy_auto_rule(B, T, n, want):
+    """The CuPy dense auto rule picks the method measured fastest at these shapes (no GPU needed)."""
+    from types import SimpleNamespace
+
+    from scanarray import _config
+
+    p = SimpleNamespace(length=T, lanes=(B,), b=SimpleNamespace(shape=(B, T, n)), dense=True)
+    assert _config.cupy_auto_method(p) == want
