@@ -177,6 +177,8 @@ def main(argv=None):
     ap.add_argument("--bench", default=None, help="benchmark whose history graph to open "
                     "(default: the one with the most points)")
     ap.add_argument("--screenshot", default=None, help="PNG of the history graph page")
+    ap.add_argument("--query", default="y-axis-scale=log",
+                    help="asv graph-page options after '?' (e.g. 'y-axis-scale=log&x-axis-scale=date')")
     ap.add_argument("--deps", default=None, help="local copies of the page's CDN files "
                     "(tools/asv_www_deps.sh); without it Chromium must reach the CDNs")
     ap.add_argument("--window", default="1400,900")
@@ -207,8 +209,9 @@ def main(argv=None):
         base = f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
         try:
             failures = []
+            graph = f"{base}#{bench}" + (f"?{args.query}" if args.query else "")
             for name, url, window in (("summary grid", base, "1400,4000"),
-                                      (f"graph {bench}", f"{base}#{bench}", args.window)):
+                                      (f"graph {bench}", graph, args.window)):
                 got = probe(browser, url, args.budget_ms, window)
                 print(f"{name}: {got['plots']} plots, {got['series']} series, {got['points']} points, "
                       f"{got['canvases']} canvases, {got['painted']} painted pixels")
@@ -217,7 +220,7 @@ def main(argv=None):
                     failures.append(f"{name}: {got}")
             if args.screenshot:
                 os.makedirs(os.path.dirname(os.path.abspath(args.screenshot)), exist_ok=True)
-                proc = chromium(browser, f"{base}#{bench}",
+                proc = chromium(browser, graph,
                                 [f"--screenshot={os.path.abspath(args.screenshot)}",
                                  f"--window-size={args.window}"], args.budget_ms)
                 if not os.path.exists(args.screenshot):

@@ -97,6 +97,8 @@ class _CpuScan(_Scan):
 
 class _GpuScan(_Scan):
     device = "gpu"
+    # A GPU call takes milliseconds; a minute means a hung kernel, and the device budget is small.
+    timeout = 90
 
     def track_pool_bytes(self, *params):
         return C.PoolPeak().measure(self.run)

@@ -32,9 +32,17 @@ BYTES = "bytes"
 TIMING = dict(repeat=(2, 7, 4.0), warmup_time=0.0, min_run_count=2, timeout=300)
 
 
-def pick(small, full):
-    """``full`` under ``SCANARRAY_ASV_FULL=1``, else ``small``."""
-    return full if FULL else small
+#: ``SCANARRAY_ASV_SMOKE=1``: tiny sizes for CI's smoke run (results not kept).
+SMOKE = os.environ.get("SCANARRAY_ASV_SMOKE", "") not in ("", "0")
+
+
+def pick(small, full, smoke=None):
+    """``full`` under ``SCANARRAY_ASV_FULL=1``, ``smoke`` under ``SCANARRAY_ASV_SMOKE=1``, else ``small``."""
+    if FULL:
+        return full
+    if SMOKE and smoke is not None:
+        return smoke
+    return small
 
 
 # --------------------------------------------------------------------- skips

@@ -52,7 +52,7 @@ class CpuGae(_CpuScan):
 class CpuDense(_Dense):
     """Dense transitions, n in {4, 16, 64}: cyclic reduction against the prefix scan and the loop."""
 
-    params = [W.CPU_DENSE_IMPLS, W.DENSE_N]
+    params = [W.CPU_DENSE_IMPLS, W.CPU_DENSE_N]
     param_names = ["impl", "n"]
 
     def problem(self, impl, n):

@@ -63,6 +63,7 @@ class GpuDense(_Dense):
     """Dense transitions, (batch 8, T 4096, n) float32, n in {4, 16, 64}."""
 
     device = "gpu"
+    timeout = 90
     params = [W.GPU_DENSE_IMPLS, W.DENSE_N]
     param_names = ["impl", "n"]
 

@@ -7,25 +7,33 @@ scans axis 0 (time-major). ``*_FULL`` are the issues' own sizes, run with
 
 from __future__ import annotations
 
-from ._common import FULL
+from ._common import FULL, SMOKE
+
+
+def _smoke(small, smoke):
+    """``smoke`` under SCANARRAY_ASV_SMOKE=1 (CI's quick run, results not kept), else ``small``."""
+    return smoke if SMOKE and not FULL else small
+
 
 # ----------------------------------------------------------------------- CPU
 #: backend/method pairs on NumPy arrays (a pair a commit lacks is skipped)
-CPU_IMPLS = ["numpy/chunked", "numba/auto", "numba/chunked", "numba/sequential"]
+CPU_IMPLS = _smoke(["numpy/chunked", "numba/auto", "numba/chunked", "numba/sequential"],
+                   ["numpy/chunked", "numba/auto"])
 #: peers for a constant coefficient (EMA)
 CPU_EMA_PEERS = ["scipy.lfilter", "pandas.ewm"]
 # The numba issue: (1024, 65536) f64; one row of 2**24; time-major (65536, 1024) along axis 0.
-CPU_SHAPES = ["64x65536", "1x4194304", "16384x256@0"]
+CPU_SHAPES = _smoke(["64x65536", "1x4194304", "16384x256@0"], ["8x4096", "1x65536", "1024x64@0"])
 CPU_SHAPES_FULL = ["1024x65536", "1x16777216", "65536x1024@0"]
 #: EMA: scalar a over 2**24 float64 (the numba issue's workload 4)
-CPU_EMA_N = 2**24
-CPU_SWEEP = [2**14, 2**16, 2**18, 2**20, 2**22]
-CPU_SWEEP_FULL = CPU_SWEEP + [2**24, 2**26]
-CPU_COPY_BYTES = 128 * 2**20
+CPU_EMA_N = _smoke(2**24, 2**16)
+CPU_SWEEP = _smoke([2**14, 2**16, 2**18, 2**20, 2**22], [2**12, 2**16])
+CPU_SWEEP_FULL = [2**14, 2**16, 2**18, 2**20, 2**22, 2**24, 2**26]
+CPU_COPY_BYTES = _smoke(128 * 2**20, 16 * 2**20)
 CPU_COPY_BYTES_FULL = 512 * 2**20
-CPU_DENSE_IMPLS = ["numpy/cyclic_reduction", "numpy/prefix", "numba/cyclic_reduction", "numba/sequential"]
+CPU_DENSE_IMPLS = _smoke(["numpy/cyclic_reduction", "numpy/prefix", "numba/cyclic_reduction", "numba/sequential"],
+                         ["numpy/cyclic_reduction", "numba/cyclic_reduction"])
 CPU_DENSE_BATCH = 1
-CPU_DENSE_T = 4096 if FULL else 1024
+CPU_DENSE_T = 4096 if FULL else _smoke(1024, 128)
 
 # ----------------------------------------------------------------------- GPU
 #: backend/method pairs on CuPy arrays
@@ -49,8 +57,9 @@ GPU_DENSE_T = 4096
 
 # ---------------------------------------------------------------- shared
 #: GAE: time-major (T=256, 16384 environments) float32, reverse, along axis 0
-GAE_SHAPE = (256, 16384)
+GAE_SHAPE = _smoke((256, 16384), (256, 1024))
 DENSE_N = [4, 16, 64]
+CPU_DENSE_N = _smoke(DENSE_N, [4, 16])
 
 
 def pick_dtypes(small, full):
