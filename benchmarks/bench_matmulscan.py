@@ -39,10 +39,15 @@ METHODS = [
     ("matmulscan s=8", "cupy", "matmulscan", 8),
     ("matmulscan s=16", "cupy", "matmulscan", 16),
     ("s=4 no prefetch", "cupy", "matmulscan", (4, False)),
+    ("s=4 block kernel", "cupy", "matmulscan", (4, True, "block")),
     ("blelloch (numba_cuda)", "numba_cuda", "blelloch", None),
     ("lookback", "cupy", "lookback", None),
     ("sequential", "cupy", "sequential", None),
 ]
+
+
+#: the kernel variant of the plain "matmulscan s=..." columns (--kernel)
+KERNEL = "warp"
 
 
 def _dtypes(cupy):
@@ -129,10 +134,10 @@ def _call(scanarray, cupy, backend, method, radix):
         return lambda a, b, axis, out: scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
     from scanarray.backends import _cupy_matmulscan
 
-    r, pf = radix if isinstance(radix, tuple) else (radix, True)
+    r, pf, kern = (tuple(radix) + (KERNEL,))[:3] if isinstance(radix, tuple) else (radix, True, KERNEL)
 
     def f(a, b, axis, out):
-        _cupy_matmulscan.RADIX, _cupy_matmulscan.PREFETCH = r, pf
+        _cupy_matmulscan.RADIX, _cupy_matmulscan.PREFETCH, _cupy_matmulscan.KERNEL = r, pf, kern
         return scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
 
     return f
@@ -193,7 +198,7 @@ def big(cupy, scanarray, args, rows, log):
         for kind, aval in (("a=1", 1.0), ("scalar a=0.999", 0.999)):
             ref = _oracle(np.full(sub.shape, np.float32(aval)), sub, -1)  # a Python float computes in float32 here
             cols = [(lbl, bk, m, r) for (lbl, bk, m, r) in METHODS if (bk != "cupy" or m != "sequential")
-                    and "prefetch" not in lbl]
+                    and "prefetch" not in lbl and "block" not in lbl]
             cols.append(("sequential", "cupy", "sequential", None))
             if kind == "a=1":
                 cols.append(("cupy.cumsum", None, None, None))
@@ -244,10 +249,11 @@ def run_ncu(args, log):
         "gpu__time_duration.sum",
     ])
     out = {}
-    for which in ("float32:matmulscan s=4", "float16:matmulscan s=4", "float32:blelloch (numba_cuda)"):
+    for which in ("float32:matmulscan s=4", "float16:matmulscan s=4", "float32:s=4 block kernel",
+                  "float32:blelloch (numba_cuda)", "float32:sequential"):
         cmd = ["ncu", "--clock-control", "none", "--target-processes", "all", "--launch-skip", "2",
                "--launch-count", "1", "--csv", "--metrics", metrics, sys.executable, os.path.abspath(__file__),
-               "--ncu-target", which]
+               "--ncu-target", which, "--kernel", KERNEL]
         t = time.time()
         try:
             res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
@@ -317,7 +323,10 @@ def main():
     ap.add_argument("--no-big", action="store_true")
     ap.add_argument("--no-seed", action="store_true")
     ap.add_argument("--ncu-target")
+    ap.add_argument("--kernel", default="warp", choices=["warp", "block"])
     args = ap.parse_args()
+    global KERNEL
+    KERNEL = args.kernel
     import cupy
 
     import scanarray

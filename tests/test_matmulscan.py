@@ -23,12 +23,15 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(REASON is not None, reason=f"c
 RADICES = [4, 8, 16]
 
 
-@pytest.fixture(params=RADICES, ids=lambda s: f"s{s}")
+@pytest.fixture(params=[(k, s) for k in ("warp", "block") for s in RADICES], ids=lambda p: f"{p[0]}-s{p[1]}")
 def radix(request, monkeypatch):
+    """Every radix of both kernel variants (warp-local decay fragments, block-shared decay)."""
     from scanarray.backends import _cupy_matmulscan
 
-    monkeypatch.setattr(_cupy_matmulscan, "RADIX", request.param)
-    return request.param
+    kernel, s = request.param
+    monkeypatch.setattr(_cupy_matmulscan, "KERNEL", kernel)
+    monkeypatch.setattr(_cupy_matmulscan, "RADIX", s)
+    return s
 
 
 def _run(a, b, axis=-1, **kw):

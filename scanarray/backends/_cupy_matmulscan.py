@@ -39,6 +39,10 @@ RADIX = 4
 
 #: load the next 16-step chunk of b into registers while the current one is computed
 PREFETCH = True
+#: "warp": every warp builds its decay fragments in registers from shuffled coefficients and
+#: never waits for its block; "block": the block builds one shared decay matrix per chunk
+#: behind a barrier. Both are tested; docs/matmulscan.md has the measurements.
+KERNEL = "warp"
 
 _CTYPE = {"float32": "float", "float64": "double", "float16": "sa_half", "bfloat16": "sa_bf16"}
 _ACC = {"float32": "float32", "float64": "float64", "float16": "float32", "bfloat16": "float32"}
@@ -51,11 +55,14 @@ def _source() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(device: int, radix: int, tb: str, ta: str):
+def _kernel(device: int, radix: int, tb: str, ta: str, variant: str = "warp"):
     """Compile (once per device and instantiation) and return the RawKernel."""
     import cupy
 
-    name = f"matmulscan_kernel<{radix}, {tb}, {ta}>"
+    if variant not in ("warp", "block"):
+        raise ValueError(f"KERNEL must be 'warp' or 'block'; got {variant!r}")
+    kname = "matmulscan_warp_kernel" if variant == "warp" else "matmulscan_kernel"
+    name = f"{kname}<{radix}, {tb}, {ta}>"
     # Header-free source (inline PTX mma.sync), so NVRTC's missing crt/mma.h on some
     # CUDA installs does not matter here.
     mod = cupy.RawModule(code=_source(), options=("-std=c++17",), name_expressions=[name])
@@ -211,7 +218,7 @@ def _run(p, radix):
     ncb = -(-P // (8 * W))
     nblocks = G * ncb
     dev, _ = _device_ok()
-    kern = _kernel(dev, radix, tb, ta)
+    kern = _kernel(dev, radix, tb, ta, KERNEL)
     i64 = np.int64
     dummy = init if init is not None else cupy.empty(1, dtype=acc)
     args = (

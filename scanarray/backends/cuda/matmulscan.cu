@@ -125,15 +125,16 @@ __device__ __forceinline__ void mma_f64(double& c0, double& c1, double a, double
 template <int S, typename TB> struct TileMma;
 
 template <int S> struct TileMma<S, float> {  // 3xTF32
-    static __device__ __forceinline__ void run(float* c, const float (*D)[17], const float* B, int g, int t) {
+    template <typename DA>
+    static __device__ __forceinline__ void run(float* c, const DA& D, const float* B, int g, int t) {
 #pragma unroll
         for (int kh = 0; kh < 2; ++kh) {
             const int k = 8 * kh;
             unsigned ah[4], al[4], bh[2], bl[2];
-            split_tf32(D[g][k + t], ah[0], al[0]);
-            split_tf32(D[g + 8][k + t], ah[1], al[1]);
-            split_tf32(D[g][k + t + 4], ah[2], al[2]);
-            split_tf32(D[g + 8][k + t + 4], ah[3], al[3]);
+            split_tf32(D(g, k + t), ah[0], al[0]);
+            split_tf32(D(g + 8, k + t), ah[1], al[1]);
+            split_tf32(D(g, k + t + 4), ah[2], al[2]);
+            split_tf32(D(g + 8, k + t + 4), ah[3], al[3]);
             split_tf32(B[(k + t) * 8 + g], bh[0], bl[0]);
             split_tf32(B[(k + t + 4) * 8 + g], bh[1], bl[1]);
             mma_tf32(c, al[0], al[1], al[2], al[3], bh[0], bh[1]);  // small terms first
@@ -143,13 +144,13 @@ template <int S> struct TileMma<S, float> {  // 3xTF32
     }
 };
 
-template <int S, bool SPLIT_B>
-__device__ __forceinline__ void tile_mma_bf16(float* c, const float (*D)[17], const float* B, int g, int t) {
+template <int S, bool SPLIT_B, typename DA>
+__device__ __forceinline__ void tile_mma_bf16(float* c, const DA& D, const float* B, int g, int t) {
     unsigned ah[4], al[4], bh[2], bl[2];
-    split_bf16x2(D[g][2 * t], D[g][2 * t + 1], ah[0], al[0]);
-    split_bf16x2(D[g + 8][2 * t], D[g + 8][2 * t + 1], ah[1], al[1]);
-    split_bf16x2(D[g][2 * t + 8], D[g][2 * t + 9], ah[2], al[2]);
-    split_bf16x2(D[g + 8][2 * t + 8], D[g + 8][2 * t + 9], ah[3], al[3]);
+    split_bf16x2(D(g, 2 * t), D(g, 2 * t + 1), ah[0], al[0]);
+    split_bf16x2(D(g + 8, 2 * t), D(g + 8, 2 * t + 1), ah[1], al[1]);
+    split_bf16x2(D(g, 2 * t + 8), D(g, 2 * t + 9), ah[2], al[2]);
+    split_bf16x2(D(g + 8, 2 * t + 8), D(g + 8, 2 * t + 9), ah[3], al[3]);
     split_bf16x2(B[(2 * t) * 8 + g], B[(2 * t + 1) * 8 + g], bh[0], bl[0]);
     split_bf16x2(B[(2 * t + 8) * 8 + g], B[(2 * t + 9) * 8 + g], bh[1], bl[1]);
     mma_bf16(c, al[0], al[1], al[2], al[3], bh[0], bh[1]);
@@ -157,18 +158,21 @@ __device__ __forceinline__ void tile_mma_bf16(float* c, const float (*D)[17], co
     mma_bf16(c, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
 }
 template <int S> struct TileMma<S, sa_bf16> {  // bf16 data is exact in one bf16 operand
-    static __device__ __forceinline__ void run(float* c, const float (*D)[17], const float* B, int g, int t) {
+    template <typename DA>
+    static __device__ __forceinline__ void run(float* c, const DA& D, const float* B, int g, int t) {
         tile_mma_bf16<S, false>(c, D, B, g, t);
     }
 };
 template <int S> struct TileMma<S, sa_half> {  // an f16 value is exact as bf16 hi + lo
-    static __device__ __forceinline__ void run(float* c, const float (*D)[17], const float* B, int g, int t) {
+    template <typename DA>
+    static __device__ __forceinline__ void run(float* c, const DA& D, const float* B, int g, int t) {
         tile_mma_bf16<S, true>(c, D, B, g, t);
     }
 };
 
 template <int S> struct TileMma<S, double> {  // DMMA 8x8x4: 8 row-half x k-quarter blocks, zeros skipped
-    static __device__ __forceinline__ void run(double* c, const double (*D)[17], const double* B, int g, int t) {
+    template <typename DA>
+    static __device__ __forceinline__ void run(double* c, const DA& D, const double* B, int g, int t) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
 #pragma unroll
@@ -176,9 +180,35 @@ template <int S> struct TileMma<S, double> {  // DMMA 8x8x4: 8 row-half x k-quar
                 // D is strictly lower and block-diagonal in s x s tiles: rows 8h..8h+7 only meet
                 // columns below 8h+8, and for s <= 8 only the columns of their own tiles.
                 const bool need = (q <= 2 * h + 1) && (S == 16 || q >= 2 * h);
-                if (need) mma_f64(c[2 * h], c[2 * h + 1], D[8 * h + g][4 * q + t], B[(4 * q + t) * 8 + g]);
+                if (need) mma_f64(c[2 * h], c[2 * h + 1], D(8 * h + g, 4 * q + t), B[(4 * q + t) * 8 + g]);
             }
         }
+    }
+};
+
+// The decay operand, read from the block's shared copy or computed from the chunk's 16
+// coefficients held in registers (entry (i, j): a[j+1] * ... * a[i] inside a radix-s group).
+template <typename ACC> struct SmemDecay {
+    const ACC (*D)[17];
+    __device__ __forceinline__ ACC operator()(int i, int j) const { return D[i][j]; }
+};
+template <int S, typename ACC> struct RegDecay {
+    ACC av[16];
+    __device__ __forceinline__ ACC operator()(int i, int j) const {
+        ACC v = (j < i && (i / S) == (j / S)) ? (ACC)1 : (ACC)0;
+#pragma unroll
+        for (int k = 1; k < 16; ++k)
+            if (k > j && k <= i) v *= av[k];
+        return v;
+    }
+    // q[i] = a[group start] * ... * a[i]
+    __device__ __forceinline__ ACC q(int i) const {
+        const int ts = (i / S) * S;
+        ACC v = 1;
+#pragma unroll
+        for (int k = 0; k < 16; ++k)
+            if (k >= ts && k <= i) v *= av[k];
+        return v;
     }
 };
 
@@ -300,7 +330,8 @@ __global__ void __launch_bounds__(256) matmulscan_kernel(
             c[1] = Bs[g * 8 + 2 * t4 + 1];
             c[2] = Bs[(g + 8) * 8 + 2 * t4];
             c[3] = Bs[(g + 8) * 8 + 2 * t4 + 1];
-            TileMma<S, TB>::run(c, sD[buf], Bs, g, t4);
+            SmemDecay<ACC> dec{sD[buf]};
+            TileMma<S, TB>::run(c, dec, Bs, g, t4);
             __syncwarp();
             Bs[g * 8 + 2 * t4] = c[0];
             Bs[g * 8 + 2 * t4 + 1] = c[1];
@@ -333,6 +364,114 @@ __global__ void __launch_bounds__(256) matmulscan_kernel(
                 ACC h = sC[warp][lane];
                 for (int r = 0; r < 16 && t0 + r < T; ++r) {
                     h = sa[buf][r] * h + Bs[r * 8 + lane];
+                    if (col < P) st_from(out + (t0 + r) * sot + col * sop, h);
+                }
+                sC[warp][lane] = h;
+            }
+        }
+        __syncwarp();
+    }
+}
+
+// The same scan with no block-wide step: every warp is on its own. Lane l holds a[t0 + l % 16]
+// (loaded one chunk ahead), the 16 coefficients reach every lane through __shfl_sync, and each lane
+// computes the decay entries of its own mma fragments in registers: no shared decay matrix and no
+// __syncthreads per chunk, so a warp never waits for the slowest warp of its block.
+template <int S, typename TB, typename TA>
+__global__ void __launch_bounds__(256, 3) matmulscan_warp_kernel(
+    const TB* b, TB* out, const TA* a, const typename AccOf<TB>::type* init, int has_init,
+    long long T, long long P, long long n_g2, long long ncb, int time_fast, int prefetch,
+    long long sb1, long long sb2, long long sbt, long long sbp,
+    long long so1, long long so2, long long sot, long long sop,
+    long long sa1, long long sa2, long long sat) {
+    typedef typename AccOf<TB>::type ACC;
+    constexpr int NT = 16 / S;
+    __shared__ ACC sB[8][16 * 8];
+    __shared__ ACC sE[8][NT][8];
+    __shared__ ACC sC[8][8];
+    __shared__ ACC sA[8][16];
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
+    const int g = lane >> 2, t4 = lane & 3;
+    const long long grp = blockIdx.x / ncb, cb = blockIdx.x % ncb;
+    const long long g1 = grp / n_g2, g2 = grp % n_g2;
+    const long long col0 = cb * 8 * W + 8 * warp;
+    if (col0 >= P) return;  // no block-wide barrier below: idle warps may leave
+    b += g1 * sb1 + g2 * sb2;
+    out += g1 * so1 + g2 * so2;
+    a += g1 * sa1 + g2 * sa2;
+    if (lane < 8) {
+        const long long col = col0 + lane;
+        sC[warp][lane] = (has_init && col < P) ? init[grp * P + col] : (ACC)0;
+    }
+    ACC* Bs = sB[warp];
+    ACC pv[4];
+    if (prefetch) load_chunk<TB, ACC>(b, 0, T, P, col0, sbt, sbp, lane, time_fast, pv);
+    ACC a_next = a_at<TA, ACC>(a, lane & 15, T, sat);
+
+    const long long nch = (T + 15) / 16;
+    for (long long ch = 0; ch < nch; ++ch) {
+        const long long t0 = ch * 16;
+        const ACC a_cur = a_next;
+        if (ch + 1 < nch) a_next = a_at<TA, ACC>(a, t0 + 16 + (lane & 15), T, sat);
+        RegDecay<S, ACC> dec;
+#pragma unroll
+        for (int k = 0; k < 16; ++k) dec.av[k] = __shfl_sync(0xffffffffu, a_cur, k);
+        if (lane < 16) sA[warp][lane] = a_cur;
+        const bool bad_a = __any_sync(0xffffffffu, !finite_acc(a_cur));
+
+        bool bad = false;
+        if (!prefetch) load_chunk<TB, ACC>(b, t0, T, P, col0, sbt, sbp, lane, time_fast, pv);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int e = lane + 32 * k;
+            const int r = time_fast ? (e & 15) : (e >> 3);
+            const int cc = time_fast ? (e >> 4) : (e & 7);
+            bad |= !finite_acc(pv[k]);
+            Bs[r * 8 + cc] = pv[k];
+        }
+        if (prefetch && ch + 1 < nch) load_chunk<TB, ACC>(b, t0 + 16, T, P, col0, sbt, sbp, lane, time_fast, pv);
+        if (lane < 8) bad |= !finite_acc(sC[warp][lane]);
+        __syncwarp();
+        const bool slow = __any_sync(0xffffffffu, bad) || bad_a;
+
+        if (!slow) {
+            ACC c[4];
+            c[0] = Bs[g * 8 + 2 * t4];
+            c[1] = Bs[g * 8 + 2 * t4 + 1];
+            c[2] = Bs[(g + 8) * 8 + 2 * t4];
+            c[3] = Bs[(g + 8) * 8 + 2 * t4 + 1];
+            TileMma<S, TB>::run(c, dec, Bs, g, t4);
+            __syncwarp();
+            Bs[g * 8 + 2 * t4] = c[0];
+            Bs[g * 8 + 2 * t4 + 1] = c[1];
+            Bs[(g + 8) * 8 + 2 * t4] = c[2];
+            Bs[(g + 8) * 8 + 2 * t4 + 1] = c[3];
+            __syncwarp();
+            if (lane < 8) {
+                ACC e = sC[warp][lane];
+#pragma unroll
+                for (int k = 0; k < NT; ++k) {
+                    sE[warp][k][lane] = e;
+                    e = Bs[(k * S + S - 1) * 8 + lane] + dec.q(k * S + S - 1) * e;
+                }
+                sC[warp][lane] = e;
+            }
+            __syncwarp();
+            const ACC q0 = dec.q(g), q1 = dec.q(g + 8);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {
+                const int r = g + 8 * (k >> 1), cc = 2 * t4 + (k & 1);
+                const long long t = t0 + r, col = col0 + cc;
+                const ACC h = c[k] + ((k >> 1) ? q1 : q0) * sE[warp][r / S][cc];
+                if (t < T && col < P) st_from(out + t * sot + col * sop, h);
+            }
+        } else {
+            if (lane < 8) {
+                const long long col = col0 + lane;
+                ACC h = sC[warp][lane];
+                for (int r = 0; r < 16 && t0 + r < T; ++r) {
+                    h = sA[warp][r] * h + Bs[r * 8 + lane];
                     if (col < P) st_from(out + (t0 + r) * sot + col * sop, h);
                 }
                 sC[warp][lane] = h;
