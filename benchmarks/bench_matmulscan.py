@@ -314,6 +314,39 @@ def markdown(rows, device, date):
     return "\n".join(lines) + "\n"
 
 
+def plot(json_path, png_path):
+    """Figure for docs/matmulscan.md from a results JSON: device time per call against G."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(json_path) as f:
+        d = json.load(f)
+    rows = [r for r in d["rows"] if r["table"] == "seed" and r.get("gpu_us")]
+    dts = [dt for dt in ("float32", "float16", "bfloat16") if any(r["dtype"] == dt for r in rows)]
+    bhs = sorted({r["BH"] for r in rows})
+    fig, axes = plt.subplots(len(bhs), len(dts), figsize=(4.2 * len(dts), 3.3 * len(bhs)), squeeze=False)
+    for i, bh in enumerate(bhs):
+        for j, dt in enumerate(dts):
+            ax = axes[i][j]
+            for label, *_ in METHODS:
+                pts = sorted((r["G"], r["gpu_us"]) for r in rows if r["dtype"] == dt and r["BH"] == bh
+                             and r["method"] == label)
+                if pts:
+                    ax.plot(*zip(*pts), marker="o", label=label)
+            ax.set_title(f"{dt}, BH={bh}", fontsize=9)
+            ax.set_xscale("log", base=2)
+            ax.set_yscale("log")
+            ax.set_xlabel("G (chunks)")
+            ax.set_ylabel("device µs per call")
+            ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle(f"Inter-chunk scan b (BH, G, 16, 64), a (BH, G, 16, 1) — {d['device']}, {d['date']}", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -324,7 +357,11 @@ def main():
     ap.add_argument("--no-seed", action="store_true")
     ap.add_argument("--ncu-target")
     ap.add_argument("--kernel", default="warp", choices=["warp", "block"])
+    ap.add_argument("--plot", nargs=2, metavar=("JSON", "PNG"), help="only draw the figure from a results JSON")
     args = ap.parse_args()
+    if args.plot:
+        plot(*args.plot)
+        return
     global KERNEL
     KERNEL = args.kernel
     import cupy
