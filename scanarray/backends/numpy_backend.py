@@ -33,8 +33,9 @@ def auto_method(problem):
 def linear_recurrence(p):
     if p.dense:
         with np.errstate(all="ignore"):
-            h = _dense.METHODS[p.method](np, p.a, p.b, p.initial, p.dtype, reverse=p.reverse)
-        np.copyto(p.out, h, casting="unsafe")
+            h = _dense.METHODS[p.method](np, p.a, p.b, p.initial, p.dtype, reverse=p.reverse, out=p.out)
+        if h is not p.out:  # computed in the accumulation dtype (float16 storage)
+            np.copyto(p.out, h, casting="unsafe")
         return p.out
     a, b, out = p.a, p.b, p.out
     if p.reverse:  # views with negative strides: no flipped copies
