@@ -14,6 +14,8 @@ for v in warp block; do
 done
 grep -qE "failed|error|Interrupt" "$OUT/test_matmulscan_warp.txt" && kernel=block
 echo "== bench kernel variant: $kernel"
+timeout -s INT 50 python3 -m pytest -q -p no:cacheprovider tests/test_numba_cuda.py -m gpu -k "seed or nonfinite or 5000" 2>&1 | tail -3 > "$OUT/test_numba_cuda.txt"
+echo "== numba_cuda GPU tests (subset): $(tail -1 "$OUT/test_numba_cuda.txt")"
 timeout -s INT 40 python3 -m pytest -q -p no:cacheprovider tests/test_contract.py -k "matmulscan" 2>&1 | tail -3 > "$OUT/test_contract_matmulscan.txt"
 echo "== contract (cupy matmulscan cases): $(tail -1 "$OUT/test_contract_matmulscan.txt")"
 timeout 190 python3 benchmarks/bench_matmulscan.py --out "$OUT" --kernel "$kernel" "$@" 2>&1 | grep -vE "^seed|^big|Warning|warn\(" | tail -90

@@ -318,6 +318,12 @@ def _merge_lanes(shape, strides_list):
     return shape, strides_list
 
 
+def _readable(x) -> bool:
+    """Whether a numba kernel can read ``x`` as it is (dtype known to numba, strides >= 0)."""
+    dt = np.dtype(x.dtype)
+    return (dt.name in _NUMBA_DTYPES or dt.kind in "biu") and min(x.strides, default=0) >= 0
+
+
 def _as_strided(cupy, x, shape, strides):
     return cupy.lib.stride_tricks.as_strided(x, shape=tuple(shape), strides=tuple(strides))
 
@@ -331,16 +337,17 @@ def linear_recurrence(p):
     shape = b.shape
     lanes = shape[:-1]
     copy_back = None
-    # numba knows neither bfloat16 nor negative strides well: such arrays go through copies.
-    if np.dtype(b.dtype).name not in _NUMBA_DTYPES and np.dtype(b.dtype).kind not in "biu" or min(b.strides, default=0) < 0:
+    # numba knows neither bfloat16 nor (reliably) negative strides: such inputs go through copies.
+    if not _readable(b):
         b = b.astype(acc) if np.dtype(b.dtype).name == "bfloat16" else cupy.ascontiguousarray(b)
-    if np.dtype(a.dtype).name not in _NUMBA_DTYPES and np.dtype(a.dtype).kind not in "biu" or min(a.strides, default=0) < 0:
+    if not _readable(a):
         from .numpy_backend import compact
 
         ac = compact(a)
         ac = ac.astype(acc) if np.dtype(ac.dtype).name == "bfloat16" else cupy.ascontiguousarray(ac)
         a = cupy.broadcast_to(ac, shape)
-    if np.dtype(out.dtype).name not in _NUMBA_DTYPES or min(out.strides, default=0) < 0 or out.dtype != acc and out.dtype.name != "float16":
+    # The kernel writes the accumulation dtype, or float16 (converted on store).
+    if min(out.strides, default=0) < 0 or np.dtype(out.dtype) not in (acc, np.dtype(np.float16)):
         copy_back = out
         out = cupy.empty(shape, dtype=acc)
 
