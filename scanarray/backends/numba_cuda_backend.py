@@ -100,7 +100,10 @@ def _kernel(tile: int, rpb: int, lane_fast: bool, acc_name: str):
     _import_cuda()
     acc = getattr(numba, acc_name)
     half = tile // 2
-    n = rpb * tile
+    # Rows padded by one element: with lane-fast threads a warp touches several rows at the
+    # same offset, which would all fall in one shared-memory bank.
+    stride = tile + 1 if rpb > 1 else tile
+    n = rpb * stride
     INF = math.inf
 
     @cuda.jit(device=True)
@@ -128,7 +131,7 @@ def _kernel(tile: int, rpb: int, lane_fast: bool, acc_name: str):
         rem = row % (L2 * L3)
         l2 = rem // L3
         l3 = rem % L3
-        base = r * tile
+        base = r * stride
         t0 = k * tile
 
         xa0 = acc(1)
