@@ -32,11 +32,7 @@ def sequential_rows(a, b, out, h):
     """
     L, T = out.shape
     for l in prange(L):
-        s = h[l]
-        for t in range(T):
-            s = a[l, t] * s + b[l, t]
-            out[l, t] = s
-        h[l] = s
+        h[l] = _scan(a[l], b[l], out[l], 0, T, h[l])
 
 
 @njit(parallel=True, **_OPTS)
@@ -68,18 +64,18 @@ def sequential_blocks(a, b, out, h, lb):
 
 
 @njit(**_OPTS)
-def _scan(a, b, out, l, t0, t1, s):
+def _scan(a, b, out, t0, t1, s):
     for t in range(t0, t1):
-        s = a[l, t] * s + b[l, t]
-        out[l, t] = s
+        s = a[t] * s + b[t]
+        out[t] = s
     return s
 
 
 @njit(**_OPTS)
-def _reduce(a, b, l, t0, t1, p, s):
+def _reduce(a, b, t0, t1, p, s):
     for t in range(t0, t1):
-        s = a[l, t] * s + b[l, t]
-        p = a[l, t] * p
+        s = a[t] * s + b[t]
+        p = a[t] * p
     return p, s
 
 
@@ -93,12 +89,17 @@ def chunked(a, b, out, h, ng, sb, unit):
     ``b``; a short serial scan of the aggregates gives each segment's
     incoming state; pass 2 rescans every segment from it -- the plain loop
     again, so each segment's values are the loop's given its carry -- while
-    the superblock's ``a`` and ``b`` are still in cache (``sb`` is sized for
-    that), so memory sees about the loop's 3 streams rather than 5. Threads
-    take groups of 4 segments and step them interleaved: 4 (pass 1: 8)
+    the superblock's ``a`` and ``b`` are still in cache, so memory sees
+    fewer than the 5 streams of a plain reduce-then-scan. Threads take
+    groups of 4 segments and step them interleaved: 4 (pass 1: 8)
     independent dependency chains hide the latency of the multiply-add that
     bounds a single loop. The final state is the last segment's rescan.
-    ``unit`` is ``[1]`` in the accumulation dtype (typed constants).
+    ``unit`` is ``[1]`` in the accumulation dtype (typed constants). Rows
+    are indexed as 1-d views: 2-d strided indexing in the interleaved loops
+    cost more than the latency they hide, and segments are sliced so that
+    the loop index starts at 0 (indexing ``ar[u0 + j]`` with an offset read
+    from an array measured 2x slower: numba's negative-index wraparound
+    check cannot be proven away).
     """
     L, T = out.shape
     nseg = 4 * ng
@@ -107,6 +108,9 @@ def chunked(a, b, out, h, ng, sb, unit):
     C = np.empty(nseg + 1, h.dtype)
     bnd = np.empty(nseg + 1, np.int64)
     for l in range(L):
+        ar = a[l]
+        br = b[l]
+        orow = out[l]
         c = h[l]
         for s0 in range(0, T, sb):
             n = min(T, s0 + sb) - s0
@@ -123,23 +127,25 @@ def chunked(a, b, out, h, ng, sb, unit):
                 zero = one - one
                 p0 = p1 = p2 = p3 = one
                 q0 = q1 = q2 = q3 = zero
+                a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
+                b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
                 for j in range(m):
-                    x0 = a[l, u0 + j]
-                    x1 = a[l, u1 + j]
-                    x2 = a[l, u2 + j]
-                    x3 = a[l, u3 + j]
-                    q0 = x0 * q0 + b[l, u0 + j]
-                    q1 = x1 * q1 + b[l, u1 + j]
-                    q2 = x2 * q2 + b[l, u2 + j]
-                    q3 = x3 * q3 + b[l, u3 + j]
+                    x0 = a0[j]
+                    x1 = a1[j]
+                    x2 = a2[j]
+                    x3 = a3[j]
+                    q0 = x0 * q0 + b0[j]
+                    q1 = x1 * q1 + b1[j]
+                    q2 = x2 * q2 + b2[j]
+                    q3 = x3 * q3 + b3[j]
                     p0 = x0 * p0
                     p1 = x1 * p1
                     p2 = x2 * p2
                     p3 = x3 * p3
-                P[i], H[i] = _reduce(a, b, l, u0 + m, u1, p0, q0)
-                P[i + 1], H[i + 1] = _reduce(a, b, l, u1 + m, u2, p1, q1)
-                P[i + 2], H[i + 2] = _reduce(a, b, l, u2 + m, u3, p2, q2)
-                P[i + 3], H[i + 3] = _reduce(a, b, l, u3 + m, bnd[i + 4], p3, q3)
+                P[i], H[i] = _reduce(ar, br, u0 + m, u1, p0, q0)
+                P[i + 1], H[i + 1] = _reduce(ar, br, u1 + m, u2, p1, q1)
+                P[i + 2], H[i + 2] = _reduce(ar, br, u2 + m, u3, p2, q2)
+                P[i + 3], H[i + 3] = _reduce(ar, br, u3 + m, bnd[i + 4], p3, q3)
             C[0] = c
             for i in range(nseg - 1):
                 C[i + 1] = P[i] * C[i] + H[i]
@@ -154,19 +160,22 @@ def chunked(a, b, out, h, ng, sb, unit):
                 q1 = C[i + 1]
                 q2 = C[i + 2]
                 q3 = C[i + 3]
+                a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
+                b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
+                o0, o1, o2, o3 = orow[u0:u0 + m], orow[u1:u1 + m], orow[u2:u2 + m], orow[u3:u3 + m]
                 for j in range(m):
-                    q0 = a[l, u0 + j] * q0 + b[l, u0 + j]
-                    q1 = a[l, u1 + j] * q1 + b[l, u1 + j]
-                    q2 = a[l, u2 + j] * q2 + b[l, u2 + j]
-                    q3 = a[l, u3 + j] * q3 + b[l, u3 + j]
-                    out[l, u0 + j] = q0
-                    out[l, u1 + j] = q1
-                    out[l, u2 + j] = q2
-                    out[l, u3 + j] = q3
-                _scan(a, b, out, l, u0 + m, u1, q0)
-                _scan(a, b, out, l, u1 + m, u2, q1)
-                _scan(a, b, out, l, u2 + m, u3, q2)
-                q3 = _scan(a, b, out, l, u3 + m, bnd[i + 4], q3)
+                    q0 = a0[j] * q0 + b0[j]
+                    q1 = a1[j] * q1 + b1[j]
+                    q2 = a2[j] * q2 + b2[j]
+                    q3 = a3[j] * q3 + b3[j]
+                    o0[j] = q0
+                    o1[j] = q1
+                    o2[j] = q2
+                    o3[j] = q3
+                _scan(ar, br, orow, u0 + m, u1, q0)
+                _scan(ar, br, orow, u1 + m, u2, q1)
+                _scan(ar, br, orow, u2 + m, u3, q2)
+                q3 = _scan(ar, br, orow, u3 + m, bnd[i + 4], q3)
                 if g == ng - 1:
                     C[nseg] = q3
             c = C[nseg]
