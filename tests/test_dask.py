@@ -301,3 +301,23 @@ def test_cupy_blocks_stay_cupy():
     assert isinstance(out, cupy.ndarray)
     ref, g = recurrence_ref(a, b, reverse=True)
     assert_matches(cupy.asnumpy(out), ref, g, _tol("float32", 3000), "cupy blocks")
+    # dense, time-invariant and time-varying A, on CuPy blocks
+    for A in (contractive(rng, (3, 3), "float64"), contractive(rng, (2, 900, 3, 3), "float64")):
+        bd = values(rng, (2, 900, 3), "float64")
+        A_d = da.from_array(cupy.asarray(A), chunks=A.shape if A.ndim == 2 else (1, 200, 3, 3))
+        h = scanarray.linear_recurrence(A_d, da.from_array(cupy.asarray(bd), chunks=(1, 250, 3)), dense=True)
+        assert isinstance(h._meta, cupy.ndarray)
+        ref, g = dense_ref(A, bd)
+        assert_matches(cupy.asnumpy(h.compute(scheduler="sync")), ref, g, tolerance("float64", 900, n=3) * 8,
+                       "cupy dense")
+
+
+def test_docs_example():
+    """The file-to-file example of docs/dask.md runs as written (memory-mapped .npy, threads)."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "dask.md").read_text()
+    blocks = [blk for blk in re.findall(r"```python\n(.*?)```", text, re.S) if "open_memmap" in blk]
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "docs/dask.md", "exec"), {})

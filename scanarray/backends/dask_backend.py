@@ -267,7 +267,7 @@ def _summary_dense(xp, A, b, dt, chunk):
     h = _scan(A, b, axis=-1, chunk=chunk, dense=True, dtype=dt)[..., -1, :]
     A = A.astype(dt, copy=False)
     if A.shape[-3] == 1:  # time-invariant: A^L by squaring, never expanded
-        P = xp.linalg.matrix_power(A[..., 0, :, :], L)
+        P = _matpow(xp, A[..., 0, :, :], L)
     else:
         P = A
         while P.shape[-3] > 1:  # later @ earlier, pairwise: log2(L) batched matmuls
@@ -279,6 +279,18 @@ def _summary_dense(xp, A, b, dt, chunk):
         P = P[..., 0, :, :]
     P = xp.broadcast_to(P, h.shape + (h.shape[-1],))
     return xp.concatenate([P, h[..., None]], axis=-1)
+
+
+def _matpow(xp, M, k):
+    """``M^k`` (k >= 1) of a stack of matrices by squaring: ``2 log2 k`` batched matmuls."""
+    result = None
+    while True:
+        if k & 1:
+            result = M if result is None else xp.matmul(M, result)
+        k >>= 1
+        if not k:
+            return result
+        M = xp.matmul(M, M)
 
 
 def _summary_diag(xp, a, b, dt, chunk):
