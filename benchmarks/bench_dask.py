@@ -220,7 +220,7 @@ def mode_gpu(args):
     # warm-up: kernels compile for the dtypes and the initial-state path
     x = cupy.ones(1 << 16, cupy.float32)
     scanarray.linear_recurrence(A, x)
-    scanarray.linear_recurrence(A, x, initial=cupy.float32(1))
+    scanarray.linear_recurrence(A, x, initial=cupy.ones((), cupy.float32))
 
     pool.free_all_blocks()
     b = cupy.concatenate([_block_values(i, n // blocks, True) for i in range(blocks)])
@@ -280,7 +280,7 @@ def _warm_gpu_worker():
 
     x = cupy.ones(1 << 16, cupy.float32)
     scanarray.linear_recurrence(A, x)
-    scanarray.linear_recurrence(A, x, initial=cupy.float32(1))
+    scanarray.linear_recurrence(A, x, initial=cupy.ones((), cupy.float32))
     cupy.cuda.Device().synchronize()
     return cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
 

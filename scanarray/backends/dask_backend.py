@@ -344,7 +344,8 @@ def _nonfinite_lanes(xp, a, b, h, S, bad, dt, chunk):
     Sf = S.reshape(nl, 8)
 
     def last(a_, b_, init):
-        return _scan(a_, b_, axis=-1, chunk=chunk, dtype=dt, initial=init)[..., -1]
+        # a Python float: weak, and of no array library (a NumPy scalar with CuPy blocks would be mixing)
+        return _scan(a_, b_, axis=-1, chunk=chunk, dtype=dt, initial=float(init))[..., -1]
 
     rec = xp.empty((idx.shape[0], 8), dt)
     rec[:, _FP] = last(a_s, b_s, inf)
