@@ -65,10 +65,64 @@ __device__ __forceinline__ Pair<C> warp_prefixes(const C (&xa)[NV][G], const C (
 
 template <class C, int G>
 __device__ __forceinline__ bool group_bad(const C (&xa)[G], const C (&xb)[G]) {
-  bool bad = false;
+  float acc = 0.0f;
 #pragma unroll
-  for (int g = 0; g < G; ++g) bad |= !(finite(xa[g]) && finite(xb[g]));
-  return bad;
+  for (int g = 0; g < G; ++g) acc = nf_acc(nf_acc(acc, xa[g]), xb[g]);
+  return acc != acc;
+}
+
+// All of one thread's NV groups of a and b. The vector path issues every load before any
+// value is used: a load behind a data-dependent branch or a register move would wait for the
+// previous one, and the kernel would stream at a fraction of the bandwidth.
+template <class S, int G, int NV, int DIR>
+__device__ __forceinline__ void load_vecs(const S* p, i64 tw, Vec<S, G> (&v)[NV]) {
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    const i64 t0 = tw + i * 32 * G;
+    v[i] = *reinterpret_cast<const Vec<S, G>*>(DIR > 0 ? p + t0 : p - t0 - (G - 1));
+  }
+}
+template <class S, class C, int G, int NV, int DIR>
+__device__ __forceinline__ void unpack(const Vec<S, G> (&v)[NV], C (&x)[NV][G]) {
+#pragma unroll
+  for (int i = 0; i < NV; ++i)
+#pragma unroll
+    for (int g = 0; g < G; ++g) x[i][g] = To<C>::f(v[i].v[DIR > 0 ? g : G - 1 - g]);
+}
+
+template <class TA, class TB, class C, int G, int NV, bool AC>
+__device__ __forceinline__ void load_thread(const TA* pa, const TB* pb, i64 sta, i64 stb, i64 tw, i64 T, int vec_a,
+                                            int vec_b, C a_val, C (&xa)[NV][G], C (&xb)[NV][G]) {
+  const bool whole = tw + (NV - 1) * 32 * G + G <= T;
+  const bool va = AC || (vec_a != 0 && sta == stb);
+  if (whole && vec_b && va && (stb == 1 || stb == -1)) {
+    Vec<TB, G> vb[NV];
+    Vec<TA, G> vaa[AC ? 1 : NV];
+    if (stb == 1) {
+      load_vecs<TB, G, NV, 1>(pb, tw, vb);
+      if (!AC) load_vecs<TA, G, NV, 1>(pa, tw, reinterpret_cast<Vec<TA, G>(&)[NV]>(vaa));
+      unpack<TB, C, G, NV, 1>(vb, xb);
+      if (!AC) unpack<TA, C, G, NV, 1>(reinterpret_cast<Vec<TA, G>(&)[NV]>(vaa), xa);
+    } else {
+      load_vecs<TB, G, NV, -1>(pb, tw, vb);
+      if (!AC) load_vecs<TA, G, NV, -1>(pa, tw, reinterpret_cast<Vec<TA, G>(&)[NV]>(vaa));
+      unpack<TB, C, G, NV, -1>(vb, xb);
+      if (!AC) unpack<TA, C, G, NV, -1>(reinterpret_cast<Vec<TA, G>(&)[NV]>(vaa), xa);
+    }
+  } else {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      const i64 t0 = tw + v * 32 * G;
+      load_group<TB, C, G>(pb, stb, t0, T, vec_b != 0, xb[v], Num<C>::zero());
+      if (!AC) load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
+    }
+  }
+  if (AC) {
+#pragma unroll
+    for (int v = 0; v < NV; ++v)
+#pragma unroll
+      for (int g = 0; g < G; ++g) xa[v][g] = a_val;
+  }
 }
 
 // Exact replay of one warp's stretch from state h (warp-uniform): the sequential loop itself,
@@ -91,8 +145,30 @@ __device__ __forceinline__ C warp_replay(const C (&xa)[NV][G], C (&xb)[NV][G], C
   return h;
 }
 
-// Look-back rounds of the rows kernel: 32 predecessors per round, LB_ROUNDS rounds kept.
-constexpr int LB_ROUNDS = 4;
+// Look-back of the rows kernel: 32 predecessors per round, up to LB_ROUNDS rounds kept.
+constexpr int LB_ROUNDS = 8;
+
+// One round of look-back reads by a warp: lane j reads tile k-1-(32r+j) of the row starting at
+// status index row0, waiting while it shows nothing; x is (A, B) or, for P, (0, state).
+template <class C>
+__device__ __forceinline__ int lb_read(const Status<C>& status, i64 row0, i64 k, int r, int lane, u32 epoch,
+                                       const C* h0, int has_h0, i64 row, Pair<C>& x, bool wait = true) {
+  const i64 j = k - 1 - (32 * r + lane);
+  x = ident<C>();
+  int st;
+  if (j >= 0) {
+    do {
+      st = status.read(row0 + j, epoch, x);
+    } while (wait && st == ST_X);
+  } else if (j == -1) {
+    st = ST_P;
+    x.A = Num<C>::zero();
+    x.B = has_h0 ? h0[row] : Num<C>::zero();
+  } else {
+    st = ST_A;
+  }
+  return st;
+}
 
 // --------------------------------------------------------------------------------------- rows_tiles
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
@@ -100,6 +176,7 @@ __global__ void __launch_bounds__(NT, MINB)
     rows_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
   constexpr int NW = NT / 32;
+  static_assert(NW <= 32, "at most 32 warps");
   constexpr int ITEMS = G * NV;
   constexpr int TILE = NT * ITEMS;
   __shared__ i64 s_id;
@@ -122,6 +199,7 @@ __global__ void __launch_bounds__(NT, MINB)
   }
   const i64 id = KT > 1 ? s_id : (i64)blockIdx.x;
   const i64 row = id / KT, k = id - row * KT;
+  const i64 row0 = id - k;
   const i64 tbase = k * (i64)TILE;
   i64 oa, ob, oo;
   lm.offsets(row, oa, ob, oo);
@@ -133,17 +211,14 @@ __global__ void __launch_bounds__(NT, MINB)
   const i64 tw = tbase + (i64)w * 32 * ITEMS + (i64)lane * G;
   C a_val = Num<C>::one();
   if (AC) a_val = To<C>::f(pa[0]);
-#pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    const i64 t0 = tw + v * 32 * G;
-    load_group<TB, C, G>(pb, stb, t0, T, vec_b != 0, xb[v], Num<C>::zero());
-    if (!AC) {
-      load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
-    } else {
-#pragma unroll
-      for (int g = 0; g < G; ++g) xa[v][g] = a_val;
-    }
-  }
+  load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
+  // A first look-back read while this tile's loads are in flight, so that both latencies
+  // overlap. It does not wait: waiting here, before this tile publishes its own aggregate, would
+  // chain every tile's publication to its predecessor's.
+  Pair<C> lb0;
+  int st0 = ST_X;
+  if (w == 0 && k > 0) st0 = lb_read(status, row0, k, 0, lane, epoch, h0, has_h0, row, lb0, false);
+
   bool bad = false;
 #pragma unroll
   for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
@@ -158,12 +233,19 @@ __global__ void __launch_bounds__(NT, MINB)
   __syncthreads();
 
   if (w == 0) {
-    Pair<C> agg = ident<C>();
-    int tile_bad = 0;
-    for (int i = 0; i < NW; ++i) {
-      agg = compose(s_warp[i], agg);
-      tile_bad |= s_bad[i];
+    // Scan of the warp totals: s_warp[i] becomes the pair of the tile's steps before warp i.
+    Pair<C> x = lane < NW ? s_warp[lane] : ident<C>();
+    const int tile_bad = __any_sync(0xffffffffu, lane < NW ? s_bad[lane] : 0);
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      Pair<C> o = shfl_up(x, d);
+      if (lane >= d) x = compose(x, o);
     }
+    Pair<C> ex = shfl_up(x, 1);
+    if (lane == 0) ex = ident<C>();
+    if (lane < NW) s_warp[lane] = ex;
+    const Pair<C> agg = shfl_idx(x, NW - 1);
+
     C hin = Num<C>::zero();
     if (k == 0) {
       if (has_h0) hin = h0[row];
@@ -171,36 +253,20 @@ __global__ void __launch_bounds__(NT, MINB)
       // A tile whose steps hold a non-finite value never publishes an aggregate (composition
       // would turn the loop's infinities into NaN); its successors wait for its exact state.
       if (!tile_bad && finite(agg.A) && finite(agg.B) && lane == 0) status.publish_agg(id, agg, epoch);
-      // Look back: in round r lane j reads tile k-1-(32r+j); stop at the nearest P.
-      const i64 row0 = id - k;
-      int found = -1;
-      for (int r = 0; r < LB_ROUNDS && found < 0; ++r) {
-        const i64 j = k - 1 - (32 * r + lane);
-        Pair<C> x = ident<C>();
-        int st;
-        if (j >= 0) {
-          do {
-            st = status.read(row0 + j, epoch, x);
-          } while (st == ST_X);
-        } else if (j == -1) {
-          st = ST_P;
-          x.A = Num<C>::zero();
-          x.B = has_h0 ? h0[row] : Num<C>::zero();
-        } else {
-          st = ST_A;
-        }
-        s_lb[32 * r + lane] = x;
-        const u32 pm = __ballot_sync(0xffffffffu, st == ST_P);
-        if (pm) found = 32 * r + __ffs(pm) - 1;
-      }
-      if (found < 0) {
-        // Too deep: wait for the oldest tile read to know its state.
-        found = 32 * LB_ROUNDS - 1;
-        if (lane == 0) {
-          Pair<C> x;
-          while (status.read(row0 + k - 1 - found, epoch, x) != ST_P) {
-          }
-          s_lb[found] = x;
+      s_lb[lane] = lb0;
+      u32 pm = __ballot_sync(0xffffffffu, st0 == ST_P);
+      const u32 xm = __ballot_sync(0xffffffffu, st0 == ST_X);
+      int found = pm ? __ffs(pm) - 1 : -1;
+      if (found >= 0 && (xm & ((1u << found) - 1u))) found = -1;  // a gap before the P: read again
+      while (found < 0) {
+        // Deeper rounds; if none of 32 * LB_ROUNDS predecessors knows its state yet, poll again
+        // from the nearest one (a P appears as the tiles ahead finish).
+        for (int r = 0; r < LB_ROUNDS && found < 0; ++r) {
+          Pair<C> y;
+          const int st = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, y);
+          s_lb[32 * r + lane] = y;
+          pm = __ballot_sync(0xffffffffu, st == ST_P);
+          if (pm) found = 32 * r + __ffs(pm) - 1;
         }
       }
       __syncwarp();
@@ -216,10 +282,10 @@ __global__ void __launch_bounds__(NT, MINB)
         }
         if (!ok) {
           // Non-finite state: only tile k-1's own (exact, replayed) state is right.
-          Pair<C> x;
-          while (status.read(row0 + k - 1, epoch, x) != ST_P) {
+          Pair<C> y;
+          while (status.read(row0 + k - 1, epoch, y) != ST_P) {
           }
-          h = x.B;
+          h = y.B;
         }
         s_hin = h;
       }
@@ -244,9 +310,7 @@ __global__ void __launch_bounds__(NT, MINB)
   const C hin = s_hin;
 
   if (!s_slow) {
-    Pair<C> wex = ident<C>();  // steps of the tile before this warp
-    for (int i = 0; i < w; ++i) wex = compose(s_warp[i], wex);
-    const C hw = apply(wex, hin);
+    const C hw = apply(s_warp[w], hin);
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
       C h = apply(pre[v], hw);
@@ -299,17 +363,7 @@ __global__ void __launch_bounds__(NT, MINB)
   for (i64 tbase = 0; tbase < T; tbase += STEP) {
     C xa[NV][G], xb[NV][G];
     const i64 tw = tbase + (i64)lane * G;
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
-      const i64 t0 = tw + v * 32 * G;
-      load_group<TB, C, G>(pb, stb, t0, T, vec_b != 0, xb[v], Num<C>::zero());
-      if (!AC) {
-        load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
-      } else {
-#pragma unroll
-        for (int g = 0; g < G; ++g) xa[v][g] = a_val;
-      }
-    }
+    load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
     bool bad = false;
 #pragma unroll
     for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
@@ -376,25 +430,42 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   C xa[S], xb[S];
   C a_val = Num<C>::one();
   if (AC && valid) a_val = To<C>::f(pa[0]);
+  if (valid && t0 + S <= T) {
+    // every load issued before any is used (see load_thread)
+    TB rb[S];
+    TA ra[AC ? 1 : S];
 #pragma unroll
-  for (int s = 0; s < S; ++s) {
-    const i64 t = t0 + s;
-    const bool in = valid && t < T;
-    xb[s] = in ? To<C>::f(pb[t * stb]) : Num<C>::zero();
-    xa[s] = AC ? a_val : (in ? To<C>::f(pa[t * sta]) : Num<C>::one());
+    for (int s = 0; s < S; ++s) rb[s] = pb[(t0 + s) * stb];
+    if (!AC) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) ra[AC ? 0 : s] = pa[(t0 + s) * sta];
+    }
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      xb[s] = To<C>::f(rb[s]);
+      xa[s] = AC ? a_val : To<C>::f(ra[AC ? 0 : s]);
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const i64 t = t0 + s;
+      const bool in = valid && t < T;
+      xb[s] = in ? To<C>::f(pb[t * stb]) : Num<C>::zero();
+      xa[s] = AC ? a_val : (in ? To<C>::f(pa[t * sta]) : Num<C>::one());
+    }
   }
-  bool bad = false;
+  float nf = 0.0f;
   Pair<C> f{xa[0], xb[0]};
 #pragma unroll
   for (int s = 0; s < S; ++s) {
-    bad |= !(finite(xa[s]) && finite(xb[s]));
+    nf = nf_acc(nf_acc(nf, xa[s]), xb[s]);
     if (s > 0) {
       f.B = xa[s] * f.B + xb[s];
       f.A = xa[s] * f.A;
     }
   }
   s_f[w][lane] = f;
-  s_bad[w][lane] = bad;
+  s_bad[w][lane] = nf != nf;
   __syncthreads();
 
   int slow_lane = 0;

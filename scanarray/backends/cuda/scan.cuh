@@ -95,6 +95,14 @@ __device__ __forceinline__ half_t conv_out(float v, half_t*) { return f2h(v); }
 __device__ __forceinline__ bf16_t conv_out(float v, bf16_t*) { return f2b(v); }
 template <class T> __device__ __forceinline__ cplx<T> conv_out(cplx<T> v, cplx<T>*) { return v; }
 
+// Non-finite detector: fma(x, 0, acc) stays 0 for finite x and becomes NaN for +-inf or NaN,
+// one instruction per value instead of a classification and a branch.
+__device__ __forceinline__ float nf_acc(float acc, float x) { return __fmaf_rn(x, 0.0f, acc); }
+__device__ __forceinline__ float nf_acc(float acc, double x) { return acc + (float)__fma_rn(x, 0.0, 0.0); }
+template <class T> __device__ __forceinline__ float nf_acc(float acc, cplx<T> x) {
+  return nf_acc(nf_acc(acc, x.re), x.im);
+}
+
 // ------------------------------------------------------------------ pairs and warp shuffles
 template <class C> struct Pair { C A, B; };
 
