@@ -13,14 +13,14 @@ __all__ = ["CUPY_SCAN", "cupy_auto_method", "cupy_dense_auto_method"]
 #: time length of a ``lanes_tiles`` tile (32 lanes wide). Chosen from the measurements in
 #: docs/gpu.md (benchmarks/bench_gpu.py). Tests shrink them to stress the look-back.
 CUPY_SCAN = {
-    "threads": 256,
+    "threads": 512,
     "items": {4: 16, 8: 8, 16: 4},
     "lanes_warps": 8,
-    "lanes_steps": {4: 16, 8: 8, 16: 4},
+    "lanes_steps": {4: 8, 8: 8, 16: 4},
     "seq_threads": 128,
     # __launch_bounds__ minimum resident blocks per SM (1: let the compiler choose registers)
-    "rows_min_blocks": 1,
-    "lanes_min_blocks": 1,
+    "rows_min_blocks": 2,
+    "lanes_min_blocks": 4,
 }
 
 
