@@ -321,3 +321,47 @@ def test_docs_example():
     blocks = [blk for blk in re.findall(r"```python\n(.*?)```", text, re.S) if "open_memmap" in blk]
     assert len(blocks) == 1
     exec(compile(blocks[0], "docs/dask.md", "exec"), {})
+
+
+# --------------------------------------------------------------------------- any chunking
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def _chunked_case(draw):
+    lanes = draw(st.integers(1, 4))
+    T = draw(st.integers(1, 160))
+    axis = draw(st.sampled_from([0, 1]))
+    shape = (T, lanes) if axis == 0 else (lanes, T)
+    a_full = draw(st.booleans())
+    chunks = [tuple(draw(st.integers(1, max(1, s))) for s in shape) for _ in range(2)]
+    seed = draw(st.integers(0, 2**32 - 1))
+    spikes = draw(st.lists(st.tuples(st.integers(0, T - 1), st.sampled_from([np.inf, -np.inf, np.nan]),
+                                     st.booleans()), max_size=3))
+    return shape, axis, a_full, chunks, seed, spikes, draw(st.booleans()), draw(st.booleans())
+
+
+@given(_chunked_case())
+def test_any_chunking_matches_the_loop(case):
+    """Random shapes, chunkings of a and b (different), axes, reverse, initial, NaN/Inf spikes."""
+    shape, axis, a_full, (ca, cb), seed, spikes, reverse, with_init = case
+    rng = np.random.default_rng(seed)
+    a = coefficients(rng, shape if a_full else (1, 1), "float64", reset=0.05)
+    b = values(rng, shape, "float64")
+    for t, v, on_a in spikes:
+        idx = (t, 0) if axis == 0 else (0, t)
+        if on_a and a_full:
+            a[idx] = v
+        else:
+            b[idx] = v
+    lanes = shape[1 - axis]
+    init = values(rng, (lanes,), "float64") if with_init else None
+    h = scanarray.linear_recurrence(
+        da.from_array(a, chunks=ca if a_full else (1, 1)), da.from_array(b, chunks=cb), axis=axis,
+        reverse=reverse, initial=None if init is None else da.from_array(init, chunks=max(1, lanes // 2)),
+    )
+    ref, g = recurrence_ref(a, b, axis=axis, initial=init, reverse=reverse)
+    assert_matches(h.compute(scheduler="sync"), ref, g, _tol("float64", shape[axis]), f"chunks a={ca} b={cb}")
