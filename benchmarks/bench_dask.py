@@ -240,20 +240,25 @@ def mode_gpu(args):
     results["single"] = {"scan_s": t1, "pool_peak": peak1}
 
     for recompute in (False, True):
-        with dask.config.set(scheduler="threads", num_workers=1), \
-                dask.config.set({"scanarray.dask.recompute_inputs": recompute}):
-            bd = series(n, blocks, gpu=True)
-            hd = scanarray.linear_recurrence(A, bd)
-            _, tg = timed(lambda: da.store(bd, Sink(), lock=False))
+        label = f"dask, CuPy blocks, {blocks} blocks, one GPU, threads x1, recompute_inputs={recompute}"
+        try:
+            with dask.config.set(scheduler="threads", num_workers=1), \
+                    dask.config.set({"scanarray.dask.recompute_inputs": recompute}):
+                bd = series(n, blocks, gpu=True)
+                hd = scanarray.linear_recurrence(A, bd)
+                da.store(hd, Sink(), lock=False)  # warm: kernels for the initial-state path
+                _, tg = timed(lambda: da.store(bd, Sink(), lock=False))
+                pool.free_all_blocks()
+                _, ts = timed(lambda: da.store(hd, Sink(), lock=False))
+                peak = pool.total_bytes()
+                lastd = float(hd[-1].compute())
             pool.free_all_blocks()
-            _, ts = timed(lambda: da.store(hd, Sink(), lock=False))
-            peak = pool.total_bytes()
-            lastd = float(hd[-1].compute())
-        pool.free_all_blocks()
-        if abs(lastd - last) > 1e-3 * abs(last):
-            raise AssertionError(f"results differ: {lastd} vs {last}")
-        rows.append((f"dask, CuPy blocks, {blocks} blocks, one GPU, recompute_inputs={recompute}",
-                     f"{ts * 1e3:.1f} (incl. gen)", f"gen only {tg * 1e3:.1f}", f"{peak / GiB:.2f}"))
+            if abs(lastd - last) > 1e-3 * abs(last):
+                raise AssertionError(f"results differ: {lastd} vs {last}")
+        except Exception as exc:  # one GPU call: keep the other rows
+            rows.append((label, f"failed: {type(exc).__name__}: {exc}"[:200], "-", "-"))
+            continue
+        rows.append((label, f"{ts * 1e3:.1f} (incl. gen)", f"gen only {tg * 1e3:.1f}", f"{peak / GiB:.2f}"))
         results[f"dask_recompute={recompute}"] = {"scan_s": ts, "gen_s": tg, "pool_peak": peak}
     header = ("run (" + dev + ")", "time ms", "generation ms", "peak device memory GiB")
     return header, rows, results
