@@ -131,52 +131,70 @@ def kernel_only(a, b, out, axis, method):
 
 
 def host_overhead_us(n=200):
-    """Host time of one public call on a tiny problem (GPU work negligible), in microseconds."""
+    """Host microseconds per call on a tiny problem: public function, backend driver, launch."""
+    from scanarray._problem import Problem
+    from scanarray.backends import _cupy_scan
+
     b = cupy.ones((4, 64), cupy.float32)
     a = cupy.full((4, 64), 0.5, cupy.float32)
     out = cupy.empty_like(b)
-    for _ in range(5):
-        scanarray.linear_recurrence(a, b, out=out, backend="cupy")
-    cupy.cuda.Device().synchronize()
-    t = time.perf_counter()
-    for _ in range(n):
-        scanarray.linear_recurrence(a, b, out=out, backend="cupy")
-    dt = (time.perf_counter() - t) / n
-    cupy.cuda.Device().synchronize()
-    return dt * 1e6
+    prob = Problem(xp=cupy, kind="cupy", a=a, b=b, initial=None, out=out, dtype=np.dtype(np.float32),
+                   out_dtype=np.dtype(np.float32), reverse=False, dense=False, chunk=64, method="lookback",
+                   backend="cupy")
+    launch = kernel_only(a, b, out, -1, "lookback")
+    res = {}
+    for name, f in (("api", lambda: scanarray.linear_recurrence(a, b, out=out, backend="cupy")),
+                    ("driver", lambda: _cupy_scan.linear_recurrence(prob)), ("launch", launch)):
+        for _ in range(5):
+            f()
+        cupy.cuda.Device().synchronize()
+        t = time.perf_counter()
+        for _ in range(n):
+            f()
+        res[name] = (time.perf_counter() - t) / n * 1e6
+        cupy.cuda.Device().synchronize()
+    return res
 
 
-SWEEP_ROWS = [  # threads, items for 4-byte compute, min blocks per SM
-    (256, 16, 2), (256, 16, 4), (512, 8, 2), (512, 8, 4), (512, 16, 2), (1024, 4, 2), (1024, 8, 1), (128, 16, 8),
+SWEEP_ROWS = [  # threads, steps per thread, min blocks per SM (rows and rows_long alike)
+    (256, 16, 4), (256, 16, 3), (512, 16, 2), (1024, 16, 1), (512, 32, 1), (256, 32, 2), (128, 16, 8),
 ]
-SWEEP_LANES = [  # warps along time, steps per thread (4-byte), min blocks
-    (8, 8, 4), (8, 4, 8), (16, 4, 4), (16, 8, 2), (4, 8, 8), (8, 16, 2),
+SWEEP_ROWS_8B = [(256, 8, 2), (256, 8, 3), (256, 8, 4), (512, 8, 1), (512, 8, 2), (128, 8, 6), (256, 4, 4)]
+SWEEP_LANES = [  # warps along time, steps per thread, min blocks per SM
+    (8, 8, 4), (8, 8, 3), (16, 8, 2), (8, 16, 2), (4, 16, 4), (32, 4, 2),
+]
+SWEEP_WORK = [
+    ("(16,2048,4096)", (16, 2048, 4096), -1, "float32", SWEEP_ROWS),
+    ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", SWEEP_ROWS),
+    ("(2,256,65536)", (2, 256, 65536), -1, "float32", SWEEP_ROWS),
+    ("(1,1,2**28)", (1, 1, 2**28), -1, "float32", SWEEP_ROWS),
+    ("(1,1,2**24)", (1, 1, 2**24), -1, "float32", SWEEP_ROWS),
+    ("f64 (8,1024,4096)", (8, 1024, 4096), -1, "float64", SWEEP_ROWS_8B),
+    ("c64 (8,1024,4096)", (8, 1024, 4096), -1, "complex64", SWEEP_ROWS_8B),
+    ("time-major (65536,4096)", (65536, 4096), 0, "float32", SWEEP_LANES),
 ]
 
 
 def sweep(copy_bw, log, reps):
-    """Kernel-only GB/s of tile-shape variants (float32) on the workloads they decide."""
+    """Kernel-only GB/s of tile-shape variants on the workloads they decide."""
     from scanarray import _config
 
-    saved = dict(_config.CUPY_SCAN)
+    saved = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _config.CUPY_SCAN.items()}
     rng = np.random.default_rng(1)
     lines = ["| kernel | config | workload | GB/s | % copy |", "|---|---|---|---|---|"]
     try:
-        for label, shape, axis in [("(16,2048,4096)", (16, 2048, 4096), -1), ("(1,1,2**28)", (1, 1, 2**28), -1),
-                                   ("(2,256,65536)", (2, 256, 65536), -1), ("(8,1024,4096)", (8, 1024, 4096), -1),
-                                   ("time-major (65536,4096)", (65536, 4096), 0)]:
-            a_h, b_h = make(shape, axis, "float32", "full", rng)
+        for label, shape, axis, dtype, variants in SWEEP_WORK:
+            a_h, b_h = make(shape, axis, dtype, "full", rng)
             a, b = cupy.asarray(a_h), cupy.asarray(b_h)
             out = cupy.empty_like(b)
             nb = nbytes(a, b)
-            variants = SWEEP_LANES if axis == 0 else SWEEP_ROWS
+            size = np.dtype(dtype).itemsize
             for v in variants:
-                _config.CUPY_SCAN.update(saved)
-                if axis == 0:
-                    _config.CUPY_SCAN.update(lanes_warps=v[0], lanes_steps={**saved["lanes_steps"], 4: v[1]},
-                                             lanes_min_blocks=v[2])
-                else:
-                    _config.CUPY_SCAN.update(threads=v[0], items={**saved["items"], 4: v[1]}, rows_min_blocks=v[2])
+                for k, val in saved.items():
+                    _config.CUPY_SCAN[k] = dict(val) if isinstance(val, dict) else val
+                keys = ("lanes",) if axis == 0 else ("rows", "rows_long")
+                for k in keys:
+                    _config.CUPY_SCAN[k][size] = v
                 try:
                     run = kernel_only(a, b, out, axis, "lookback")
                     ms, _ = timed(run, reps)
@@ -189,8 +207,8 @@ def sweep(copy_bw, log, reps):
             del a, b, out
             cupy.get_default_memory_pool().free_all_blocks()
     finally:
-        _config.CUPY_SCAN.clear()
-        _config.CUPY_SCAN.update(saved)
+        for k, val in saved.items():
+            _config.CUPY_SCAN[k] = val
     return "\n".join(lines)
 
 
@@ -354,12 +372,13 @@ def table(rows):
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
+    ap.add_argument("--reps", type=int, default=0, help="repetitions per timing (median)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--only", default=None)
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="tile-shape sweep first (kernel-only timings)")
     args = ap.parse_args(argv)
-    reps = 7 if args.quick else 25
+    reps = args.reps or (7 if args.quick else 25)
     logs = []
 
     def log(msg):
@@ -371,8 +390,9 @@ def main(argv=None):
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     copy_bw = copy_bandwidth(reps)
     log(f"device: {device}; copy bandwidth (1 GiB D2D, read+write): {copy_bw:.0f} GB/s")
-    host_us = host_overhead_us()
-    log(f"host time of one public call (tiny problem): {host_us:.0f} us")
+    host = host_overhead_us()
+    host_txt = ", ".join(f"{k} {v:.0f} us" for k, v in host.items())
+    log(f"host time per call (tiny problem): {host_txt}")
     sweep_text = sweep(copy_bw, log, reps) if args.sweep else ""
     peers = Peers(log) if not args.no_peers else None
     if peers is None:
@@ -400,7 +420,7 @@ def main(argv=None):
         f"Device: {device}; {date}; CuPy {cupy.__version__}; copy bandwidth {copy_bw:.0f} GB/s "
         f"(1 GiB device-to-device, bytes read + written). GB/s = bytes of a + b read + h written / median time.\n\n"
         + table(rows) + "\n\n" + "\n".join(notes) + "\n"
-        + f"\nHost time of one public call (Python dispatch, tiny problem): {host_us:.0f} us.\n"
+        + f"\nHost time per call on a tiny problem (public function / backend driver / kernel launch): {host_txt}.\n"
         + (f"\nTile-shape sweep (kernel-only):\n\n{sweep_text}\n" if sweep_text else "")
     )
     os.makedirs(args.out, exist_ok=True)

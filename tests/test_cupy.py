@@ -33,9 +33,9 @@ METHODS = ["lookback", "sequential"]
 @pytest.fixture
 def small_tiles(monkeypatch):
     """Tiles of 32 threads (512 float32 steps) and 8-step time-major tiles: many look-backs."""
-    monkeypatch.setitem(_config.CUPY_SCAN, "threads", 32)
-    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_warps", 2)
-    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_steps", {4: 4, 8: 4, 16: 2})
+    monkeypatch.setitem(_config.CUPY_SCAN, "rows", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
+    monkeypatch.setitem(_config.CUPY_SCAN, "rows_long", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
+    monkeypatch.setitem(_config.CUPY_SCAN, "lanes", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
 
 
 def _scan(a, b, axis=-1, **kw):

@@ -48,5 +48,5 @@ timeout 170 python3 -m pytest tests -k "cupy and not dense" -q --maxfail=10 --tb
 }
 if [ -n "$PEERS" ]; then el "waiting for peer builds"; timeout 60 tail --pid=$PEERS -f /dev/null; fi
 tail -3 "$OUT/peer_fpscan.log" "$OUT/peer_acc.log" 2>/dev/null
-[ "$MODE" = tests ] || { el "benchmark"; timeout ${BENCH_TIMEOUT:-150} python3 benchmarks/bench_gpu.py --out "$OUT" "$@" 2>&1 | tail -60; }
+[ "$MODE" = tests ] || { el "benchmark"; timeout ${BENCH_TIMEOUT:-240} python3 benchmarks/bench_gpu.py --out "$OUT" "$@" 2>&1 | tail -60; }
 el "done"

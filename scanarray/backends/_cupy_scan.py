@@ -123,6 +123,9 @@ def _scan(cupy, a, b, out, h0, dt, method):
     plan_.launch(cupy, a, b, out, h0)
 
 
+_ONE, _ZERO = np.int32(1), np.int32(0)
+
+
 class _Plan:
     """One kernel launch: which kernel, its grid, its arguments besides the arrays."""
 
@@ -130,22 +133,26 @@ class _Plan:
         self.__dict__.update(kw)
 
     def launch(self, cupy, a, b, out, h0):
-        T = b.shape[-1]
-        ta, tb, to = (_estrides(x)[-1] for x in (a, b, out))
-        ns, (sa, sb, so) = self.ns, self.ss
-        pad = 4 - len(ns)
-        lane_args = [np.int32(len(ns))]
-        for vals in (ns, sa, sb, so):
-            lane_args += [np.int64(v) for v in list(vals) + [1 if vals is ns else 0] * pad]
-        has_h0 = np.int32(h0 is not None)
-        h0_arg = h0 if h0 is not None else b
-        head = [a, b, out, h0_arg, has_h0, np.int64(T), np.int64(ta), np.int64(tb), np.int64(to)]
+        sc = self.__dict__.get("_scalars")
+        if sc is None:  # the scalar arguments, converted once per plan
+            T = b.shape[-1]
+            ta, tb, to = (_estrides(x)[-1] for x in (a, b, out))
+            ns, (sa, sb, so) = self.ns, self.ss
+            pad = 4 - len(ns)
+            lane_args = [np.int32(len(ns))]
+            for vals in (ns, sa, sb, so):
+                lane_args += [np.int64(v) for v in list(vals) + [1 if vals is ns else 0] * pad]
+            times = [np.int64(T), np.int64(ta), np.int64(tb), np.int64(to)]
+            vec = [np.int32(v) for v in getattr(self, "vec", ())]
+            sc = self._scalars = (times, vec, lane_args)
+        times, vec, lane_args = sc
+        head = [a, b, out, b if h0 is None else h0, _ONE if h0 is not None else _ZERO] + times
         fn = _common.get_function("scan.cu", self.name, group=self.group)
         if self.kind == "seq":
             fn((self.grid,), (self.threads,), tuple(head + lane_args + [np.int64(self.nlanes)]))
             return
         if self.kind == "rows_warp":
-            args = head + [np.int32(v) for v in self.vec] + lane_args + [np.int64(self.nlanes)]
+            args = head + vec + lane_args + [np.int64(self.nlanes)]
             fn((self.grid,), (self.threads,), tuple(args))
             return
         ws = _workspace(cupy, self.rec_size, self.slots) if self.kt > 1 else None
@@ -156,7 +163,7 @@ class _Plan:
                 buf, base, epoch = b, 0, 0
             tail = [buf, np.uint64(base), np.uint32(epoch), np.int64(self.kt)]
             if self.kind == "rows_tiles":
-                args = head + [np.int32(v) for v in self.vec] + lane_args + tail
+                args = head + vec + lane_args + tail
             else:
                 args = head + lane_args + [np.int64(self.nlanes), np.int64(self.ng)] + tail
             fn((self.grid,), (self.threads,), tuple(args))
@@ -184,12 +191,30 @@ def _vec_ok(x, st, lane_strides, G):
 
 
 def plan(a, b, out, dt, method, ns=None, ss=None):
-    """Choose kernel, template arguments and grid for canonical views ``a, b, out (*lanes, T)``."""
+    """Choose kernel, template arguments and grid for canonical views ``a, b, out (*lanes, T)``.
+
+    Plans are cached by everything they depend on (shapes, strides, dtypes, pointer
+    alignment, method, tunables), so a repeated call costs a dictionary lookup.
+    """
     from .. import _config
 
     cfg = _config.CUPY_SCAN
     if ns is None:
         ns, ss = _merge(list(b.shape[:-1]), [_estrides(x)[:-1] for x in (a, b, out)])
+    key = (tuple(b.shape), a.strides, b.strides, out.strides, a.dtype, b.dtype, out.dtype, dt, method,
+           tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, repr(cfg))
+    p = _plans.get(key)
+    if p is None:
+        if len(_plans) > 4096:
+            _plans.clear()
+        p = _plans[key] = _make_plan(a, b, out, dt, method, ns, ss, cfg)
+    return p
+
+
+_plans: dict = {}
+
+
+def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     T = b.shape[-1]
     nlanes = math.prod(ns)
     ta, tb, to = (_estrides(x)[-1] for x in (a, b, out))
@@ -199,19 +224,23 @@ def plan(a, b, out, dt, method, ns=None, ss=None):
     # rows kernels: G steps per vector access, NV accesses per thread, NT threads
     widest = max(b.itemsize, out.itemsize, 0 if ac else a.itemsize)
     G = max(1, 16 // widest)
-    NV = max(1, cfg["items"][csize] // G)
-    NT = cfg["threads"]
-    tile = NT * G * NV
-    rows_targs = f"{types}, {NT}, {G}, {NV}, {_b(ac)}, {cfg['rows_min_blocks']}"
-    # lanes kernel: NW warps along time, S steps each
-    nw_l, S = cfg["lanes_warps"], cfg["lanes_steps"][csize]
+
+    def rows_args(which):
+        NT, items, minb = cfg[which][csize]
+        NV = max(1, items // G)
+        return NT, NT * G * NV, f"{types}, {NT}, {G}, {NV}, {_b(ac)}, {minb}"
+
+    NT, tile, targs = rows_args("rows")
+    NT_l, tile_l, targs_l = rows_args("rows_long")
+    nw_l, S, minb_l = cfg["lanes"][csize]
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
-        "rows_warp": f"scanarray::rows_warp<{rows_targs}>",
-        "rows_tiles": f"scanarray::rows_tiles<{rows_targs}>",
-        "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {cfg['lanes_min_blocks']}>",
+        "rows_warp": f"scanarray::rows_warp<{targs}>",
+        "rows_tiles": f"scanarray::rows_tiles<{targs}>",
+        "rows_long": f"scanarray::rows_tiles<{targs_l}>",
+        "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}>",
     }
-    group = tuple(names.values())
+    group = tuple(dict.fromkeys(names.values()))
     common = dict(ns=ns, ss=ss, nlanes=nlanes, group=group)
 
     if method == "sequential":
@@ -231,15 +260,18 @@ def plan(a, b, out, dt, method, ns=None, ss=None):
         int(_vec_ok(b, tb, ss[1], G)),
         int(_vec_ok(out, to, ss[2], G)),
     )
-    if T < tile:
+    if T < tile:  # short rows: a warp per row, no look-back
         nw = NT // 32
         return _Plan(kind="rows_warp", name=names["rows_warp"], grid=-(-nlanes // nw), threads=NT, vec=vec,
                      **common)
-    kt = -(-T // tile)
+    if T == tile:  # one tile per row, no look-back
+        return _Plan(kind="rows_tiles", name=names["rows_tiles"], grid=nlanes, threads=NT, vec=vec, kt=1,
+                     rec_size=_rec_size(dt), slots=nlanes, **common)
+    kt = -(-T // tile_l)
     grid = nlanes * kt
     if grid >= 2**31:
         raise ValueError(f"scan of {nlanes} rows x {T} steps needs {grid} tiles, more than one launch takes")
-    return _Plan(kind="rows_tiles", name=names["rows_tiles"], grid=grid, threads=NT, vec=vec, kt=kt,
+    return _Plan(kind="rows_tiles", name=names["rows_long"], grid=grid, threads=NT_l, vec=vec, kt=kt,
                  rec_size=_rec_size(dt), slots=grid, **common)
 
 

@@ -274,13 +274,16 @@ __global__ void __launch_bounds__(NT, MINB)
         // Apply the aggregates in order, as each tile applies its own to its entering state:
         // the result is bit-identical to the state tile k-1 publishes, whichever P was found,
         // so results do not depend on timing.
+        // (Once non-finite, a state stays non-finite, so one test at the end suffices and the
+        // loop can keep several shared-memory loads in flight.)
         C h = s_lb[found].B;
-        bool ok = finite(h);
-        for (int i = found - 1; i >= 0 && ok; --i) {
-          h = apply(s_lb[i], h);
-          ok = finite(h);
+        int i = found - 1;
+        for (; i >= 3; i -= 4) {
+          const Pair<C> p0 = s_lb[i], p1 = s_lb[i - 1], p2 = s_lb[i - 2], p3 = s_lb[i - 3];
+          h = apply(p3, apply(p2, apply(p1, apply(p0, h))));
         }
-        if (!ok) {
+        for (; i >= 0; --i) h = apply(s_lb[i], h);
+        if (!finite(h)) {
           // Non-finite state: only tile k-1's own (exact, replayed) state is right.
           Pair<C> y;
           while (status.read(row0 + k - 1, epoch, y) != ST_P) {
@@ -523,12 +526,8 @@ __global__ void __launch_bounds__(NW * 32, MINB)
           s_lb[found][lane] = x;
         }
         C h = s_lb[found][lane].B;
-        bool ok = finite(h);
-        for (int i = found - 1; i >= 0 && ok; --i) {
-          h = apply(s_lb[i][lane], h);
-          ok = finite(h);
-        }
-        if (!ok) {
+        for (int i = found - 1; i >= 0; --i) h = apply(s_lb[i][lane], h);
+        if (!finite(h)) {
           Pair<C> x;
           while (status.read(((k - 1) * NG + g) * 32 + lane, epoch, x) != ST_P) {
           }
