@@ -8,19 +8,18 @@ from __future__ import annotations
 __all__ = ["CUPY_SCAN", "cupy_auto_method", "cupy_dense_auto_method"]
 
 #: Tile shapes of the CuPy diagonal kernels (scanarray/backends/cuda/scan.cu), keyed by the
-#: compute dtype's itemsize where they depend on it. ``threads`` x ``items`` is the tile
-#: length of ``rows_tiles`` (4096 steps for float32); ``lanes_warps`` x ``lanes_steps`` the
-#: time length of a ``lanes_tiles`` tile (32 lanes wide). Chosen from the measurements in
-#: docs/gpu.md (benchmarks/bench_gpu.py). Tests shrink them to stress the look-back.
+#: compute dtype's itemsize. ``rows``: (threads, steps per thread, min blocks per SM) of the
+#: time-contiguous kernels for rows of at most one tile (``rows_tiles`` without look-back, or
+#: ``rows_warp`` for rows shorter than a tile); ``rows_long``: the same for rows of several tiles
+#: (decoupled look-back: bigger tiles mean fewer look-backs); ``lanes``: (warps along time,
+#: steps per thread, min blocks per SM) of ``lanes_tiles`` (time-major data, 32 lanes wide).
+#: From the kernel-only sweeps of benchmarks/bench_gpu.py --sweep on an H200, 2026-11-21
+#: (docs/gpu.md). Tests shrink them to stress the look-back.
 CUPY_SCAN = {
-    "threads": 512,
-    "items": {4: 16, 8: 8, 16: 4},
-    "lanes_warps": 8,
-    "lanes_steps": {4: 8, 8: 8, 16: 4},
+    "rows": {4: (256, 16, 4), 8: (256, 8, 2), 16: (256, 4, 2)},
+    "rows_long": {4: (512, 16, 2), 8: (256, 8, 2), 16: (256, 4, 2)},
+    "lanes": {4: (8, 8, 4), 8: (8, 8, 2), 16: (8, 4, 2)},
     "seq_threads": 128,
-    # __launch_bounds__ minimum resident blocks per SM (1: let the compiler choose registers)
-    "rows_min_blocks": 2,
-    "lanes_min_blocks": 4,
 }
 
 
