@@ -68,6 +68,12 @@ def finite(v):
     return v is not None and isinstance(v, (int, float)) and math.isfinite(v)
 
 
+def measured(run, key):
+    """When ``key`` ran (asv's started_at), not the commit's date."""
+    ms = run.started_at.get(key, run.date)
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc)
+
+
 def device_of(machine, info):
     return info.get("cpu") or machine
 
@@ -99,9 +105,8 @@ def plot_machine(machine, info, runs, outdir):
         ax.set_xlabel("elements (float64, one row)" if sweep.startswith("cpu") else
                       "elements (float32, rows of 4096 steps, full-size a)")
         ax.set_ylabel("effective bandwidth, GB/s (a, b read + h written)")
-        when = datetime.datetime.fromtimestamp(run.date / 1000, datetime.timezone.utc)
         ax.set_title(f"{device_of(machine, info)}\n{machine}, commit {run.commit_hash[:8]}, "
-                     f"{when:%Y-%m-%d %H:%M} UTC", fontsize=10)
+                     f"measured {measured(run, sweep):%Y-%m-%d %H:%M} UTC", fontsize=10)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8, loc="best")
         fig.tight_layout()
@@ -133,9 +138,10 @@ def markdown(machines):
         if not runs:
             continue
         run = runs[0]
-        when = datetime.datetime.fromtimestamp(run.date / 1000, datetime.timezone.utc)
-        out.append(f"### {machine} ({device_of(machine, info)}), commit {run.commit_hash[:8]} "
-                   f"of {when:%Y-%m-%d %H:%M} UTC\n")
+        when = max(run.started_at.values(), default=run.date)
+        when = datetime.datetime.fromtimestamp(when / 1000, datetime.timezone.utc)
+        out.append(f"### {machine} ({device_of(machine, info)}), commit {run.commit_hash[:8]}, "
+                   f"measured {when:%Y-%m-%d %H:%M} UTC\n")
         for key, unit in HEADLINES + [(k, "GB/s") for k in SWEEPS]:
             rows = [(p, v) for p, v in table_of(run, key) if finite(v)]
             if not rows:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _common as C
-from ._impls import build, is_gpu
+from ._impls import build, runs_on
 
 
 class _Scan:
@@ -47,7 +47,7 @@ class _Scan:
         p = self.problem(*params)
         self.p = p
         gpu = self.device == "gpu"
-        if gpu != is_gpu(p["impl"]):
+        if not runs_on(p["impl"], self.device):
             raise NotImplementedError(f"{p['impl']} does not run on the {self.device}")
         if gpu:
             C.require_gpu()
@@ -123,7 +123,7 @@ class _Dense:
     def setup(self, *params):
         p = self.problem(*params)
         gpu = self.device == "gpu"
-        if p["impl"] != "jax.associative_scan" and gpu != is_gpu(p["impl"]):
+        if not runs_on(p["impl"], self.device):
             raise NotImplementedError(f"{p['impl']} does not run on the {self.device}")
         if gpu:
             C.require_gpu()

@@ -29,11 +29,20 @@ GPU_BACKENDS = ("cupy", "numba_cuda")
 GPU_PEERS = ("cupyx.lfilter", "fpscan", "accelerated_scan")
 
 
+#: peers that run on either device (the benchmark class decides)
+ANY_DEVICE_PEERS = ("jax.associative_scan",)
+
+
 def is_gpu(impl, device=None):
     if device is not None:
         return device == "gpu"
     name = impl.split("/")[0]
     return name in GPU_BACKENDS or name in GPU_PEERS
+
+
+def runs_on(impl, device):
+    """Whether ``impl`` belongs in a benchmark class of ``device`` ("cpu" or "gpu")."""
+    return impl in ANY_DEVICE_PEERS or is_gpu(impl) == (device == "gpu")
 
 
 def build(impl, a, b, axis=-1, reverse=False, device=None, dense=False):
