@@ -157,16 +157,20 @@ def host_overhead_us(n=200):
 
 
 SWEEP_ROWS = [  # threads, steps per thread, min blocks per SM (rows and rows_long alike)
-    (256, 16, 4), (256, 16, 3), (512, 16, 2), (1024, 16, 1), (512, 32, 1), (256, 32, 2), (128, 16, 8),
+    (256, 16, 4), (512, 16, 2), (1024, 16, 1), (256, 32, 2), (128, 16, 8),
 ]
-SWEEP_ROWS_8B = [(256, 8, 2), (256, 8, 3), (256, 8, 4), (512, 8, 1), (512, 8, 2), (128, 8, 6), (256, 4, 4)]
+SWEEP_ROWS_8B = [(256, 8, 2), (256, 8, 4), (512, 8, 1), (128, 8, 6), (256, 4, 4)]
 SWEEP_LANES = [  # warps along time, steps per thread, min blocks per SM
-    (8, 8, 4), (8, 8, 3), (16, 8, 2), (8, 16, 2), (4, 16, 4), (32, 4, 2),
+    (8, 8, 4), (16, 8, 2), (8, 16, 2), (4, 16, 4),
 ]
+# (threads, steps, min blocks, rows_block_fill): a block per row (no look-back) or look-back tiles
+SWEEP_MANY_LONG = [(256, 16, 4, 0.45), (256, 16, 4, 1e9), (512, 16, 2, 0.45), (512, 16, 2, 1e9),
+                   (128, 16, 8, 0.2)]
 SWEEP_WORK = [
     ("(16,2048,4096)", (16, 2048, 4096), -1, "float32", SWEEP_ROWS),
     ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", SWEEP_ROWS),
-    ("(2,256,65536)", (2, 256, 65536), -1, "float32", SWEEP_ROWS),
+    ("(2,256,65536)", (2, 256, 65536), -1, "float32", SWEEP_MANY_LONG),
+    ("(4,64,262144)", (4, 64, 262144), -1, "float32", SWEEP_MANY_LONG),
     ("(1,1,2**28)", (1, 1, 2**28), -1, "float32", SWEEP_ROWS),
     ("(1,1,2**24)", (1, 1, 2**24), -1, "float32", SWEEP_ROWS),
     ("f64 (8,1024,4096)", (8, 1024, 4096), -1, "float64", SWEEP_ROWS_8B),
@@ -194,7 +198,9 @@ def sweep(copy_bw, log, reps):
                     _config.CUPY_SCAN[k] = dict(val) if isinstance(val, dict) else val
                 keys = ("lanes",) if axis == 0 else ("rows", "rows_long")
                 for k in keys:
-                    _config.CUPY_SCAN[k][size] = v
+                    _config.CUPY_SCAN[k][size] = tuple(v[:3])
+                if len(v) > 3:
+                    _config.CUPY_SCAN["rows_block_fill"] = v[3]
                 try:
                     run = kernel_only(a, b, out, axis, "lookback")
                     ms, _ = timed(run, reps)

@@ -93,6 +93,21 @@ def test_nonfinite_across_small_tiles(small_tiles, method, axis, rng):
     _check(h, a, b, axis, what=f"non-finite {method} axis={axis}")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "complex128"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_many_long_rows_block_per_row(small_tiles, dtype, reverse, rng):
+    """Enough rows of several tiles that each row gets a block looping along it (no look-back)."""
+    shape = (300, 1500)
+    a = coefficients(rng, shape, dtype, reset=0.002, high=1.0)
+    b = values(rng, shape, dtype)
+    a[3, 700] = np.inf
+    b[5, 20] = np.nan
+    b[7, 600], b[7, 900] = np.inf, -np.inf
+    init = values(rng, (300,), dtype)
+    h = _scan(a, b, method="lookback", initial=cupy.asarray(init), reverse=reverse)
+    _check(h, a, b, what=f"block per row {dtype}", initial=init, reverse=reverse)
+
+
 @pytest.mark.parametrize("method", METHODS)
 def test_nonfinite_initial(small_tiles, method, rng):
     shape = (4, 2000)

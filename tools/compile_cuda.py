@@ -53,6 +53,8 @@ def _instantiations():
             t = f"{A}, {B}, {O}, {C}"
             out.append(f"template __global__ void rows_tiles<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
+            out.append(f"template __global__ void rows_block<{t}, 256, {G}, {NV}, {ac}, 1>"
+                       f"({head}, int, int, int, {_LANES});")
             out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES}, i64);")
             out.append(f"template __global__ void lanes_tiles<{t}, 8, {_ITEMS[cs]}, {ac}, 1>"

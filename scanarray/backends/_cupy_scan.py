@@ -155,6 +155,9 @@ class _Plan:
             args = head + vec + lane_args + [np.int64(self.nlanes)]
             fn((self.grid,), (self.threads,), tuple(args))
             return
+        if self.kind == "rows_block":
+            fn((self.grid,), (self.threads,), tuple(head + vec + lane_args))
+            return
         ws = _workspace(cupy, self.rec_size, self.slots) if self.kt > 1 else None
         with ws or _nullctx():
             if ws is not None:
@@ -202,7 +205,7 @@ def plan(a, b, out, dt, method, ns=None, ss=None):
     if ns is None:
         ns, ss = _merge(list(b.shape[:-1]), [_estrides(x)[:-1] for x in (a, b, out)])
     key = (tuple(b.shape), a.strides, b.strides, out.strides, a.dtype, b.dtype, out.dtype, dt, method,
-           tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, repr(cfg))
+           tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, repr(cfg), b.device.id)
     p = _plans.get(key)
     if p is None:
         if len(_plans) > 4096:
@@ -237,6 +240,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
         "rows_warp": f"scanarray::rows_warp<{targs}>",
         "rows_tiles": f"scanarray::rows_tiles<{targs}>",
+        "rows_block": f"scanarray::rows_block<{targs}>",
         "rows_long": f"scanarray::rows_tiles<{targs_l}>",
         "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}>",
     }
@@ -267,12 +271,33 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     if T == tile:  # one tile per row, no look-back
         return _Plan(kind="rows_tiles", name=names["rows_tiles"], grid=nlanes, threads=NT, vec=vec, kt=1,
                      rec_size=_rec_size(dt), slots=nlanes, **common)
+    minb = cfg["rows"][csize][2]
+    if nlanes >= cfg["rows_block_fill"] * _sm_count(cupy_mod()) * minb:
+        # enough rows to fill the device: a block per row, looping along it, no look-back
+        return _Plan(kind="rows_block", name=names["rows_block"], grid=nlanes, threads=NT, vec=vec, **common)
     kt = -(-T // tile_l)
     grid = nlanes * kt
     if grid >= 2**31:
         raise ValueError(f"scan of {nlanes} rows x {T} steps needs {grid} tiles, more than one launch takes")
     return _Plan(kind="rows_tiles", name=names["rows_long"], grid=grid, threads=NT_l, vec=vec, kt=kt,
                  rec_size=_rec_size(dt), slots=grid, **common)
+
+
+def cupy_mod():
+    import cupy
+
+    return cupy
+
+
+_sms: dict = {}
+
+
+def _sm_count(cupy):
+    dev = cupy.cuda.Device().id
+    n = _sms.get(dev)
+    if n is None:
+        n = _sms[dev] = cupy.cuda.Device(dev).attributes["MultiProcessorCount"]
+    return n
 
 
 def _b(x):

@@ -341,6 +341,103 @@ __global__ void __launch_bounds__(NT, MINB)
   for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
 }
 
+// --------------------------------------------------------------------------------------- rows_block
+// Many long rows: a block per row, looping along it tile after tile with the state carried in
+// shared memory. Enough rows fill the device without any look-back.
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
+__global__ void __launch_bounds__(NT, MINB)
+    rows_block(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS) {
+  constexpr int NW = NT / 32;
+  static_assert(NW <= 32, "at most 32 warps");
+  constexpr int ITEMS = G * NV;
+  constexpr int TILE = NT * ITEMS;
+  __shared__ Pair<C> s_warp[NW];
+  __shared__ int s_bad[NW];
+  __shared__ C s_h[2];  // state entering the tile, double-buffered between iterations
+  __shared__ int s_slow;
+
+  SCAN_LANE_MAP;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+  const i64 row = blockIdx.x;
+  i64 oa, ob, oo;
+  lm.offsets(row, oa, ob, oo);
+  const TA* pa = a + oa;
+  const TB* pb = b + ob;
+  TO* po = out + oo;
+  C a_val = Num<C>::one();
+  if (AC) a_val = To<C>::f(pa[0]);
+  if (tid == 0) s_h[0] = has_h0 ? h0[row] : Num<C>::zero();
+
+  int cur = 0;
+  for (i64 tbase = 0; tbase < T; tbase += TILE, cur ^= 1) {
+    const int nxt = cur ^ 1;
+    C xa[NV][G], xb[NV][G];
+    const i64 tw = tbase + (i64)w * 32 * ITEMS + (i64)lane * G;
+    load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
+    bool bad = false;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
+    Pair<C> pre[NV];
+    Pair<C> tot = warp_prefixes<C, G, NV>(xa, xb, pre, lane);
+    bad = __any_sync(0xffffffffu, bad);
+    __syncthreads();  // the previous tile is done with s_warp
+    if (lane == 0) {
+      s_warp[w] = tot;
+      s_bad[w] = bad;
+    }
+    __syncthreads();
+    if (w == 0) {
+      Pair<C> x = lane < NW ? s_warp[lane] : ident<C>();
+      const int tile_bad = __any_sync(0xffffffffu, lane < NW ? s_bad[lane] : 0);
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        Pair<C> o = shfl_up(x, d);
+        if (lane >= d) x = compose(x, o);
+      }
+      Pair<C> ex = shfl_up(x, 1);
+      if (lane == 0) ex = ident<C>();
+      if (lane < NW) s_warp[lane] = ex;
+      const Pair<C> agg = shfl_idx(x, NW - 1);
+      const C hin = s_h[cur];
+      const C hout = apply(agg, hin);
+      const int slow = tile_bad || !finite(hin) || !finite(hout);
+      if (lane == 0) {
+        s_slow = slow;
+        s_h[nxt] = slow ? hin : hout;
+      }
+    }
+    __syncthreads();
+    const C hin = s_h[cur];
+    if (!s_slow) {
+      const C hw = apply(s_warp[w], hin);
+#pragma unroll
+      for (int v = 0; v < NV; ++v) {
+        C h = apply(pre[v], hw);
+        C y[G];
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          h = xa[v][g] * h + xb[v][g];
+          y[g] = h;
+        }
+        store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
+      }
+    } else {
+      // exact replay, warp after warp; s_h[nxt] carries the state
+      for (int i = 0; i < NW; ++i) {
+        if (w == i) {
+          C h = warp_replay<C, G, NV>(xa, xb, s_h[nxt], lane);
+          __syncwarp();
+          if (lane == 0) s_h[nxt] = h;
+        }
+        __syncthreads();
+      }
+#pragma unroll
+      for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------- rows_warp
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
 __global__ void __launch_bounds__(NT, MINB)
