@@ -20,6 +20,9 @@ CUPY_SCAN = {
     "rows_long": {4: (512, 16, 2), 8: (256, 8, 2), 16: (256, 4, 2)},
     "lanes": {4: (8, 8, 4), 8: (8, 8, 2), 16: (8, 4, 2)},
     "seq_threads": 128,
+    # rows longer than a tile use ``rows_block`` (a block per row, no look-back) when there are
+    # at least this many times (SMs x rows min blocks) of them, else ``rows_tiles`` look-back
+    "rows_block_fill": 0.45,
 }
 
 
