@@ -9,10 +9,13 @@ distributed prefix sum:
    to the state entering it: for finite data the affine pair ``(prod a, local
    h from a zero state)``, for the dense form ``(A[L-1] ... A[0], local h)``;
 2. **carries**: an exclusive scan of the small ``(lanes, n_blocks)`` summaries
-   gives the state entering every block. Up to ``GROUP`` blocks it is one task
-   per lane block; beyond that the summaries are composed in groups of
-   ``GROUP`` and the group aggregates are scanned recursively (a tree of depth
-   ``log_GROUP(n_blocks)``), so no task gathers more than ``GROUP`` summaries;
+   gives the state entering every block. Up to ``CHAIN`` blocks it is a chain
+   of one small task per block (block ``k`` waits only for summaries ``< k``,
+   so the scheduler can scan and release blocks in order); up to ``GROUP``
+   blocks one task per lane block gathers them all; beyond that the summaries
+   are composed in groups of ``GROUP`` and the group aggregates are scanned
+   recursively (a tree of depth ``log_GROUP(n_blocks)``), so no task gathers
+   more than ``GROUP`` summaries;
 3. **blocks** (``blockwise``): each block is scanned again by scanarray on the
    block's own array library (``backend=None``: numba or NumPy on the CPU,
    CuPy on the GPU) with ``initial`` = its carry.
@@ -39,7 +42,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["auto_method", "linear_recurrence", "GROUP"]
+__all__ = ["CHAIN", "GROUP", "auto_method", "linear_recurrence"]
 
 #: up to this many blocks the carries are a chain of one small task per block
 CHAIN = 64
@@ -147,9 +150,10 @@ def _width(dt):
 def _carries(da, S, h0, p, lanes, meta):
     """The state entering every block: ``(*lanes, n_blocks[, n])``, one chunk per block.
 
-    At most ``GROUP`` summaries meet in one task: beyond that, groups of
-    ``GROUP`` consecutive blocks are composed into one summary each, their
-    carries found recursively, and each group's blocks scanned from its carry.
+    A chain of tasks up to ``CHAIN`` blocks, one gathering task up to
+    ``GROUP``; beyond that, groups of ``GROUP`` consecutive blocks are composed
+    into one summary each, their carries found recursively, and each group's
+    blocks scanned from its carry, so at most ``GROUP`` summaries meet in one task.
     """
     nl = len(lanes)
     nt = S.shape[nl]
