@@ -257,19 +257,22 @@ def test_blocks_depend_only_on_summaries(monkeypatch, chain, group, reverse):
 def test_broadcast_a_is_never_expanded(monkeypatch):
     """Block functions receive a scalar/per-lane ``a`` with its length-1 axes, not a full block."""
     shapes = []
-    real = dask_backend._block
 
-    def spy(b, a, c, **kw):
-        shapes.append((a.shape, b.shape))
-        return real(b, a, c, **kw)
+    def spy(real):
+        def f(b, a, *rest, **kw):
+            shapes.append((a.shape, b.shape))
+            return real(b, a, *rest, **kw)
+        return f
 
-    monkeypatch.setattr(dask_backend, "_block", spy)
+    for name in ("_summary", "_block"):
+        monkeypatch.setattr(dask_backend, name, spy(getattr(dask_backend, name)))
     b = da.ones((6, 1000), chunks=(3, 100))
     for a in (0.9, da.from_array(np.float64(0.9)), da.full((6, 1), 0.9, chunks=(2, 1))):
         shapes.clear()
         h = scanarray.linear_recurrence(a, b)
         h.compute(scheduler="sync")
-        assert shapes and all(sa[-1] == 1 for sa, _ in shapes), shapes
+        # 20 blocks and 18 summaries (the last block's summary is culled: nothing follows it)
+        assert len(shapes) == 20 + 18 and all(sa[-1] == 1 for sa, _ in shapes), shapes
 
 
 def test_meta_and_chunks_preserved():
