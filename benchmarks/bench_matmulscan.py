@@ -134,7 +134,7 @@ def _call(scanarray, cupy, backend, method, radix):
         return lambda a, b, axis, out: scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
     from scanarray.backends import _cupy_matmulscan
 
-    r, pf, kern = (tuple(radix) + (KERNEL,))[:3] if isinstance(radix, tuple) else (radix, True, KERNEL)
+    r, pf, kern = (tuple(radix) + (KERNEL,))[:3] if isinstance(radix, tuple) else (radix, None, KERNEL)
 
     def f(a, b, axis, out):
         _cupy_matmulscan.RADIX, _cupy_matmulscan.PREFETCH, _cupy_matmulscan.KERNEL = r, pf, kern

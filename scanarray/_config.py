@@ -30,7 +30,32 @@ def cupy_auto_method(problem):
     """The CuPy method for ``method="auto"``."""
     if problem.dense:
         return cupy_dense_auto_method(problem)
+    if _many_short_lanes_closer(problem):
+        return "sequential"
     return "lookback"
+
+
+#: Diagonal CuPy choice for many short lanes laid out closer in memory than time steps (issue 5:
+#: the inter-chunk scan of chunked linear RNNs, b (BH, G, 16, 64) with a (BH, G, 16, 1) along G),
+#: from benchmarks/bench_matmulscan.py on an NVIDIA H200, 2026-11-21 (docs/matmulscan.md,
+#: benchmarks/results/matmulscan_2026-11-21.md), device time per call, float32: with 65536 lanes
+#: (BH = 64) sequential took 7.7 / 24.3 / 44.5 us against look-back's 13.4 / 32.0 / 66.5 at
+#: G = 64 / 128 / 256; with 524288 lanes (BH = 512) 74.6 / 149.5 / 302.3 against 95.8 / 229.2 /
+#: 526.4 (float16 and bfloat16 alike); with 1024 lanes (BH = 1) look-back won (5.4 against 10.9
+#: us at G = 256). tensor-core matmulscan was slower than both in every row, so auto never picks it.
+SEQ_MIN_LANES = 65536
+SEQ_MAX_T = 256
+
+
+def _many_short_lanes_closer(problem) -> bool:
+    b = problem.b
+    T = b.shape[-1]
+    lanes = [(n, abs(st)) for n, st in zip(b.shape[:-1], b.strides[:-1]) if n > 1]
+    nlanes = 1
+    for n, _ in lanes:
+        nlanes *= n
+    closer = bool(lanes) and min(st for _, st in lanes) < abs(b.strides[-1])
+    return closer and nlanes >= SEQ_MIN_LANES and T <= SEQ_MAX_T
 
 
 #: Dense CuPy choice (issue 6), from benchmarks/bench_dense.py on an NVIDIA H200, 2026-11-21

@@ -183,14 +183,15 @@ def test_unsupported_falls_back_or_raises(rng):
     assert "per lane" in seen["reason"]
 
 
+@pytest.mark.parametrize("prefetch", [False, True])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
-def test_without_prefetch(radix, dtype, rng, monkeypatch):
-    """The load-then-compute variant (PREFETCH off) of the kernel gives the same results."""
+def test_prefetch_switch(radix, dtype, prefetch, rng, monkeypatch):
+    """Both kernel variants with the next chunk prefetched or loaded in turn give the same results."""
     from scanarray.backends import _cupy_matmulscan
 
-    monkeypatch.setattr(_cupy_matmulscan, "PREFETCH", False)
+    monkeypatch.setattr(_cupy_matmulscan, "PREFETCH", prefetch)
     a = coefficients(rng, (2, 77, 4, 1), dtype, reset=0.05, high=1.0)
     b = values(rng, (2, 77, 4, 19), dtype)
     h = _run(a, b, 1)
     ref, g = recurrence_ref(a, b, 1)
-    assert_matches(h, ref, g, tolerance(dtype, 77), f"no prefetch {dtype}")
+    assert_matches(h, ref, g, tolerance(dtype, 77), f"prefetch={prefetch} {dtype}")

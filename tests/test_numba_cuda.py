@@ -203,3 +203,21 @@ def test_gpu_nonfinite(rng):
     h = _run(a, b)
     ref, g = recurrence_ref(a, b)
     assert_matches(h, ref, g, tolerance("float64", shape[1], 1024), "non-finite")
+
+
+# --------------------------------------------------------------------------- the auto rule measured here
+
+def test_cupy_auto_prefers_sequential_for_many_short_lanes_closer():
+    """scanarray._config: the rule issue 5's measurements justify (docs/matmulscan.md); shapes only."""
+    from types import SimpleNamespace
+
+    from scanarray import _config
+
+    def method(b):
+        return _config.cupy_auto_method(SimpleNamespace(dense=False, b=b))
+
+    seed = np.zeros((64, 256, 16, 64), np.float32)
+    assert method(np.moveaxis(seed, 1, -1)) == "sequential"  # 65536 lanes, lanes contiguous
+    assert method(np.moveaxis(seed[:1], 1, -1)) == "lookback"  # 1024 lanes
+    assert method(np.zeros((70000, 512), np.float32)) == "lookback"  # time contiguous
+    assert method(np.moveaxis(np.zeros((2048, 70000), np.float32), 0, -1)) == "lookback"  # T > 256

@@ -34,11 +34,16 @@ import numpy as np
 __all__ = ["linear_recurrence", "unsupported_reason", "RADIX"]
 
 #: default radix s of the MatMulScan groups inside a 16-step tensor-core tile (4, 8 or 16).
-#: All three measured within a few per cent of each other on H100 (docs/matmulscan.md).
-RADIX = 4
+#: s = 16 was fastest or tied in every row of benchmarks/bench_matmulscan.py on an H200
+#: (2026-11-21, docs/matmulscan.md; e.g. float16 b (512, 256, 16, 64): 1015 us against 1057
+#: for s = 4), with float32 errors of 2.4e-7 against 1.5e-7 for s = 4.
+RADIX = 16
 
-#: load the next 16-step chunk of b into registers while the current one is computed
-PREFETCH = True
+#: load the next 16-step chunk of b into registers while the current one is computed:
+#: None picks by dtype; it paid for float32 (b (512, 256, 16, 64): 862 us against 937 without)
+#: and cost for float16/bfloat16 (1057 against 977; H200, 2026-11-21, docs/matmulscan.md).
+PREFETCH = None
+_PREFETCH_BY_DTYPE = {"float16": False, "bfloat16": False}
 #: "warp": every warp builds its decay fragments in registers from shuffled coefficients and
 #: never waits for its block; "block": the block builds one shared decay matrix per chunk
 #: behind a barrier. Both are tested; docs/matmulscan.md has the measurements.
@@ -214,6 +219,7 @@ def _run(p, radix):
         ini = p.initial.transpose(keep + groups + shared)[(0,) * len(keep)]
         init = cupy.ascontiguousarray(ini.astype(acc, copy=False)).reshape(G * P)
 
+    prefetch = _PREFETCH_BY_DTYPE.get(out_name, True) if PREFETCH is None else bool(PREFETCH)
     W = min(8, -(-P // 8))
     ncb = -(-P // (8 * W))
     nblocks = G * ncb
@@ -223,7 +229,7 @@ def _run(p, radix):
     dummy = init if init is not None else cupy.empty(1, dtype=acc)
     args = (
         bt, ot_work, at, dummy, np.int32(init is not None),
-        i64(T), i64(P), i64(gs[1]), i64(ncb), np.int32(abs(sbt) == 1), np.int32(bool(PREFETCH)),
+        i64(T), i64(P), i64(gs[1]), i64(ncb), np.int32(abs(sbt) == 1), np.int32(prefetch),
         i64(b_g[0]), i64(b_g[1]), i64(sbt), i64(b_p[0]),
         i64(o_g[0]), i64(o_g[1]), i64(sot), i64(o_p[0]),
         i64(a_g[0]), i64(a_g[1]), i64(sat),
