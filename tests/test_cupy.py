@@ -35,6 +35,7 @@ def small_tiles(monkeypatch):
     """Tiles of 32 threads (512 float32 steps) and 8-step time-major tiles: many look-backs."""
     monkeypatch.setitem(_config.CUPY_SCAN, "rows", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_long", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
+    monkeypatch.setitem(_config.CUPY_SCAN, "rows_block", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "lanes", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
 
 
@@ -93,7 +94,7 @@ def test_nonfinite_across_small_tiles(small_tiles, method, axis, rng):
     _check(h, a, b, axis, what=f"non-finite {method} axis={axis}")
 
 
-@pytest.mark.parametrize("dtype", ["float32", "complex128"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_many_long_rows_block_per_row(small_tiles, dtype, reverse, rng):
     """Enough rows of several tiles that each row gets a block looping along it (no look-back)."""
@@ -106,6 +107,14 @@ def test_many_long_rows_block_per_row(small_tiles, dtype, reverse, rng):
     init = values(rng, (300,), dtype)
     h = _scan(a, b, method="lookback", initial=cupy.asarray(init), reverse=reverse)
     _check(h, a, b, what=f"block per row {dtype}", initial=init, reverse=reverse)
+
+
+def test_many_long_rows_block_per_row_complex(small_tiles, rng):
+    shape = (300, 1500)
+    a = coefficients(rng, shape, "complex128", reset=0.002, high=1.0)
+    b = values(rng, shape, "complex128")
+    h = _scan(a, b, method="lookback")
+    _check(h, a, b, what="block per row complex128")
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -235,12 +235,13 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
 
     NT, tile, targs = rows_args("rows")
     NT_l, tile_l, targs_l = rows_args("rows_long")
+    NT_b, tile_b, targs_b = rows_args("rows_block")
     nw_l, S, minb_l = cfg["lanes"][csize]
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
         "rows_warp": f"scanarray::rows_warp<{targs}>",
         "rows_tiles": f"scanarray::rows_tiles<{targs}>",
-        "rows_block": f"scanarray::rows_block<{targs}>",
+        "rows_block": f"scanarray::rows_block<{targs_b}>",
         "rows_long": f"scanarray::rows_tiles<{targs_l}>",
         "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}>",
     }
@@ -271,10 +272,10 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     if T == tile:  # one tile per row, no look-back
         return _Plan(kind="rows_tiles", name=names["rows_tiles"], grid=nlanes, threads=NT, vec=vec, kt=1,
                      rec_size=_rec_size(dt), slots=nlanes, **common)
-    minb = cfg["rows"][csize][2]
+    minb = cfg["rows_block"][csize][2]
     if nlanes >= cfg["rows_block_fill"] * _sm_count(cupy_mod()) * minb:
         # enough rows to fill the device: a block per row, looping along it, no look-back
-        return _Plan(kind="rows_block", name=names["rows_block"], grid=nlanes, threads=NT, vec=vec, **common)
+        return _Plan(kind="rows_block", name=names["rows_block"], grid=nlanes, threads=NT_b, vec=vec, **common)
     kt = -(-T // tile_l)
     grid = nlanes * kt
     if grid >= 2**31:
