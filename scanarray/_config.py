@@ -11,17 +11,19 @@ __all__ = ["CUPY_SCAN", "cupy_auto_method", "cupy_dense_auto_method"]
 #: compute dtype's itemsize. ``rows``: (threads, steps per thread, min blocks per SM) of the
 #: time-contiguous kernels for rows of at most one tile (``rows_tiles`` without look-back, or
 #: ``rows_warp`` for rows shorter than a tile); ``rows_long``: the same for rows of several tiles
-#: (decoupled look-back: bigger tiles mean fewer look-backs); ``lanes``: (warps along time,
+#: (decoupled look-back); ``rows_block``: a block per long row; ``lanes``: (warps along time,
 #: steps per thread, min blocks per SM) of ``lanes_tiles`` (time-major data, 32 lanes wide).
 #: From the kernel-only sweeps of benchmarks/bench_gpu.py --sweep on an H200, 2026-11-21
 #: (docs/gpu.md). Tests shrink them to stress the look-back.
 CUPY_SCAN = {
-    "rows": {4: (256, 16, 4), 8: (256, 8, 2), 16: (256, 4, 2)},
-    "rows_long": {4: (512, 16, 2), 8: (256, 8, 2), 16: (256, 4, 2)},
-    "lanes": {4: (8, 8, 4), 8: (8, 8, 2), 16: (8, 4, 2)},
+    "rows": {4: (256, 16, 4), 8: (128, 8, 6), 16: (128, 4, 6)},
+    "rows_long": {4: (256, 16, 4), 8: (256, 8, 2), 16: (256, 4, 2)},
+    "rows_block": {4: (512, 16, 2), 8: (128, 8, 6), 16: (128, 4, 6)},
+    "lanes": {4: (4, 16, 4), 8: (4, 8, 4), 16: (4, 4, 4)},
     "seq_threads": 128,
     # rows longer than a tile use ``rows_block`` (a block per row, no look-back) when there are
-    # at least this many times (SMs x rows min blocks) of them, else ``rows_tiles`` look-back
+    # at least this many times (SMs x rows_block min blocks) of them, else ``rows_tiles`` with
+    # decoupled look-back
     "rows_block_fill": 0.45,
 }
 
