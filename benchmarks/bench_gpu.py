@@ -49,6 +49,10 @@ WORKLOADS = [
     ("f64 (8,1024,4096)", (8, 1024, 4096), -1, "float64", "full"),
     ("c64 (8,1024,4096)", (8, 1024, 4096), -1, "complex64", "full"),
     ("scalar a (16,2048,4096)", (16, 2048, 4096), -1, "float32", "scalar"),
+    # not in the list: where method="auto" might prefer one thread per lane
+    ("short rows (1,2**20,16)", (1, 2**20, 16), -1, "float32", "full"),
+    ("short rows (1,2**18,64)", (1, 2**18, 64), -1, "float32", "full"),
+    ("time-major short (64,2**20) ax0", (64, 2**20), 0, "float32", "full"),
 ]
 
 

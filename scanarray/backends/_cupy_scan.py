@@ -204,8 +204,12 @@ def plan(a, b, out, dt, method, ns=None, ss=None):
     cfg = _config.CUPY_SCAN
     if ns is None:
         ns, ss = _merge(list(b.shape[:-1]), [_estrides(x)[:-1] for x in (a, b, out)])
+    cs = dt.itemsize
+    tunables = (cfg["rows"][cs], cfg["rows_long"][cs], cfg["rows_block"][cs], cfg["lanes"][cs], cfg["seq_threads"],
+                cfg["rows_block_fill"])
     key = (tuple(b.shape), a.strides, b.strides, out.strides, a.dtype, b.dtype, out.dtype, dt, method,
-           tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, repr(cfg), b.device.id)
+           tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, tunables,
+           b.device.id)
     p = _plans.get(key)
     if p is None:
         if len(_plans) > 4096:
