@@ -88,9 +88,11 @@ def chunked(a, b, out, h, ng, sb, unit):
     ``(P, H)`` = (product of ``a``, state from zero), reading ``a`` and
     ``b``; a short serial scan of the aggregates gives each segment's
     incoming state; pass 2 rescans every segment from it -- the plain loop
-    again, so each segment's values are the loop's given its carry -- while
-    the superblock's ``a`` and ``b`` are still in cache, so memory sees
-    fewer than the 5 streams of a plain reduce-then-scan. Threads take
+    again, so each segment's values are the loop's given its carry. With
+    superblocks small enough for the cache, pass 2 reads ``a`` and ``b``
+    from L2/L3 and memory sees the loop's 3 streams instead of 5 (the
+    driver's ``SUPERBLOCK`` weighs this against two parallel regions per
+    superblock). Threads take
     groups of 4 segments and step them interleaved: 4 (pass 1: 8)
     independent dependency chains hide the latency of the multiply-add that
     bounds a single loop. The final state is the last segment's rescan.

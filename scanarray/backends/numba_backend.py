@@ -42,11 +42,17 @@ __all__ = ["auto_method", "linear_recurrence", "unavailable_reason"]
 #: short runs per step defeat the hardware prefetchers.
 MIN_ROW_BYTES = 1 << 14
 #: the chunked path pays off only on rows at least this long (below it the
-#: three passes and thread start-up cost more than they save)
-CHUNKED_MIN_LENGTH = 1 << 15
-#: chunked: time steps per superblock (its ``a`` and ``b`` stay in cache between
-#: the reduce and the rescan pass) and groups of 4 segments per thread in each
-SUPERBLOCK = 1 << 20
+#: two parallel regions and the second pass cost more than they save; a loop
+#: of 2**17 steps takes ~0.3 ms, a few region launches ~0.05 ms on a quiet machine)
+CHUNKED_MIN_LENGTH = 1 << 17
+#: chunked: time steps per superblock, and groups of 4 segments per thread in
+#: each. Superblocks that fit in cache (2**20 float64 steps: 16 MiB of a and b)
+#: let the rescan read from L3 and ran 2x faster than the single-thread loop on
+#: a quiet 2-core machine (15 ms vs 31 ms for 2**24 steps), but every superblock
+#: costs two parallel regions, and on a loaded machine each region waits for a
+#: descheduled thread: 16 superblocks took 496 ms against 70 ms for one
+#: (docs/numba.md). Robustness wins: one superblock up to 2**24 steps.
+SUPERBLOCK = 1 << 24
 SEGMENT_GROUPS = 1
 
 _kernels = None
