@@ -52,7 +52,8 @@ class _Scan:
         if gpu:
             C.require_gpu()
         a, b = C.diagonal_data(p["shape"], p["dtype"], p.get("a_kind", "full"),
-                               resets=p.get("resets", 0.0), device=self.device)
+                               resets=p.get("resets", 0.0), device=self.device,
+                               a_shape=p.get("a_shape"))
         self.a, self.b = a, b
         self.run = build(p["impl"], a, b, axis=p.get("axis", -1),
                          reverse=p.get("reverse", False), device=self.device)

@@ -130,12 +130,15 @@ def _xp(device):
     return np
 
 
-def diagonal_data(shape, dtype, a_kind="full", seed=0, resets=0.0, a_range=(0.5, 0.999), device="cpu"):
+def diagonal_data(shape, dtype, a_kind="full", seed=0, resets=0.0, a_range=(0.5, 0.999), device="cpu",
+                  a_shape=None):
     """Inputs ``(a, b)``: contractive ``a`` (or a Python scalar), normal ``b``.
 
     Drawn where they will be used (NumPy, or CuPy for ``device="gpu"``, so a
     GPU workload of 2**28 elements does not wait on the host's generator).
-    ``resets`` is the fraction of exact zeros in ``a`` (episode ends in GAE).
+    ``resets`` is the fraction of exact zeros in ``a`` (episode ends in GAE);
+    ``a_shape`` draws a smaller ``a`` that broadcasts against ``b`` (a decay
+    shared by lanes, as in chunked linear RNNs).
     """
     xp = _xp(device)
     rng = xp.random.default_rng(seed)
@@ -145,9 +148,10 @@ def diagonal_data(shape, dtype, a_kind="full", seed=0, resets=0.0, a_range=(0.5,
     if a_kind == "scalar":
         return 0.9, b
     lo, hi = a_range
-    a = (rng.random(shape, dtype=real) * (hi - lo) + lo).astype(dtype)
+    ashape = shape if a_shape is None else a_shape
+    a = (rng.random(ashape, dtype=real) * (hi - lo) + lo).astype(dtype)
     if resets:
-        a[rng.random(shape, dtype=real) < resets] = 0
+        a[rng.random(ashape, dtype=real) < resets] = 0
     return a, b
 
 

@@ -29,7 +29,16 @@ class GpuScan(_GpuScan):
         if impl.endswith("/sequential") and int(np.prod(shp)) // shp[axis] < 1024:
             # One thread per lane: a single long row would run for seconds on one thread.
             raise NotImplementedError("sequential needs many lanes")
+        _no_matmulscan_fallback(impl)
         return dict(impl=impl, shape=shp, dtype=dtype, axis=axis)
+
+
+def _no_matmulscan_fallback(impl):
+    # matmulscan runs on tensor cores only where the decay is shared across lanes (scalar or
+    # per-time a, GpuEma, GpuChunkState); with full-size a it hands the problem to lookback,
+    # which would show lookback's time under matmulscan's name.
+    if impl == "cupy/matmulscan":
+        raise NotImplementedError("matmulscan needs a decay shared across lanes (full-size a falls back to lookback)")
 
 
 class GpuEma(_GpuScan):
@@ -53,8 +62,26 @@ class GpuGae(_GpuScan):
     param_names = ["impl"]
 
     def problem(self, impl):
+        _no_matmulscan_fallback(impl)
         return dict(impl=impl, shape=W.GAE_SHAPE, dtype="float32", axis=0, reverse=True,
                     resets=0.01)
+
+    track_pool_bytes = None
+
+
+class GpuChunkState(_GpuScan):
+    """The inter-chunk state scan of chunked linear RNNs (the MatMulScan seed experiment).
+
+    ``b`` of shape (BH, G, 16, 64) with a per-chunk decay ``a`` of shape (BH, G, 16, 1) shared by
+    the 64 value lanes, scanned along G, float32: where tensor cores can do real work.
+    """
+
+    params = [["cupy/matmulscan", "cupy/lookback", "cupy/sequential", "numba_cuda/blelloch"],
+              W.CHUNK_BH, W.CHUNK_G]
+    param_names = ["impl", "BH", "G"]
+
+    def problem(self, impl, BH, G):
+        return dict(impl=impl, shape=(BH, G, 16, 64), a_shape=(BH, G, 16, 1), dtype="float32", axis=1)
 
     track_pool_bytes = None
 

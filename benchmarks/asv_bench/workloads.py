@@ -51,6 +51,9 @@ GPU_SWEEP_T = 4096
 GPU_SWEEP = [2**20, 2**22, 2**24, 2**26, 2**28]
 GPU_SWEEP_FULL = GPU_SWEEP
 GPU_COPY_BYTES = 2**30
+#: inter-chunk state scan (BH, G, 16, 64) along G with a (BH, G, 16, 1) decay
+CHUNK_BH = [1, 512]
+CHUNK_G = [128, 256]
 GPU_DENSE_IMPLS = ["cupy/cyclic_reduction", "cupy/prefix", "cupy/sequential", "jax.associative_scan"]
 GPU_DENSE_BATCH = 8
 GPU_DENSE_T = 4096
