@@ -6,8 +6,9 @@ Usage (after ``asv publish``)::
 
 What it checks, in order:
 
-1. the published JSON: ``index.json`` lists benchmarks and the summary graph
-   files (``graphs/summary/*.json``) hold finite (revision, value) points;
+1. the published JSON: ``index.json`` lists benchmarks, the summary graph
+   files (``graphs/summary/*.json``) hold finite (revision, value) points, and
+   every machine has data for at least ``--min-revisions`` commits;
 2. the pages, rendered by Chromium (Debian's ``chromium``) from a local HTTP
    server: the summary grid and one benchmark's history graph. asv draws with
    flot on ``<canvas>``, so the DOM alone shows no points. A copy of the site
@@ -115,6 +116,26 @@ def check_json(html):
     return index, points
 
 
+def machine_history(html):
+    """{machine: number of revisions with at least one finite value} from the per-machine graphs."""
+    revs = {}
+    for path in glob.glob(os.path.join(html, "graphs", "**", "*.json"), recursive=True):
+        m = re.search(r"/machine-([^/]+)/", path)
+        if not m:
+            continue
+        with open(path) as f:
+            data = json.load(f)
+        seen = revs.setdefault(m.group(1), set())
+        for item in data if isinstance(data, list) else []:
+            if not (isinstance(item, list) and len(item) == 2):
+                continue  # not a (revision, value) series
+            rev, val = item
+            vals = val if isinstance(val, list) else [val]
+            if any(v is not None and isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
+                seen.add(rev)
+    return {k: len(v) for k, v in revs.items()}
+
+
 class _Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -185,6 +206,8 @@ def main(argv=None):
     ap.add_argument("--budget-ms", type=int, default=20000, help="Chromium virtual-time budget")
     ap.add_argument("--min-points", type=int, default=2,
                     help="finite points the history graph must show (2: a line, not a dot)")
+    ap.add_argument("--min-revisions", type=int, default=2,
+                    help="commits every machine must have data for (a history, not a dot)")
     args = ap.parse_args(argv)
 
     index, points = check_json(args.html)
@@ -193,6 +216,14 @@ def main(argv=None):
         sys.exit(f"render_dashboard: {bench} is not in index.json")
     print(f"json: {len(index['benchmarks'])} benchmarks, {sum(points.values())} summary points, "
           f"{len(index.get('revision_to_hash', {}))} revisions, machines {sorted(index['params'].get('machine', []))}", flush=True)
+
+    history = machine_history(args.html)
+    print("revisions with data per machine: " + ", ".join(f"{k} {v}" for k, v in sorted(history.items())),
+          flush=True)
+    short = {k: v for k, v in history.items() if v < args.min_revisions}
+    if not history or short:
+        sys.exit(f"render_dashboard: machines with fewer than {args.min_revisions} measured commits: "
+                 f"{short or 'no machine at all'}")
 
     browser = find_chromium()
     site = tempfile.mkdtemp(prefix="asv-site-")
