@@ -11,7 +11,7 @@ read plus ``h`` written, over the best time) against the number of elements,
 one line per backend/method and peer, with the machine's copy bandwidth
 (``CpuCopy``/``GpuCopy.track_copy_gbps`` of the same run) as a dashed line,
 and the device and the date of the measurement in the title. ``--table``
-prints the same numbers and the headline benchmarks as Markdown for
+prints the headline benchmarks of each machine's newest run as Markdown for
 ``docs/benchmarks.md``.
 """
 
@@ -120,7 +120,8 @@ HEADLINES = [
     ("cpu.CpuScan.track_gbps", "GB/s"), ("cpu.CpuEma.time_scan", "s"), ("cpu.CpuGae.time_scan", "s"),
     ("cpu.CpuDense.time_dense", "s"), ("cpu.CpuCopy.track_copy_gbps", "GB/s"),
     ("gpu.GpuScan.track_gbps", "GB/s"), ("gpu.GpuEma.time_scan", "s"), ("gpu.GpuGae.time_scan", "s"),
-    ("gpu.GpuDense.time_dense", "s"), ("gpu.GpuCopy.track_copy_gbps", "GB/s"),
+    ("gpu.GpuDense.time_dense", "s"), ("gpu.GpuChunkState.time_scan", "s"),
+    ("gpu.GpuCopy.track_copy_gbps", "GB/s"),
 ]
 
 
@@ -142,7 +143,7 @@ def markdown(machines):
         when = datetime.datetime.fromtimestamp(when / 1000, datetime.timezone.utc)
         out.append(f"### {machine} ({device_of(machine, info)}), commit {run.commit_hash[:8]}, "
                    f"measured {when:%Y-%m-%d %H:%M} UTC\n")
-        for key, unit in HEADLINES + [(k, "GB/s") for k in SWEEPS]:
+        for key, unit in HEADLINES:
             rows = [(p, v) for p, v in table_of(run, key) if finite(v)]
             if not rows:
                 continue
