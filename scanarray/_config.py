@@ -34,7 +34,17 @@ def cupy_auto_method(problem):
         return cupy_dense_auto_method(problem)
     if _many_short_lanes_closer(problem):
         return "sequential"
+    if problem.length <= SEQ_MAX_T_ROWS:
+        return "sequential"
     return "lookback"
+
+
+#: Rows this short go to one thread per lane whatever the layout: a warp per row idles most of
+#: its lanes. Measured on an NVIDIA H200, 2026-11-21 (benchmarks/bench_gpu.py,
+#: benchmarks/results/gpu_2026-11-21.md), float32, through the public function: 2**20 rows of
+#: 16 steps, sequential 786 GB/s against look-back's 148; 2**18 rows of 64 steps, 487 against
+#: 502 (a draw, so the line sits below 64).
+SEQ_MAX_T_ROWS = 32
 
 
 #: Diagonal CuPy choice for many short lanes laid out closer in memory than time steps (issue 5:
