@@ -194,13 +194,19 @@ def linear_recurrence(
         _check_out(out, kind, shape, out_dtype, spec)
 
     # --- canonical views: broadcast (stride 0, no copy), time axis moved -------
+    # Every step is skipped when it would be the identity: this runs on every
+    # call, and on CuPy each array operation costs microseconds of host time
+    # during which the GPU may idle.
     t_ax = -2 if dense else -1
+    ndim = len(shape)
+    perm = _to_canonical(ndim, axis, ndim + t_ax)
     if dense:
-        a_v = xp.moveaxis(xp.broadcast_to(a, shape[:-1] + (shape[-1],) * 2), axis, -3)
+        a_full = shape[:-1] + (shape[-1],) * 2
+        a_v = _view(xp, a, a_full, _to_canonical(ndim + 1, axis, ndim - 2))
     else:
-        a_v = xp.moveaxis(xp.broadcast_to(a, shape), axis, -1)
-    b_v = xp.moveaxis(xp.broadcast_to(b, shape), axis, t_ax)
-    h0 = None if initial is None else xp.broadcast_to(initial, lanes_shape)
+        a_v = _view(xp, a, shape, perm)
+    b_v = _view(xp, b, shape, perm)
+    h0 = None if initial is None else _view(xp, initial, lanes_shape, None)
 
     result = out
     if spec.writes_out:
@@ -213,7 +219,7 @@ def linear_recurrence(
             # In-place is only defined for out=b exactly; any other overlap with
             # an input would let the scan read what it already overwrote.
             a_v, b_v, h0 = _unalias(xp, out, b, a_v, b_v, h0)
-        out_v = xp.moveaxis(result, axis, t_ax)
+        out_v = _view(xp, result, shape, perm)
     else:
         out_v = None
 
@@ -239,6 +245,22 @@ def linear_recurrence(
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _to_canonical(ndim, axis, target):
+    """The permutation moving ``axis`` to position ``target``, or None when it stays put."""
+    if axis == target:
+        return None
+    rest = [i for i in range(ndim) if i != axis]
+    rest.insert(target, axis)
+    return tuple(rest)
+
+
+def _view(xp, x, shape, perm):
+    """``x`` broadcast to ``shape`` (stride 0, no copy) and transposed by ``perm``: views only."""
+    if tuple(x.shape) != shape:
+        x = xp.broadcast_to(x, shape)
+    return x if perm is None else x.transpose(perm)
 
 
 def _is_array(x) -> bool:
@@ -270,13 +292,28 @@ def _library(x) -> str:
     return type(x).__module__.split(".")[0]
 
 
-def _namespace(a, b, initial):
-    """(kind, native module) of the inputs, through ``array_api_compat.array_namespace``."""
-    from array_api_compat import array_namespace, is_cupy_namespace, is_dask_namespace, is_numpy_namespace
+_NAMESPACE_CACHE: dict = {}
 
+
+def _namespace(a, b, initial):
+    """(kind, native module) of the inputs, through ``array_api_compat.array_namespace``.
+
+    The answer depends only on the array types, so it is memoised per tuple of
+    types (array_namespace's own cost is a few microseconds per call).
+    """
     arrays = [x for x in (a, b, initial) if _is_array(x)]
     if not arrays:  # Python scalars and sequences only
         return "numpy", np
+    key = tuple(type(x) for x in arrays)
+    hit = _NAMESPACE_CACHE.get(key)
+    if hit is None:
+        hit = _NAMESPACE_CACHE[key] = _resolve_namespace(a, b, initial, arrays)
+    return hit
+
+
+def _resolve_namespace(a, b, initial, arrays):
+    from array_api_compat import array_namespace, is_cupy_namespace, is_dask_namespace, is_numpy_namespace
+
     try:
         ns = array_namespace(*arrays)
     except TypeError as exc:
@@ -326,9 +363,26 @@ _SCANNABLE = tuple(np.dtype(t) for t in ("float16", "float32", "float64", "compl
 _ACCEPTED_OUT = "float16, bfloat16, float32, float64, complex64, complex128"
 
 
+_DTYPE_CACHE: dict = {}
+_SCALAR_PROTOTYPES = {bool: False, int: 0, float: 0.0, complex: 0j}
+
+
 def _result_dtypes(a, b, initial, dtype):
-    """(storage dtype, accumulation dtype) by the contract's rules."""
-    parts = [x if isinstance(x, _PYTHON_SCALARS) else x.dtype for x in (a, b, initial) if x is not None]
+    """(storage dtype, accumulation dtype) by the contract's rules, memoised per input dtypes."""
+    # NEP 50 promotion of a Python scalar depends on its type, not its value.
+    key = tuple(type(x) if isinstance(x, _PYTHON_SCALARS) else x.dtype for x in (a, b, initial) if x is not None)
+    try:
+        key = (key, dtype)
+        return _DTYPE_CACHE[key]
+    except KeyError:
+        parts = [_SCALAR_PROTOTYPES[k] if k in _SCALAR_PROTOTYPES else k for k in key[0]]
+        _DTYPE_CACHE[key] = result = _promote(parts, dtype)
+        return result
+    except TypeError:  # an unhashable dtype= argument: let _promote explain
+        return _promote([_SCALAR_PROTOTYPES.get(k, k) if isinstance(k, type) else k for k in key[0]], dtype)
+
+
+def _promote(parts, dtype):
     promoted = np.result_type(*parts)  # NEP 50: Python scalars are weak
     if promoted.kind in "biu":
         promoted = np.dtype(np.float64)
