@@ -63,6 +63,21 @@ def _instantiations():
     return out
 
 
+# matmulscan.cu: every (radix, b type, a type) the driver names, for both kernel variants.
+# Taking each instantiation's address forces it without restating the signature.
+_MATMULSCAN_TYPES = [("float", "float"), ("double", "double"), ("sa_half", "sa_half"), ("sa_half", "float"),
+                     ("sa_bf16", "sa_bf16"), ("sa_bf16", "float")]
+
+
+def _matmulscan_instances():
+    lines = []
+    for kernel in ("matmulscan_kernel", "matmulscan_warp_kernel"):
+        for radix in (4, 8, 16):
+            for tb, ta in _MATMULSCAN_TYPES:
+                lines.append(f"    (void*)&{kernel}<{radix}, {tb}, {ta}>,")
+    return "void* scanarray_instances[] = {\n" + "\n".join(lines) + "\n};\n"
+
+
 def _nvcc(src, arch, extra, verbose):
     cmd = ["nvcc", "-std=c++17", f"-arch={arch}", "-cubin", "-o", os.devnull, f"-I{CUDA_DIR}", *extra, src]
     if verbose:
@@ -100,6 +115,16 @@ def main(argv=None):
                   flush=True)
             if rc:
                 failed.append("scan.cu (instances)")
+        if name == "matmulscan.cu":
+            with tempfile.TemporaryDirectory() as tmp:
+                tu = os.path.join(tmp, "matmulscan_instances.cu")
+                with open(tu, "w") as f:
+                    f.write('#include "matmulscan.cu"\n' + _matmulscan_instances())
+                rc = _nvcc(tu, args.arch, [], args.verbose)
+            print(f"{'ok  ' if rc == 0 else 'FAIL'} matmulscan.cu instantiated for radix 4/8/16 x "
+                  f"{len(_MATMULSCAN_TYPES)} type pairs x 2 kernels", flush=True)
+            if rc:
+                failed.append("matmulscan.cu (instances)")
     if failed:
         print("compile_cuda: failed: " + ", ".join(failed), file=sys.stderr)
         return 1
