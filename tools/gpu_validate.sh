@@ -5,5 +5,5 @@
 source tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-timeout "${1:-300}" python3 -m pytest tests -m gpu -q -n 4 --maxfail=20 --tb=short -p no:cacheprovider \
+timeout "${1:-300}" python3 -m pytest tests -m "gpu and not slow" -q -n 4 --maxfail=20 --tb=short -p no:cacheprovider \
   2>&1 | tee "$OUT/gpu_tests.log" | tail -40
