@@ -167,7 +167,7 @@ def linear_recurrence(p):
     a, b, out = p.a, p.b, p.out
     if p.reverse:  # views with negative strides: no flipped copies
         a, b, out = a[..., ::-1], b[..., ::-1], out[..., ::-1]
-    lanes, T = b.shape[:-1], b.shape[-1]
+    lanes = b.shape[:-1]
     # a broadcast a is cast (if needed) at its compact size, then viewed at full size with stride 0
     a_k = np.broadcast_to(_readable(compact(a), dt), b.shape)
     b_k = _readable(b, dt)
