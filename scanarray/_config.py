@@ -34,7 +34,7 @@ def cupy_auto_method(problem):
         return cupy_dense_auto_method(problem)
     if _many_short_lanes_closer(problem):
         return "sequential"
-    if problem.length <= SEQ_MAX_T_ROWS:
+    if problem.b.shape[-1] <= SEQ_MAX_T_ROWS:
         return "sequential"
     return "lookback"
 

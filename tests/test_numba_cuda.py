@@ -112,13 +112,16 @@ def test_sim_resets_exact(rng):
 
 
 def test_merge_lanes():
-    from scanarray.backends.numba_cuda_backend import _merge_lanes
+    from scanarray.backends._layout import merge_axes
 
     # (BH, n, d) lanes of b (BH, G, n, d) scanned along G, a broadcast along d: no merge possible.
-    shape, (sb, sa) = _merge_lanes([4, 16, 64], [[128 * 1024, 64, 1], [128 * 16, 1, 0]])
+    shape, (sb, sa) = merge_axes([4, 16, 64], [[128 * 1024, 64, 1], [128 * 16, 1, 0]], drop_ones=True)
     assert shape == [4, 16, 64] and sb == [128 * 1024, 64, 1]
-    shape, (sb,) = _merge_lanes([4, 1, 16, 64], [[1024, 7, 64, 1]])
+    shape, (sb,) = merge_axes([4, 1, 16, 64], [[1024, 7, 64, 1]], drop_ones=True)
     assert shape == [4 * 16 * 64] and sb == [1]
+    # Without dropping, a length-1 axis merges only where its stride happens to fit.
+    shape, (sb,) = merge_axes([2, 3], [[3, 1]])
+    assert shape == [6] and sb == [1]
 
 
 # --------------------------------------------------------------------------- GPU

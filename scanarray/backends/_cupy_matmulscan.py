@@ -31,6 +31,8 @@ import os
 
 import numpy as np
 
+from ._layout import element_strides as _estrides, merge_axes as _merge
+
 __all__ = ["linear_recurrence", "unsupported_reason", "RADIX"]
 
 #: default radix s of the MatMulScan groups inside a 16-step tensor-core tile (4, 8 or 16).
@@ -130,27 +132,6 @@ def linear_recurrence(p, radix=None, strict=False):
         raise ValueError(f"radix must be 4, 8 or 16; got {radix}")
     _run(p, radix)
     return p.out
-
-
-def _merge(shape, strides_list):
-    """Merge adjacent axes that are contiguous with each other in *every* array."""
-    shape = list(shape)
-    strides_list = [list(s) for s in strides_list]
-    i = 0
-    while i < len(shape) - 1:
-        if all(st[i] == st[i + 1] * shape[i + 1] for st in strides_list):
-            shape[i] *= shape[i + 1]
-            for st in strides_list:
-                st[i] = st[i + 1]
-                del st[i + 1]
-            del shape[i + 1]
-        else:
-            i += 1
-    return shape, strides_list
-
-
-def _estrides(x):
-    return [s // x.itemsize for s in x.strides]
 
 
 def _run(p, radix):

@@ -36,6 +36,7 @@ import threading
 import numpy as np
 
 from . import _cupy_common as _common
+from ._layout import element_strides as _estrides, merge_axes as _merge
 
 __all__ = ["linear_recurrence", "plan"]
 
@@ -88,25 +89,6 @@ def _readable(cupy, x, dt):
         return x
     compact = x[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(x.strides, x.shape))]
     return cupy.broadcast_to(cupy.ascontiguousarray(compact.astype(dt)), x.shape)
-
-
-def _estrides(x):
-    return [s // x.itemsize for s in x.strides]
-
-
-def _merge(ns, ss):
-    """Merge adjacent lane axes (outer, inner) where every array steps over them as one axis."""
-    ns, ss = list(ns), [list(s) for s in ss]
-    i = 0
-    while i + 1 < len(ns):
-        if all(s[i] == s[i + 1] * ns[i + 1] for s in ss):
-            ns[i + 1] *= ns[i]
-            del ns[i]
-            for s in ss:
-                del s[i]
-        else:
-            i += 1
-    return ns, ss
 
 
 def _scan(cupy, a, b, out, h0, dt, method):

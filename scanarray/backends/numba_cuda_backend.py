@@ -39,6 +39,8 @@ import math
 
 import numpy as np
 
+from ._layout import merge_axes
+
 __all__ = ["auto_method", "linear_recurrence", "scan4d", "unavailable_reason"]
 
 #: longest tile (power of two) scanned in one block's shared memory
@@ -303,24 +305,6 @@ def scan4d(a, b, out, init, reverse=False, *, xp=np, acc=None, stream=0, wrap=No
 # --------------------------------------------------------------------------- CuPy driver
 
 
-def _merge_lanes(shape, strides_list):
-    """Drop size-1 lane axes and merge adjacent lane axes contiguous in every array."""
-    keep = [i for i, n in enumerate(shape) if n != 1]
-    shape = [shape[i] for i in keep]
-    strides_list = [[st[i] for i in keep] for st in strides_list]
-    i = 0
-    while i < len(shape) - 1:
-        if all(st[i] == st[i + 1] * shape[i + 1] for st in strides_list):
-            shape[i] *= shape[i + 1]
-            for st in strides_list:
-                st[i] = st[i + 1]
-                del st[i + 1]
-            del shape[i + 1]
-        else:
-            i += 1
-    return shape, strides_list
-
-
 def _readable(x) -> bool:
     """Whether a numba kernel can read ``x`` as it is (dtype known to numba, strides >= 0)."""
     dt = np.dtype(x.dtype)
@@ -355,14 +339,14 @@ def linear_recurrence(p):
         out = cupy.empty(shape, dtype=acc)
 
     # Lanes as three axes (L1, L2, L3), merged where b, out and a all allow it.
-    ls, (sb, so, sa) = _merge_lanes(list(lanes), [list(b.strides[:-1]), list(out.strides[:-1]), list(a.strides[:-1])])
+    ls, (sb, so, sa) = merge_axes(list(lanes), [list(b.strides[:-1]), list(out.strides[:-1]), list(a.strides[:-1])], drop_ones=True)
     if len(ls) > 3:  # rare: more than three unmergeable lane axes
         b = cupy.ascontiguousarray(b)
         if copy_back is None:
             copy_back = out
             out = cupy.empty(shape, dtype=acc)
         a = cupy.ascontiguousarray(a)  # materialised only in this rare layout
-        ls, (sb, so, sa) = _merge_lanes(list(lanes), [list(b.strides[:-1]), list(out.strides[:-1]), list(a.strides[:-1])])
+        ls, (sb, so, sa) = merge_axes(list(lanes), [list(b.strides[:-1]), list(out.strides[:-1]), list(a.strides[:-1])], drop_ones=True)
     while len(ls) < 3:
         ls, sb, so, sa = [1] + ls, [0] + sb, [0] + so, [0] + sa
     T = shape[-1]
