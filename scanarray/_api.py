@@ -182,6 +182,12 @@ def linear_recurrence(
     spec = _choose_backend(backend, kind)
     mod = _registry.load(spec.name)
     valid = spec.dense_methods if dense else spec.methods
+    if dense and not valid:
+        takers = [s.name for s in _registry.BACKENDS.values() if kind in s.arrays and s.dense_methods]
+        raise ValueError(
+            f"backend={spec.name!r} has no dense methods; for dense=True with {kind} arrays use "
+            f"one of: {', '.join(takers)}"
+        )
     if not isinstance(method, str) or (method != "auto" and method not in valid):
         form = "dense" if dense else "diagonal"
         raise ValueError(

@@ -67,6 +67,18 @@ def test_dense_state_axis_is_not_time():
         linear_recurrence(np.eye(4), B, axis=1, dense=True)
 
 
+def test_dense_on_a_backend_without_dense_methods(monkeypatch):
+    """A backend with no dense form must refuse, never scan the matrices as if diagonal."""
+    from dataclasses import replace
+
+    from scanarray import _registry
+
+    spec = replace(_registry.BACKENDS["numpy"], dense_methods=())
+    monkeypatch.setitem(_registry.BACKENDS, "numpy", spec)
+    with raises(ValueError, "backend='numpy' has no dense methods"):
+        linear_recurrence(np.eye(4), B, dense=True, backend="numpy")
+
+
 def test_dense_batch_does_not_broadcast():
     with raises(ValueError, "dense=True", "(2, 4, 4)", "(3, 4)"):
         linear_recurrence(np.ones((2, 4, 4)), B, dense=True)
