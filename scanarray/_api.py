@@ -163,9 +163,13 @@ def linear_recurrence(
         raise TypeError(f"dense must be True or False; got {dense!r}")
     dense, reverse = bool(dense), bool(reverse)
 
-    # Python scalars become 0-d arrays of the compute dtype in the inputs' library.
+    # Python scalars become 0-d arrays of the compute dtype in the inputs' library
+    # (for Dask, with the inputs' block type: NumPy or CuPy blocks).
+    like = {}
+    if kind == "dask":
+        like = {"like": next(x._meta for x in (a, b, initial) if _is_array(x))}
     a, b, initial = (
-        xp.asarray(x, dtype=compute_dtype) if isinstance(x, _PYTHON_SCALARS) else x
+        xp.asarray(x, dtype=compute_dtype, **like) if isinstance(x, _PYTHON_SCALARS) else x
         for x in (a, b, initial)
     )
 

@@ -304,6 +304,13 @@ def test_cupy_blocks_stay_cupy():
     assert isinstance(out, cupy.ndarray)
     ref, g = recurrence_ref(a, b, reverse=True)
     assert_matches(cupy.asnumpy(out), ref, g, _tol("float32", 3000), "cupy blocks")
+    # Python scalars (the frontend makes them 0-d NumPy-block dask arrays) with CuPy blocks
+    h = scanarray.linear_recurrence(0.9, da.from_array(cupy.asarray(b), chunks=(2, 700)), initial=1.5)
+    assert isinstance(h._meta, cupy.ndarray)
+    ref, g = recurrence_ref(0.9, b, initial=1.5)
+    assert_matches(cupy.asnumpy(h.compute(scheduler="sync")), ref, g, _tol("float32", 3000), "cupy, scalar a")
+    with pytest.raises(TypeError, match="blocks"):
+        scanarray.linear_recurrence(da.from_array(a, chunks=(2, 500)), da.from_array(cupy.asarray(b), chunks=(2, 700)))
     # dense, time-invariant and time-varying A, on CuPy blocks
     for A in (contractive(rng, (3, 3), "float64"), contractive(rng, (2, 900, 3, 3), "float64")):
         bd = values(rng, (2, 900, 3), "float64")

@@ -71,7 +71,7 @@ def linear_recurrence(p):
     from dask.array.utils import meta_from_array
 
     b = p.b
-    a = p.a_compact if p.a_compact is not None else p.a
+    a = _block_library(p.a_compact if p.a_compact is not None else p.a, b, "a")
     ndim = b.ndim
     nl = ndim - (2 if p.dense else 1)  # lane axes come first
     t = nl  # the time axis in the canonical layout
@@ -96,6 +96,7 @@ def linear_recurrence(p):
 
     h0 = p.initial
     if h0 is not None:
+        h0 = _block_library(h0, b, "initial")
         h0 = h0.rechunk(tuple(chunks[:nl]) + (((b.shape[-1],),) if p.dense else ()))
 
     lanes = tuple(f"l{i}" for i in range(nl))
@@ -141,6 +142,33 @@ def linear_recurrence(p):
         align_arrays=False, concatenate=True,
         meta=meta_from_array(blk_meta, ndim, p.out_dtype), token="scan-block",
     )
+
+
+def _block_library(x, b, name):
+    """``x`` with blocks of ``b``'s library (NumPy or CuPy).
+
+    The frontend turns a Python scalar into a 0-d dask array with NumPy blocks
+    whatever ``b``'s blocks are; such a one-element array moves to the device
+    here (a weak scalar, as with plain CuPy). Anything larger would be mixing
+    array libraries behind the user's back: a TypeError, as for plain arrays.
+    """
+    from dask.array.utils import meta_from_array
+
+    kx, kb = _lib_name(x._meta), _lib_name(b._meta)
+    if kx == kb:
+        return x
+    if x.size == 1 and kx == "numpy" and kb == "cupy":
+        import cupy
+
+        return x.map_blocks(cupy.asarray, dtype=x.dtype, meta=meta_from_array(b._meta, x.ndim, x.dtype))
+    raise TypeError(
+        f"{name} is a dask array of {kx} blocks and b of {kb} blocks; pass blocks of one library: "
+        "scanarray never copies between host and device behind your back"
+    )
+
+
+def _lib_name(meta):
+    return type(meta).__module__.split(".")[0]
 
 
 def _width(dt):
