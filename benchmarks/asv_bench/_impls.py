@@ -194,7 +194,7 @@ def _to_jax(jax, x, dev):
 
 
 def _torch_rows(a, b, axis, impl, dtypes=("float32",)):
-    """(gates, tokens) as contiguous (1, lanes, T) CUDA tensors, or a skip."""
+    """(gates, tokens) as contiguous (B, C, T) CUDA tensors, or a skip."""
     if np.isscalar(a):
         raise NotImplementedError(f"{impl} takes full-size gates only")
     if axis not in (-1, np.ndim(b) - 1):
@@ -216,7 +216,13 @@ def _to_torch(torch, x, T):
         t = torch.from_dlpack(x)
     else:
         t = torch.as_tensor(np.asarray(x)).cuda()
-    return t.reshape(1, -1, T).contiguous()
+    # (B, C, T) with C <= 256: both peers launch a (B, C) grid, and a grid's y dimension stops at
+    # 65535 (the H200 run of 2**28 elements as (1, 65536, 4096) failed with "invalid argument").
+    lanes = t.numel() // T
+    c = 256 if lanes % 256 == 0 else lanes
+    if c > 65535:
+        raise NotImplementedError("more than 65535 rows that do not split into blocks of 256")
+    return t.reshape(-1, c, T).contiguous()
 
 
 def _fpscan(a, b, axis, reverse, gpu, dense):
