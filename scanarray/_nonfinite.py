@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["mend_nonfinite"]
+__all__ = ["mend_nonfinite", "mend_nonfinite_on"]
 
 
 def mend_nonfinite(a, b, h0, out, last, dt):
@@ -33,6 +33,30 @@ def mend_nonfinite(a, b, h0, out, last, dt):
         b = np.broadcast_to(b, out.shape)
         for lane in zip(*np.nonzero(bad)):
             _mend_lane(a[lane], b[lane], None if h0 is None else np.broadcast_to(h0, bad.shape)[lane], out[lane], dt)
+
+
+def mend_nonfinite_on(xp, a, b, h0, out, dt):
+    """:func:`mend_nonfinite` for arrays of any library with ``.get()`` (CuPy) or NumPy.
+
+    On a device this costs one reduction over the lanes' last states and one
+    synchronisation to read its verdict; the lanes that need mending (rare:
+    only those whose last state is non-finite) are mended on the host and
+    written back.
+    """
+    if out.shape[-1] == 0:
+        return
+    if xp is np:
+        mend_nonfinite(a, b, h0, out, out[..., -1], dt)
+        return
+    bad = ~xp.isfinite(out[..., -1])
+    if not bool(bad.any()):
+        return
+    h0 = None if h0 is None else xp.broadcast_to(h0, out.shape[:-1])
+    with np.errstate(all="ignore"):
+        for lane in zip(*(i.tolist() for i in xp.nonzero(bad))):
+            row = out[lane].get()
+            _mend_lane(a[lane].get(), b[lane].get(), None if h0 is None else h0[lane].get(), row, dt)
+            out[lane] = xp.asarray(row)
 
 
 def _mend_lane(a, b, h0, out, dt):

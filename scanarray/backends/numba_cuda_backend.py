@@ -245,7 +245,7 @@ def _geometry(T, lane_fast, itemsize):
     return tile, rpb
 
 
-def scan4d(a, b, out, init, reverse=False, *, xp=np, acc=None, stream=0, wrap=None):
+def scan4d(a, b, out, init, reverse=False, *, xp=np, acc=None, stream=0, wrap=None, mend=True):
     """Scan 4-d arrays ``(L1, L2, L3, T)`` along the last axis into ``out``.
 
     Parameters
@@ -266,6 +266,9 @@ def scan4d(a, b, out, init, reverse=False, *, xp=np, acc=None, stream=0, wrap=No
     stream : numba stream or 0
     wrap : callable, optional
         Turns an ``xp`` array into what a numba kernel takes (``cuda.as_cuda_array``).
+    mend : bool
+        Make non-finite values land where the sequential loop puts them
+        (``scanarray._nonfinite``); the recursive carry scan leaves it to the top level.
     """
     acc = np.dtype(acc if acc is not None else out.dtype)
     wrap = wrap or (lambda x: x)
@@ -296,10 +299,17 @@ def scan4d(a, b, out, init, reverse=False, *, xp=np, acc=None, stream=0, wrap=No
         states = xp.empty(sub, dtype=acc)
         scan4d(xp.ascontiguousarray(aggA[:, : nt - 1]).reshape(sub),
                xp.ascontiguousarray(aggH[:, : nt - 1]).reshape(sub), states,
-               init, False, xp=xp, acc=acc, stream=stream, wrap=wrap)
+               init, False, xp=xp, acc=acc, stream=stream, wrap=wrap, mend=False)
         carry[:, 1:] = states.reshape(L, nt - 1)
     kern[nrb * nt, threads, stream](wrap(a), wrap(b), wrap(out), wrap(carry), wrap(dummy), wrap(dummy),
                                     T, L, L2, L3, nt, rev, np.int32(0))
+    if mend:  # the tree and the tile carries compute inf*x + inf*y where the loop has inf*(x + y)
+        from .._nonfinite import mend_nonfinite_on
+
+        h0 = None if init is None else init.reshape(L1, L2, L3)
+        if reverse:
+            a, b, out = a[..., ::-1], b[..., ::-1], out[..., ::-1]
+        mend_nonfinite_on(xp, a, b, h0, out, acc)
 
 
 # --------------------------------------------------------------------------- CuPy driver
