@@ -89,6 +89,31 @@ def _nvcc(src, arch, extra, verbose):
     return r.returncode
 
 
+def _scan_unit():
+    text = '#include "scan.cu"\nnamespace scanarray {\n' + "\n".join(_instantiations()) + "\n}\n"
+    return text, f"{len(_COMBOS)} dtype combinations"
+
+
+def _dense_unit():
+    # The real kernels for the real types (complex needs CuPy's complex.cuh, absent in CI).
+    refs = "".join(
+        f"    (void*)&dense_sequential_direct<{t}>,\n"
+        + "".join(f"    (void*)&dense_sequential_staged<{t}, {k}>,\n" for k in (1, 2, 4, 8, 16, 32, 64))
+        for t in ("float", "double")
+    )
+    text = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense.cu"\nvoid* scanarray_instances[] = {\n' + refs + "};\n"
+    return text, "float and double"
+
+
+def _matmulscan_unit():
+    text = '#include "matmulscan.cu"\n' + _matmulscan_instances()
+    return text, f"radix 4/8/16 x {len(_MATMULSCAN_TYPES)} type pairs x 2 kernels"
+
+
+#: per source, a translation unit that instantiates the templates the drivers name
+_INSTANCE_UNITS = {"scan.cu": _scan_unit, "dense.cu": _dense_unit, "matmulscan.cu": _matmulscan_unit}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", default="sm_90")
@@ -105,41 +130,17 @@ def main(argv=None):
         print(f"{'ok  ' if rc == 0 else 'FAIL'} {name}", flush=True)
         if rc:
             failed.append(name)
-        if name == "scan.cu":
+        units = _INSTANCE_UNITS.get(name)
+        if units is not None:
+            text, label = units()
             with tempfile.TemporaryDirectory() as tmp:
-                tu = os.path.join(tmp, "scan_instances.cu")
+                tu = os.path.join(tmp, "instances_" + name)
                 with open(tu, "w") as f:
-                    f.write('#include "scan.cu"\nnamespace scanarray {\n' + "\n".join(_instantiations()) + "\n}\n")
+                    f.write(text)
                 rc = _nvcc(tu, args.arch, [], args.verbose)
-            print(f"{'ok  ' if rc == 0 else 'FAIL'} scan.cu instantiated for {len(_COMBOS)} dtype combinations",
-                  flush=True)
+            print(f"{'ok  ' if rc == 0 else 'FAIL'} {name} instantiated for {label}", flush=True)
             if rc:
-                failed.append("scan.cu (instances)")
-        if name == "dense.cu":
-            # The real kernels for the real types (complex needs CuPy's complex.cuh, absent in CI).
-            with tempfile.TemporaryDirectory() as tmp:
-                tu = os.path.join(tmp, "dense_instances.cu")
-                with open(tu, "w") as f:
-                    f.write('#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense.cu"\nvoid* scanarray_instances[] = {\n'
-                            + "".join(f"    (void*)&dense_sequential_direct<{t}>,\n"
-                                      + "".join(f"    (void*)&dense_sequential_staged<{t}, {k}>,\n"
-                                                for k in (1, 2, 4, 8, 16, 32, 64))
-                                      for t in ("float", "double"))
-                            + "};\n")
-                rc = _nvcc(tu, args.arch, [], args.verbose)
-            print(f"{'ok  ' if rc == 0 else 'FAIL'} dense.cu instantiated for float and double", flush=True)
-            if rc:
-                failed.append("dense.cu (instances)")
-        if name == "matmulscan.cu":
-            with tempfile.TemporaryDirectory() as tmp:
-                tu = os.path.join(tmp, "matmulscan_instances.cu")
-                with open(tu, "w") as f:
-                    f.write('#include "matmulscan.cu"\n' + _matmulscan_instances())
-                rc = _nvcc(tu, args.arch, [], args.verbose)
-            print(f"{'ok  ' if rc == 0 else 'FAIL'} matmulscan.cu instantiated for radix 4/8/16 x "
-                  f"{len(_MATMULSCAN_TYPES)} type pairs x 2 kernels", flush=True)
-            if rc:
-                failed.append("matmulscan.cu (instances)")
+                failed.append(f"{name} (instances)")
     if failed:
         print("compile_cuda: failed: " + ", ".join(failed), file=sys.stderr)
         return 1
