@@ -36,10 +36,17 @@ def small_superblocks(monkeypatch):
     monkeypatch.setattr(nb, "SEGMENT_GROUPS", 2)
 
 
+@pytest.fixture(params=["fixup", "reduce"])
+def scheme(request, monkeypatch):
+    """Each chunked scheme forced: scan-then-fix-up, reduce-then-scan."""
+    monkeypatch.setattr(nb, "CHUNKED_SCHEME", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128", "float16"])
 @pytest.mark.parametrize("a_kind", ["full", "scalar", "lane", "time"])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_chunked_superblocks(small_superblocks, dtype, a_kind, reverse, rng):
+def test_chunked_superblocks(small_superblocks, scheme, dtype, a_kind, reverse, rng):
     shape = (2, 1000 + 7)
     b = values(rng, shape, dtype)
     if a_kind == "full":
@@ -58,7 +65,7 @@ def test_chunked_superblocks(small_superblocks, dtype, a_kind, reverse, rng):
 
 
 @pytest.mark.parametrize("T", [1, 3, 7, 101, 102, 405])
-def test_chunked_lengths_around_superblocks(small_superblocks, T, rng):
+def test_chunked_lengths_around_superblocks(small_superblocks, scheme, T, rng):
     """Lengths below, at and past a superblock: segments of 0 or 1 steps must still chain the carry."""
     a = coefficients(rng, (1, T), "float64")
     b = values(rng, (1, T), "float64")
@@ -67,7 +74,7 @@ def test_chunked_lengths_around_superblocks(small_superblocks, T, rng):
     assert_matches(h, ref, g, tolerance("float64", T, 64), f"T={T}")
 
 
-def test_chunked_nonfinite_mended(small_superblocks, rng):
+def test_chunked_nonfinite_mended(small_superblocks, scheme, rng):
     """Infinities crossing segment carries land where the sequential loop puts them."""
     shape = (3, 1000)
     a = coefficients(rng, shape, "float64", reset=0.0, high=0.9)
@@ -82,13 +89,141 @@ def test_chunked_nonfinite_mended(small_superblocks, rng):
     assert_matches(h, ref, g, tolerance("float64", shape[1], 64), "non-finite chunked")
 
 
-def test_chunked_in_place(small_superblocks, rng):
+def test_chunked_in_place(small_superblocks, scheme, rng):
     a = coefficients(rng, (1, 999), "float64")
     b = values(rng, (1, 999), "float64")
     ref, g = recurrence_ref(a, b)
     h = lr(a, b, out=b, method="chunked")
     assert h is b
     assert_matches(b, ref, g, tolerance("float64", 999, 64), "chunked in place")
+
+
+# --------------------------------------------------------------------------- scan-then-fix-up
+
+
+@pytest.fixture
+def fixup(monkeypatch):
+    """Scan-then-fix-up forced; one superblock of 16 segments (2 groups of 4 per thread on 2 threads)."""
+    monkeypatch.setattr(nb, "CHUNKED_SCHEME", "fixup")
+    monkeypatch.setattr(nb, "_threads", lambda: 2)
+    monkeypatch.setattr(nb, "SEGMENT_GROUPS", 2)
+
+
+def _check_fixup(a, b, what, initial=None, reverse=False, dtype="float64"):
+    h = lr(a, b, initial=initial, reverse=reverse, method="chunked")
+    ref, g = recurrence_ref(a, b, initial=initial, reverse=reverse)
+    assert_matches(h, ref, g, tolerance(dtype, b.shape[-1], 64), what)
+    return h, ref
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32", "complex128", "complex64"])
+def test_fixup_stops_where_the_carry_vanishes(dtype):
+    """The fix-up adds ``(a ... a) * C`` until both parts fall below the smallest normal number.
+
+    ``|a| = 0.9`` (also as a rotation for complex): ``0.9**k`` from ``C = 1``
+    drops below ``tiny`` after ``k = log(tiny) / log(0.9)`` steps and never
+    reaches exactly 0 (``0.9 * 5e-324`` rounds back to ``5e-324``); past
+    that step ``out`` is left alone.
+    """
+    k = nb._k()
+    dt = np.dtype(dtype)
+    x = dt.type(0.9j if dt.kind == "c" else 0.9)
+    T = 20000
+    a = np.broadcast_to(x, (T,))
+    out = np.zeros(T, dt)
+    tiny = np.finfo(dt).tiny
+    k._fixup(a, out, 0, T, dt.type(1), np.array([tiny]).astype(out.real.dtype)[0])
+    n = np.count_nonzero(out)
+    expect = int(np.ceil(np.log(tiny) / np.log(0.9)))
+    assert abs(n - expect) <= 2, (n, expect)
+    assert not out[n:].any()
+    w = np.abs(out[:n])  # the carry's share, as the loop from C = 1 with b = 0 gives it
+    ref = 0.9 ** np.arange(1, n + 1, dtype=np.longdouble)
+    assert np.all(np.abs(w - ref) <= 1e-3 * ref + 4 * tiny)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_fixup_underflow_then_long_tail(fixup, reverse, rng):
+    """Every segment: a short stretch of small ``a`` (the carry's share underflows), then a long tail at 0.999.
+
+    The fix-up stops in the first stretch; the tail, whose values still carry
+    what came before the stretch in the loop only below rounding, must match.
+    """
+    T = 16 * 500
+    a = np.full((2, T), 0.999)
+    for s in range(0, T, 500):
+        a[:, s:s + 160] = rng.uniform(-0.02, 0.02, (2, 160))  # 0.02**160 < 1e-271: below tiny with |C| <= 1e37
+    b = values(rng, (2, T), "float64")
+    _check_fixup(a, b, "underflow then tail", initial=values(rng, (2,), "float64"), reverse=reverse)
+
+
+def test_fixup_resets(fixup, rng):
+    """``a = 0`` right after a segment boundary and inside segments: the carry's share is exactly 0."""
+    T = 16 * 300 + 5
+    a = coefficients(rng, (3, T), "float64", reset=0.2)
+    a[:, ::300] = 0.0
+    b = values(rng, (3, T), "float64")
+    _check_fixup(a, b, "resets", initial=values(rng, (3,), "float64"))
+
+
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+@pytest.mark.parametrize("a_kind", ["full", "scalar"])
+def test_fixup_growing_a_runs_to_the_end(fixup, dtype, a_kind, rng):
+    """``|a| >= 1``: the share never decays, so every later segment is fixed up to its last step."""
+    T = 16 * 200 + 3
+    if a_kind == "scalar":
+        a = 1.0005 if dtype == "float64" else complex(np.exp(0.3j))  # growth; a pure rotation
+    else:
+        a = rng.uniform(1.0, 1.001, (2, T)) * (np.exp(1j * rng.uniform(-np.pi, np.pi, (2, T))) if dtype == "complex128" else 1)
+        a = a.astype(dtype)
+    b = values(rng, (2, T), dtype)
+    h, ref = _check_fixup(a, b, f"|a| >= 1 {a_kind}", initial=values(rng, (2,), dtype), dtype=dtype)
+    assert np.all(np.isfinite(ref))
+
+
+@pytest.mark.parametrize("T", [1, 2, 15, 16, 17, 31, 33, 64, 250, 1601])
+def test_fixup_segment_boundaries(fixup, T, rng):
+    """Lengths around the 16 segments: empty segments, segments of one step, uneven remainders."""
+    a = coefficients(rng, (2, T), "float64")
+    b = values(rng, (2, T), "float64")
+    _check_fixup(a, b, f"T={T}", initial=values(rng, (2,), "float64"))
+    _check_fixup(a, b, f"T={T} reverse", reverse=True)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_fixup_complex(fixup, dtype, rng):
+    """Complex ``a`` with ``|a|`` near 1 (slow decay, the share rotates): both parts are tested against ``tiny``."""
+    T = 16 * 400
+    a = (rng.uniform(0.9, 0.97, (2, T)) * np.exp(1j * rng.uniform(-np.pi, np.pi, (2, T)))).astype(dtype)
+    b = values(rng, (2, T), dtype)
+    _check_fixup(a, b, "complex", initial=values(rng, (2,), dtype), dtype=dtype)
+    _check_fixup(a[:, :1], b, "complex, per-lane a", reverse=True, dtype=dtype)
+
+
+def test_fixup_nonfinite_in_a_later_segment(fixup, rng):
+    """NaN/Inf after the fix-up of a segment stopped, and inside a running fix-up: mended to the loop's values."""
+    T = 16 * 300
+    a = coefficients(rng, (4, T), "float64", reset=0.0, high=0.9)
+    b = values(rng, (4, T), "float64")
+    a[0, 5 * 300 + 250] = np.inf  # late in a segment: its fix-up has stopped long before
+    a[1, 7 * 300 + 1] = np.inf  # right after a boundary: inside the running fix-up
+    b[2, 9 * 300 + 100] = np.nan
+    b[3, 3 * 300 + 10], b[3, 12 * 300 + 5] = np.inf, -np.inf
+    a[0, 9 * 300] = 0.0  # a reset after the infinity: 0 * inf is NaN in the loop
+    h, ref = _check_fixup(a, b, "non-finite", initial=values(rng, (4,), "float64"))
+    assert np.isinf(ref).any() and np.isnan(ref).any()
+
+
+def test_fixup_pays():
+    """Time-invariant ``a``: the fix-up only where its bounded length is short; ``|a| >= 1`` or NaN reduce."""
+    T = 1 << 24
+    assert nb._fixup_pays(np.broadcast_to(np.array([[0.9], [-0.5]]), (2, T)), T, 8)
+    assert nb._fixup_pays(np.broadcast_to(np.array([[0.0]]), (1, T)), T, 8)
+    assert not nb._fixup_pays(np.broadcast_to(np.array([[0.9], [1.0]]), (2, T)), T, 8)
+    assert not nb._fixup_pays(np.broadcast_to(np.array([[np.nan]]), (1, T)), T, 8)
+    assert not nb._fixup_pays(np.broadcast_to(np.array([[0.9999]]), (1, T)), T, 8)  # ~1.4e7 steps > half a segment
+    assert nb._fixup_pays(np.broadcast_to(np.array([[0.99 * np.exp(1j)]]), (1, T)), T, 8)
+    assert nb._fixup_pays(np.ones((1, T)), T, 8)  # time-varying: always (decided by measurement)
 
 
 @pytest.mark.parametrize("a_kind", ["full", "scalar", "lane", "time"])

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-__all__ = ["chunked", "dense_sequential", "sequential_blocks", "sequential_rows"]
+__all__ = ["chunked", "chunked_fixup", "dense_sequential", "sequential_blocks", "sequential_rows"]
 
 _OPTS = dict(cache=True, nogil=True, error_model="numpy")
 
@@ -181,6 +181,121 @@ def chunked(a, b, out, h, ng, sb, unit):
                 if g == ng - 1:
                     C[nseg] = q3
             c = C[nseg]
+        h[l] = c
+
+
+@njit(**_OPTS)
+def _scan_prod(a, b, out, t0, t1, p, s):
+    for t in range(t0, t1):
+        x = a[t]
+        s = x * s + b[t]
+        out[t] = s
+        p = x * p
+    return p, s
+
+
+@njit(**_OPTS)
+def _fixup(a, out, t0, t1, w, tiny):
+    """``out[t] += w_t`` with ``w_t = a[t] * w_{t-1}``, from ``t0`` until ``|w|`` drops below ``tiny``.
+
+    ``w_t`` is the carry's share of the state, ``(a[t0] ... a[t]) * w``. Once
+    both parts of ``w`` are below the smallest normal number it is noise
+    beyond the last bit of any normal-sized state (the loop itself loses the
+    carry to rounding far earlier); it cannot reach exactly 0 in general,
+    since ``a * w`` rounds back to the smallest subnormal for ``|a| > 1/2``.
+    NaN and infinities compare false and are propagated to the end.
+    """
+    for t in range(t0, t1):
+        w = a[t] * w
+        if abs(w.real) < tiny and abs(w.imag) < tiny:
+            return
+        out[t] += w
+
+
+@njit(parallel=True, **_OPTS)
+def chunked_fixup(a, b, out, h, ng, sb, unit, tiny):
+    """Scan-then-fix-up along time in superblocks: ``out`` written once, then patched where the carry matters.
+
+    Each superblock of ``sb`` steps is cut into ``4 * ng`` segments; thread
+    ``g`` takes segments ``4g .. 4g+3`` and steps them interleaved (4
+    independent dependency chains, as in :func:`chunked`). Pass 1 scans every
+    segment from state 0 -- the first from the true incoming state, so it is
+    final -- writing the local states straight into ``out`` and keeping the
+    aggregate ``(P, H)`` = (product of ``a``, last local state). A serial
+    scan of the aggregates gives each segment's carry ``C``. Pass 2 adds the
+    carry's share, ``out[t] += (a[u] ... a[t]) * C``, to every later segment,
+    and stops where that share falls below the smallest normal number
+    (:func:`_fixup`): for ``|a| < 1`` after a few thousand steps. Memory then
+    sees one read of ``a`` and ``b`` and one write of ``out`` (3 streams;
+    reduce-then-scan moves 5); where the share never decays (``|a| >= 1``
+    throughout) pass 2 re-reads ``a`` and ``out`` and writes ``out`` in full:
+    6 streams. ``h`` gets the last written state of the lane. ``unit`` is
+    ``[1]`` in the accumulation dtype, ``tiny`` the smallest normal number of
+    its real part (``[tiny]``).
+    """
+    L, T = out.shape
+    nseg = 4 * ng
+    P = np.empty(nseg, h.dtype)
+    H = np.empty(nseg, h.dtype)
+    C = np.empty(nseg, h.dtype)
+    bnd = np.empty(nseg + 1, np.int64)
+    small = tiny[0]
+    for l in range(L):
+        ar = a[l]
+        br = b[l]
+        orow = out[l]
+        c = h[l]
+        for s0 in range(0, T, sb):
+            n = min(T, s0 + sb) - s0
+            for i in range(nseg + 1):
+                bnd[i] = s0 + (n * i) // nseg
+            for g in prange(ng):
+                i = 4 * g
+                u0 = bnd[i]
+                u1 = bnd[i + 1]
+                u2 = bnd[i + 2]
+                u3 = bnd[i + 3]
+                m = min(min(u1 - u0, u2 - u1), min(u3 - u2, bnd[i + 4] - u3))
+                one = unit[0]
+                zero = one - one
+                p0 = p1 = p2 = p3 = one
+                q0 = c if i == 0 else zero
+                q1 = q2 = q3 = zero
+                a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
+                b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
+                o0, o1, o2, o3 = orow[u0:u0 + m], orow[u1:u1 + m], orow[u2:u2 + m], orow[u3:u3 + m]
+                for j in range(m):
+                    x0 = a0[j]
+                    x1 = a1[j]
+                    x2 = a2[j]
+                    x3 = a3[j]
+                    q0 = x0 * q0 + b0[j]
+                    q1 = x1 * q1 + b1[j]
+                    q2 = x2 * q2 + b2[j]
+                    q3 = x3 * q3 + b3[j]
+                    o0[j] = q0
+                    o1[j] = q1
+                    o2[j] = q2
+                    o3[j] = q3
+                    p0 = x0 * p0
+                    p1 = x1 * p1
+                    p2 = x2 * p2
+                    p3 = x3 * p3
+                P[i], H[i] = _scan_prod(ar, br, orow, u0 + m, u1, p0, q0)
+                P[i + 1], H[i + 1] = _scan_prod(ar, br, orow, u1 + m, u2, p1, q1)
+                P[i + 2], H[i + 2] = _scan_prod(ar, br, orow, u2 + m, u3, p2, q2)
+                P[i + 3], H[i + 3] = _scan_prod(ar, br, orow, u3 + m, bnd[i + 4], p3, q3)
+            # C[i]: the state entering segment i; segment 0 started from it and is final
+            C[0] = c
+            if nseg > 1:
+                C[1] = H[0]
+            for i in range(1, nseg - 1):
+                C[i + 1] = P[i] * C[i] + H[i]
+            for g in prange(ng):
+                for i in range(max(1, 4 * g), 4 * g + 4):
+                    _fixup(ar, orow, bnd[i], bnd[i + 1], C[i], small)
+            if n > 0:
+                c = orow[s0 + n - 1]
         h[l] = c
 
 

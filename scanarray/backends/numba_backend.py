@@ -54,6 +54,13 @@ CHUNKED_MIN_LENGTH = 1 << 17
 #: (docs/numba.md). Robustness wins: one superblock up to 2**24 steps.
 SUPERBLOCK = 1 << 24
 SEGMENT_GROUPS = 1
+#: chunked with a time-invariant ``a``: scan-then-fix-up when each segment's
+#: fix-up is bounded by this share of the segment, else reduce-then-scan
+#: (``_fixup_pays``; a full-length fix-up costs one stream more, docs/numba.md)
+FIXUP_SHARE = 0.5
+#: chunked: force ``"fixup"`` (scan-then-fix-up) or ``"reduce"`` (reduce-then-scan);
+#: ``None`` chooses by ``_fixup_pays`` (tests and benchmarks set it)
+CHUNKED_SCHEME = None
 
 _kernels = None
 
@@ -203,9 +210,39 @@ def linear_recurrence(p):
     return p.out
 
 
+def _fixup_pays(a, T, nseg) -> bool:
+    """Whether scan-then-fix-up beats reduce-then-scan for ``a (lanes, T)``.
+
+    A time-varying ``a`` always takes the fix-up (its cost is known only after
+    pass 1; measured in ``docs/numba.md``). A time-invariant ``a`` (scalar or
+    per lane, stride 0 along time) tells in advance how long each fix-up
+    runs: the carry's share ``|a|^k |C|`` falls below the smallest normal
+    number after at most ``k = log(max / tiny) / -log|a|`` steps (``max``,
+    ``tiny``: the largest and smallest normal numbers, which bound ``|C|``
+    and the stopping threshold). The fix-up is taken when that is below
+    ``FIXUP_SHARE`` of a segment, reduce-then-scan otherwise (``|a| >= 1``:
+    the fix-up would re-read and rewrite every later segment).
+    """
+    if a.shape[-1] == 0 or a.strides[-1] != 0:
+        return True
+    with np.errstate(all="ignore"):
+        m = float(np.max(np.abs(a[:, 0])))
+        if not m < 1.0:  # |a| >= 1 or NaN
+            return False
+        fi = np.finfo(a.dtype)
+        steps = (np.log(float(fi.max)) - np.log(float(fi.tiny))) / -np.log(m) if m > 0 else 0.0
+    seg = min(T, SUPERBLOCK) / nseg
+    return steps < FIXUP_SHARE * seg
+
+
 def _chunked(k, a, b, out, h):
     ng = max(1, _threads()) * SEGMENT_GROUPS
-    k.chunked(a, b, out, h, ng, SUPERBLOCK, np.ones(1, h.dtype))
+    unit = np.ones(1, h.dtype)
+    scheme = CHUNKED_SCHEME or ("fixup" if _fixup_pays(a, out.shape[-1], 4 * ng) else "reduce")
+    if scheme == "fixup":
+        k.chunked_fixup(a, b, out, h, ng, SUPERBLOCK, unit, np.array([np.finfo(h.dtype).tiny]).astype(unit.real.dtype))
+    else:
+        k.chunked(a, b, out, h, ng, SUPERBLOCK, unit)
 
 
 # --------------------------------------------------------------------------- dense
