@@ -64,7 +64,7 @@ BACKENDS: dict[str, BackendSpec] = {
             "scanarray.backends.numpy_backend",
             arrays=("numpy",),
             methods=("chunked",),
-            dense_methods=("cyclic_reduction", "prefix", "sequential"),
+            dense_methods=("cyclic_reduction", "prefix", "sequential", "chunked"),
         ),
         BackendSpec(
             "cupy",
