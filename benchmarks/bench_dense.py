@@ -26,6 +26,7 @@ Usage::
 
     XLA_PYTHON_CLIENT_PREALLOCATE=false python benchmarks/bench_dense.py --gpu --cpu --out results.md
     python benchmarks/bench_dense.py --gpu --quick
+    python benchmarks/bench_dense.py --gpu --targets --sweep   # target shapes + sequential-kernel sweep
 """
 
 from __future__ import annotations
@@ -291,6 +292,25 @@ def fmt_seed_row(r):
 
 TARGETS = [(8, 4096, 64, 2.33), (64, 1024, 16, 1.07)]
 
+#: sequential kernels timed at the target shapes: (label, KERNEL, STAGES) of _cupy_dense
+SEQ_VARIANTS = [("ring", "ring", None), ("ring D=4", "ring", 4), ("ring D=8", "ring", 8),
+                ("regs", "regs", None), ("regs D=4", "regs", 4), ("staged (first kernel)", "staged", None)]
+
+
+def with_kernel(kernel, stages, fn):
+    """``fn`` with the CuPy sequential kernel forced (benchmarks only)."""
+    from scanarray.backends import _cupy_dense
+
+    def run():
+        old = _cupy_dense.KERNEL, _cupy_dense.STAGES
+        _cupy_dense.KERNEL, _cupy_dense.STAGES = kernel, stages
+        try:
+            return fn()
+        finally:
+            _cupy_dense.KERNEL, _cupy_dense.STAGES = old
+
+    return run
+
 
 def targets(jax_results, log):
     import cupy
@@ -304,15 +324,52 @@ def targets(jax_results, log):
         t_jax, err = jax_results.get((B, T, n, 1), (None, None))
         if t_jax is not None:
             lines.append(f"| {B} | {T} | {n} | jax.lax.associative_scan | {t_jax:.3f} | 1.00 | {quoted} ms | {err:.1e} |")
-        for m in ("cyclic_reduction", "prefix", "sequential", "auto"):
-            f = lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m)
+        cases = [(m, lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
+                 for m in ("cyclic_reduction", "prefix", "sequential", "auto")]
+        seq = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="sequential")  # noqa: E731
+        cases += [(f"sequential [{label}]", with_kernel(k, d, seq)) for label, k, d in SEQ_VARIANTS]
+        for m, f in cases:
             err = rel(f(), h64)
             t = gpu_time(f, min_reps=5, max_reps=30)
             x = "—" if t_jax is None else f"{t_jax / t:.2f}"
             lines.append(f"| {B} | {T} | {n} | {m} | {t:.3f} | {x} | {quoted} ms | {err:.1e} |")
-            log(lines[-1])
+            log(lines[-1] + f"  ({t * 1e6 / T:.0f} ns/step)")
         del A, b, h64
         cupy.get_default_memory_pool().free_all_blocks()
+    return lines
+
+
+SWEEP_HEADER = ("| n | B | T | sequential ms | ns/step | seq. [regs] ms | cyclic_reduction ms | prefix ms | "
+                "fastest | ‖h_seq−h_CR‖/‖h_CR‖ |\n|" + "---|" * 10)
+
+
+def sweep(log, ns=(4, 16, 32, 64, 128), Bs=(1, 16, 256), Ts=(1024, 8192, 65536), max_bytes=1.2e9):
+    """The new sequential kernels against the batched-matmul methods, for the ``auto`` rule."""
+    import cupy
+
+    lines = [SWEEP_HEADER]
+    for n in ns:
+        for B in Bs:
+            for T in Ts:
+                if B * T * n * n * 4 > max_bytes:
+                    continue
+                A, b = gpu_data(B, T, n, np.float32, seed=2)
+                run = {m: (lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
+                       for m in ("sequential", "cyclic_reduction", "prefix")}
+                t = {"sequential": gpu_time(run["sequential"], budget_s=0.2),
+                     "regs": gpu_time(with_kernel("regs", None, run["sequential"]), budget_s=0.2),
+                     "cyclic_reduction": gpu_time(run["cyclic_reduction"], max_reps=5, budget_s=0.2)}
+                # the prefix scan only where it can win: one lane, moderate T n^3 log T
+                t["prefix"] = (gpu_time(run["prefix"], max_reps=5, budget_s=0.2)
+                               if B == 1 and T * n**3 * np.log2(T) <= 2**34 else None)
+                best = min((v, k) for k, v in t.items() if v is not None)[1]
+                agree = rel(run["sequential"](), run["cyclic_reduction"]())
+                lines.append(f"| {n} | {B} | {T} | {t['sequential']:.3f} | {t['sequential'] * 1e6 / T:.0f} | "
+                             f"{t['regs']:.3f} | {t['cyclic_reduction']:.3f} | {fmt(t['prefix'])} | {best} | "
+                             f"{agree:.1e} |")
+                log(lines[-1])
+                del A, b, run
+                cupy.get_default_memory_pool().free_all_blocks()
     return lines
 
 
@@ -341,6 +398,8 @@ def main(argv=None):
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--cpu", action="store_true")
     ap.add_argument("--quick", action="store_true", help="n in {4, 32}, T in {1024, 4096}")
+    ap.add_argument("--targets", action="store_true", help="GPU: the two target shapes only (no seed table)")
+    ap.add_argument("--sweep", action="store_true", help="GPU: sequential kernels vs CR/prefix over n, B, T")
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--no-loop", action="store_true")
     ap.add_argument("--out", help="write the markdown tables here")
@@ -368,19 +427,24 @@ def main(argv=None):
         parts += [f"Device: {device_line()}; host {platform.node()}; float32 data; times are medians.", ""]
         ns, Ts = ([4, 32], [1024, 4096]) if args.quick else ([4, 16, 32, 64], [1024, 2048, 4096, 8192, 16384])
         todo = [(B, T, n, 1) for B, T, n, _ in TARGETS]
-        todo += [(B, T, n, 0) for n in ns for B in (1, 16) for T in Ts]
+        if not args.targets:
+            todo += [(B, T, n, 0) for n in ns for B in (1, 16) for T in Ts]
         jax_results = {} if args.no_jax else jax_pass(todo, log, timeout_s=float(os.environ.get("BENCH_JAX_S", 110)))
         parts += ["## Targets (float32)", ""] + targets(jax_results, log) + [""]
         save()
-        parts += ["## Seed experiment", "", SEED_HEADER]
-
-        def on_row(r):
-            parts.append(fmt_seed_row(r))
+        if args.sweep:
+            parts += ["## Sequential kernels vs batched-matmul methods (float32)", ""] + sweep(log) + [""]
             save()
+        if not args.targets:
+            parts += ["## Seed experiment", "", SEED_HEADER]
 
-        seed_table(ns, Ts, [1, 16], jax_results, not args.no_loop, log, on_row)
-        parts.append("")
-        save()
+            def on_row(r):
+                parts.append(fmt_seed_row(r))
+                save()
+
+            seed_table(ns, Ts, [1, 16], jax_results, not args.no_loop, log, on_row)
+            parts.append("")
+            save()
     if args.cpu:
         parts += ["## CPU: NumPy backend vs per-step NumPy loop, (B, T, n) = (8, 4096, 16)", "",
                   f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, NumPy {np.__version__}", ""]

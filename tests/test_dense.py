@@ -179,7 +179,7 @@ def test_time_invariant_counts(T):
     n = 3
     A = np.broadcast_to(np.eye(n) * 0.5, (T, n, n))
     b = np.ones((T, n))
-    for method in ("cyclic_reduction", "prefix"):
+    for method in ("cyclic_reduction", "prefix", "chunked"):
         with _dense.count_multiply_adds() as c:
             _dense.METHODS[method](np, A, b, None, np.dtype(np.float64))
         assert c.by_kind["matrix"] <= int(np.ceil(np.log2(T))) * n**3
@@ -259,6 +259,72 @@ def test_numpy_generic_out_of_dtype(method, rng):
     h32 = _dense.METHODS[method](np, A, b, None, np.dtype(np.float64), out=np.empty(b.shape, np.float32))
     assert h32.dtype == np.float64
     np.testing.assert_allclose(h32, out, rtol=1e-14)
+
+
+# --------------------------------------------------------------------------- chunked (NumPy)
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 5])
+@pytest.mark.parametrize("T", [1, 2, 3, 4, 6, 9, 10, 11, 15, 16, 17, 26])
+@pytest.mark.parametrize("const", [False, True])
+def test_chunked_every_split(chunk, T, const, rng):
+    """Every split of T into chunk 0 (1..L steps) and K chunks of L, K below and above 3, against the oracle."""
+    n = 3
+    A = normed(rng, (2, 1) + ((1,) if const else (T,)) + (n, n), "float64")
+    b = values(rng, (2, 3, T, n), "float64")
+    h0 = values(rng, (2, 3, n), "float64")
+    shape = (2, 3, T)
+    A_v, b_v = np.broadcast_to(A, shape + (n, n)), np.broadcast_to(b, shape + (n,))
+    for reverse in (False, True):
+        with _dense.count_multiply_adds() as c:
+            h = _dense.chunked(np, A_v, b_v, h0, np.dtype(np.float64), reverse=reverse, chunk=chunk)
+        ref, g = dense_ref(A_v, b_v, -1, initial=h0, reverse=reverse)
+        assert_matches(h, ref, g, tolerance("float64", T, 64, n=n) * 4, f"chunk={chunk} T={T} reverse={reverse}")
+        want = _dense.multiply_adds("chunked", T, n, lanes=6, a_lanes=2, time_invariant=const, initial=True,
+                                    chunk=chunk)
+        assert c.by_kind == {"matrix": want["matrix"], "vector": want["vector"]}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "complex64", "complex128"])
+@pytest.mark.parametrize("n", [1, 7])
+def test_chunked_dtypes_in_place(dtype, n, rng):
+    """T not a multiple of L, n = 1, every dtype, in place (out is b), through the public function."""
+    T = 1000  # chunk_length(1000) = 33: chunk 0 has 10 steps, then 30 chunks of 33
+    A = normed(rng, (4, T, n, n), dtype)
+    b = values(rng, (4, T, n), dtype)
+    ref, g = dense_ref(A, b, -1)
+    bb = b.copy()
+    h = scanarray.linear_recurrence(A, bb, dense=True, backend="numpy", method="chunked", out=bb)
+    assert h is bb
+    assert rel_err(bb, ref) <= RTOL["complex64" if dtype == "float32" else dtype]
+    assert_matches(bb, ref, g, tolerance(dtype, T, 64, n=n) * 4, "chunked in place")
+
+
+def test_chunked_float16_storage(rng):
+    """float16 data: computed in float32, written into the float16 result."""
+    n, T = 4, 500
+    A = normed(rng, (2, T, n, n), "float32").astype(np.float16)
+    b = values(rng, (2, T, n), "float32").astype(np.float16)
+    h = scanarray.linear_recurrence(A, b, dense=True, backend="numpy", method="chunked")
+    assert h.dtype == np.float16
+    ref, _ = dense_ref(A.astype(np.float64), b.astype(np.float64), -1)
+    assert rel_err(h.astype(np.float64), ref) < 2e-3
+
+
+def test_chunked_products_not_stored(rng):
+    """Time-varying A: the work buffers hold two chunk products, not one product per step."""
+    n, T, B = 16, 4096, 2
+    A = normed(rng, (B, T, n, n), "float64")
+    b = values(rng, (B, T, n), "float64")
+    tracemalloc.start()
+    try:
+        h = _dense.chunked(np, A, b, None, np.dtype(np.float64))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < A.nbytes / 8 + 3 * b.nbytes, f"peak {peak / 1e6:.1f} MB"
+    ref, _ = dense_ref(A[:, :300], b[:, :300], -1)
+    assert rel_err(h[:, :300], ref) < 1e-12
 
 
 # --------------------------------------------------------------------------- growing systems
@@ -356,3 +422,131 @@ def test_cupy_auto_rule(B, T, n, want):
 
     p = SimpleNamespace(length=T, lanes=(B,), b=SimpleNamespace(shape=(B, T, n)), dense=True)
     assert _config.cupy_auto_method(p) == want
+
+
+# --------------------------------------------------------------------------- CuPy sequential kernels
+
+_CUPY_SKIP = pytest.mark.skipif(_registry.unavailable_reason("cupy") is not None,
+                                reason=f"cupy: {_registry.unavailable_reason('cupy')}")
+_LATENCY_KERNELS = ["ring", "regs"]
+
+
+@pytest.fixture
+def cupy_kernel(monkeypatch):
+    """Select the CuPy sequential kernel (and optionally its depth) for the test's duration."""
+    from scanarray.backends import _cupy_dense
+
+    def select(kernel, stages=None):
+        monkeypatch.setattr(_cupy_dense, "KERNEL", kernel)
+        monkeypatch.setattr(_cupy_dense, "STAGES", stages)
+
+    return select
+
+
+def _seq_case(rng, dtype, lanes, T, n, a_shape=None, initial=True):
+    A = normed(rng, (a_shape if a_shape is not None else (lanes, T)) + (n, n), dtype)
+    b = values(rng, (lanes, T, n), dtype)
+    h0 = values(rng, (lanes, n), dtype) if initial else None
+    return A, b, h0
+
+
+def _check_seq(A, b, h0, dtype, reverse=False, what=""):
+    kw = {"initial": h0} if h0 is not None else {}
+    h = call("cupy", "sequential", A, b, reverse=reverse, **kw)
+    ref, g = dense_ref(A, b, -1, initial=h0, reverse=reverse)
+    T, n = b.shape[-2], b.shape[-1]
+    assert h.dtype == np.dtype(dtype)
+    assert rel_err(h, ref) <= RTOL[dtype], (what, rel_err(h, ref))
+    assert_matches(h, ref, g, tolerance(dtype, T, 64, n=n) * 4, what)
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("kernel", _LATENCY_KERNELS)
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 16, 17, 31, 32, 33, 64, 65, 128])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cupy_sequential_kernel_sizes(cupy_kernel, kernel, n, dtype, rng):
+    """Warp-per-lane (n <= 32) and block-per-lane kernels, n powers of two and not (padded columns)."""
+    cupy_kernel(kernel)
+    A, b, h0 = _seq_case(rng, dtype, 3, 37, n)
+    _check_seq(A, b, h0, dtype, what=f"{kernel} n={n}")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("kernel", _LATENCY_KERNELS)
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("n", [4, 12, 16, 64])
+@pytest.mark.parametrize("T", [1, 2, 17, 300])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cupy_sequential_kernel_options(cupy_kernel, kernel, dtype, n, T, reverse, rng):
+    """Every dtype, T below / at / above the steps in flight, reverse, with and without initial."""
+    cupy_kernel(kernel)
+    A, b, h0 = _seq_case(rng, dtype, 2, T, n)
+    _check_seq(A, b, h0, dtype, reverse, f"{kernel} {dtype} n={n} T={T}")
+    _check_seq(A, b, None, dtype, reverse, f"{kernel} {dtype} n={n} T={T} no initial")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("kernel", _LATENCY_KERNELS)
+@pytest.mark.parametrize("n", [5, 16, 64])
+@pytest.mark.parametrize("a_shape", ["invariant", "shared", "invariant per lane"])
+@pytest.mark.parametrize("dtype", ["float32", "complex128"])
+def test_cupy_sequential_kernel_broadcast_a(cupy_kernel, kernel, n, a_shape, dtype, rng):
+    """A time-invariant (read once, a_time = 0) or shared by every lane (a_lane = 0)."""
+    cupy_kernel(kernel)
+    T, lanes = 45, 3
+    shape = {"invariant": (), "shared": (T,), "invariant per lane": (lanes, 1)}[a_shape]
+    A, b, h0 = _seq_case(rng, dtype, lanes, T, n, a_shape=shape)
+    _check_seq(A, b, h0, dtype, False, f"{kernel} {a_shape} n={n}")
+    _check_seq(A, b, h0, dtype, True, f"{kernel} {a_shape} n={n} reverse")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("kernel", _LATENCY_KERNELS)
+@pytest.mark.parametrize("n", [3, 16, 40])
+def test_cupy_sequential_kernel_lanes_per_block(cupy_kernel, kernel, n, rng):
+    """Lane counts around the switch to 4 lanes per block (more lanes than SMs) and partial blocks."""
+    import cupy
+
+    cupy_kernel(kernel)
+    sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
+    for lanes in (1, sms, sms + 1, 4 * sms + 3):
+        A, b, h0 = _seq_case(rng, "float32", lanes, 6, n)
+        _check_seq(A, b, h0, "float32", False, f"{kernel} lanes={lanes} n={n}")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("kernel,stages", [("ring", 2), ("ring", 4), ("regs", 2), ("regs", 4)])
+@pytest.mark.parametrize("n", [16, 64])
+def test_cupy_sequential_kernel_shallow(cupy_kernel, kernel, stages, n, rng):
+    """Few steps in flight: the ring's slots and the register buffers are reused many times."""
+    cupy_kernel(kernel, stages)
+    for T in (1, stages - 1, stages, stages + 1, 103):
+        if T >= 1:
+            A, b, h0 = _seq_case(rng, "float32", 2, T, n)
+            _check_seq(A, b, h0, "float32", T % 2 == 1, f"{kernel} D={stages} T={T}")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("kernel", _LATENCY_KERNELS + ["staged", "direct"])
+@pytest.mark.parametrize("n", [8, 16])
+def test_cupy_sequential_kernel_unaligned(cupy_kernel, kernel, n, rng):
+    """A and b at an odd element offset: 16-byte copies are not possible, element copies are used."""
+    import cupy
+
+    cupy_kernel(kernel)
+    T, lanes = 29, 2
+    A, b, h0 = _seq_case(rng, "float32", lanes, T, n)
+    Ab = cupy.empty(A.size + 1, A.dtype)[1:].reshape(A.shape)
+    Ab[...] = cupy.asarray(A)
+    bb = cupy.empty(b.size + 1, b.dtype)[1:].reshape(b.shape)
+    bb[...] = cupy.asarray(b)
+    h = scanarray.linear_recurrence(Ab, bb, dense=True, initial=cupy.asarray(h0), backend="cupy", method="sequential")
+    ref, g = dense_ref(A, b, -1, initial=h0)
+    assert rel_err(to_numpy(h), ref) <= RTOL["float32"]
+    assert_matches(to_numpy(h), ref, g, tolerance("float32", T, 64, n=n) * 4, f"{kernel} unaligned")

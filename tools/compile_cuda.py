@@ -94,11 +94,32 @@ def _scan_unit():
     return text, f"{len(_COMBOS)} dtype combinations"
 
 
+_DENSE_LATENCY = {
+    "ring": {
+        "float": [(1, 1, 16, "true"), (2, 1, 16, "true"), (8, 4, 16, "true"), (8, 4, 8, "true"),
+                  (32, 4, 8, "true"), (16, 1, 16, "false"), (16, 4, 12, "false"), (16, 4, 3, "false")],
+        "double": [(1, 1, 16, "true"), (8, 2, 16, "true"), (8, 1, 16, "true"), (8, 2, 16, "false"),
+                   (8, 2, 6, "false"), (16, 2, 3, "false")],
+    },
+    "regs": {
+        "float": [(1, 1, 16, "true"), (8, 4, 16, "true"), (32, 1, 4, "true"), (16, 4, 8, "false")],
+        "double": [(8, 2, 8, "true"), (8, 2, 8, "false"), (16, 2, 4, "false")],
+    },
+}
+
+
 def _dense_unit():
     # The real kernels for the real types (complex needs CuPy's complex.cuh, absent in CI).
     refs = "".join(
         f"    (void*)&dense_sequential_direct<{t}>,\n"
         + "".join(f"    (void*)&dense_sequential_staged<{t}, {k}>,\n" for k in (1, 2, 4, 8, 16, 32, 64))
+        # latency-bound kernels <T, C, U, D, warp>: shapes _cupy_dense._config picks (n = 1, 5, 16,
+        # 32 a warp per lane; 33, 64, 128 a block), unaligned (U = 1) and 16-byte (U > 1) copies
+        + "".join(
+            f"    (void*)&dense_sequential_{kind}<{t}, {c}, {u}, {d}, {w}>,\n"
+            for kind, cfgs in _DENSE_LATENCY.items()
+            for c, u, d, w in cfgs[t]
+        )
         for t in ("float", "double")
     )
     text = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense.cu"\nvoid* scanarray_instances[] = {\n' + refs + "};\n"

@@ -3,9 +3,19 @@
 ``cyclic_reduction`` and ``prefix`` run the array-generic algorithms of
 :mod:`scanarray._dense` with ``xp = cupy``: every level is one batched
 ``cupy.matmul`` (cuBLAS strided-batched GEMM). ``sequential`` is one CUDA
-kernel: a thread block per lane steps through time, thread ``i`` computing
-row ``i`` of ``A[t] @ h[t-1]`` from the state kept in shared memory; ``A[t]``
-is staged in shared memory while ``A[t+1]`` is being loaded.
+kernel stepping through time. Its critical path per step is latency, not
+work (``T n^2`` multiply-adds in all), so the kernels keep ``A[t]`` several
+steps in flight and split each row over ``P`` adjacent threads:
+
+- ``n <= 32`` (and at most 128 bytes of a row per thread): one warp per lane,
+  several lanes per block, ``__syncwarp`` as the only barrier;
+- larger ``n``: one block per lane, one ``__syncthreads`` per step;
+- ``A`` either streamed through a ring of ``D`` shared-memory stages by
+  ``cp.async`` (``ring``) or held ``D`` steps ahead in registers (``regs``);
+- where neither fits (``n`` above about 128 in double precision) the first
+  kernels: a block per lane, ``A[t]`` staged in shared memory while
+  ``A[t+1]`` is being loaded (``staged``), or rows read straight from global
+  memory (``direct``, any ``n`` up to 1024).
 
 Full float32 precision
 ----------------------
@@ -38,7 +48,7 @@ import numpy as np
 
 from .. import _dense
 
-__all__ = ["full_precision", "linear_recurrence", "sequential"]
+__all__ = ["KERNEL", "full_precision", "linear_recurrence", "sequential"]
 
 # cublasMath_t values (cublas_api.h); the low bits select the mode, higher
 # bits are flags such as CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION.
@@ -147,6 +157,121 @@ def _kernel(dt, n):
     return _module().get_function(f"dense_sequential_direct<{_TYPENAMES[dt]}>"), threads, 2 * n * dt.itemsize
 
 
+#: Which sequential kernel to use: "auto" (the rule in :func:`_plan`), or one of "ring", "regs",
+#: "staged", "direct" (benchmarks and tests set this; a kernel that does not apply falls back).
+KERNEL = "auto"
+#: Steps in flight (``D``) for "ring"/"regs"; None picks the largest that fits (see :func:`_plan`).
+STAGES = None
+
+_RING_D = (2, 3, 4, 6, 8, 12, 16)
+_REGS_D = (2, 4, 8, 16)
+
+
+def _pow2_floor(x):
+    return 1 << (max(1, x).bit_length() - 1)
+
+
+@cupy._util.memoize(for_each_device=True)
+def _device_limits():
+    """(opt-in shared memory per block, multiprocessor count) of the current device."""
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    return int(props.get("sharedMemPerBlockOptin", 48 * 1024)), int(props["multiProcessorCount"])
+
+
+def _mapping(dt, n, aligned=True):
+    """``(warp, P, C, N2, U, G)`` of the latency-bound kernels (see dense.cu), or None.
+
+    ``P`` threads share a row, each with ``C`` columns, ``P * C = N2`` (the
+    next power of two >= n). A warp per lane while a thread's ``C`` elements
+    take at most 128 bytes (n <= 32 in float32); else a block of ``G`` threads
+    with 64 bytes of a row per thread (16 float32), more if ``G`` would pass
+    1024. ``U``: elements per copy, 16 bytes where rows are 16-byte aligned.
+    """
+    size = dt.itemsize
+    N2 = 1 << max(0, (n - 1).bit_length())
+    Uv = 16 // size
+    if n <= 32:
+        P = min(_pow2_floor(32 // n), N2)
+        C = N2 // P
+        if C * size <= 128:
+            U = Uv if (aligned and n % Uv == 0 and C % Uv == 0) else 1
+            return True, P, C, N2, U, 32
+    C = min(N2, max(1, 64 // size))
+    P = N2 // C
+    while _round32(n * P) > 1024 and C < 32:
+        C *= 2
+        P = N2 // C
+    G = _round32(n * P)
+    if G > 1024:
+        return None
+    U = Uv if (aligned and n % Uv == 0 and C % Uv == 0) else 1
+    return False, P, C, N2, U, G
+
+
+def _config(dt, n, L, kind, limits, aligned=True, stages=None):
+    """``(name, lanes per block, threads, shared bytes, P)`` for kernel ``kind``, or None.
+
+    ``kind`` "ring": ``A`` through ``D`` shared-memory stages (per block at most
+    64 KiB with a warp per lane, the opt-in limit with a block per lane);
+    "regs": ``D`` steps of a thread's ``C`` elements in registers, at most 512
+    bytes (128 registers). ``D`` is the largest that fits unless ``stages``.
+    """
+    m = _mapping(dt, n, aligned)
+    if m is None:
+        return None
+    warp, P, C, N2, U, G = m
+    size = dt.itemsize
+    optin, sms = limits
+    lpb = 1 if (not warp or L <= sms) else 4  # few lanes: one per SM; many: 4 warps per block
+    NB = G * lpb
+    h_bytes = lpb * 2 * N2 * size
+    if kind == "ring":
+        stage = NB * (C + 1) * size
+        budget = (64 * 1024 if warp else optin) - h_bytes
+        fits = [d for d in _RING_D if d * stage <= budget and (not warp or d in (2, 4, 8, 16))]
+    else:
+        stage = 0
+        # 64K registers per block, about 48 of them per thread besides the buffers
+        room = min(512, (65536 // NB - 48) * 4)
+        fits = [d for d in _REGS_D if d * C * size <= room]
+    if stages is not None:
+        fits = [d for d in fits if d == stages] or fits[:1]
+    if not fits:
+        return None
+    D = fits[-1]
+    name = f"dense_sequential_{kind}<{_TYPENAMES[dt]}, {C}, {U}, {D}, {'true' if warp else 'false'}>"
+    return name, lpb, NB, D * stage + h_bytes, P
+
+
+def _group(dt, kind, limits):
+    """Every instantiation ``kind`` can use for ``dt``: compiled in one NVRTC call (one front end)."""
+    names = set()
+    for n in range(1, 129):
+        for L in (1, 1 << 20):
+            for aligned in (True, False):
+                c = _config(dt, n, L, kind, limits, aligned)
+                if c is not None:
+                    names.add(c[0])
+    return tuple(sorted(names))
+
+
+def _plan(dt, n, L, kind, aligned):
+    """``(function, grid, block, shared bytes, P)`` for kernel ``kind`` ("ring"/"regs"), or None."""
+    from ._cupy_common import get_function
+
+    limits = _device_limits()
+    c = _config(dt, n, L, kind, limits, aligned, STAGES)
+    if c is None:
+        return None
+    name, lpb, NB, shared, P = c
+    f = get_function("dense.cu", name, group=_group(dt, kind, limits) if STAGES is None else ())
+    if f.max_threads_per_block < NB:  # too many registers for this block size
+        return None
+    if shared > 48 * 1024:
+        f.max_dynamic_shared_size_bytes = shared
+    return f, (-(-L // lpb),), (NB,), shared, P
+
+
 def sequential(A, b, h0, dt, reverse, out):
     """The sequential dense scan in one kernel launch; writes ``out`` (canonical view) and returns it.
 
@@ -176,13 +301,25 @@ def sequential(A, b, h0, dt, reverse, out):
         h2 = cupy.ascontiguousarray(cupy.broadcast_to(h0, lanes + (n,)), dtype=dt)
     else:
         h2 = cupy.empty((1,), dt)
-    kernel, threads, shared = _kernel(dt, n)
-    kernel(
-        (L,), (threads,),
-        (A2, np.int64(a_lane), np.int64(a_time), B2, H, h2, np.int32(h0 is not None),
-         np.int32(T), np.int32(n), np.int32(bool(reverse))),
-        shared_mem=shared,
-    )
+    args = (A2, np.int64(a_lane), np.int64(a_time), B2, H, h2, np.int32(h0 is not None),
+            np.int32(T), np.int32(n), np.int32(bool(reverse)))
+    plan = None
+    # cp.async copies b element by element: it needs b's elements aligned to their size
+    if L > 0 and T > 0 and KERNEL in ("auto", "ring", "regs") and B2.data.ptr % dt.itemsize == 0:
+        aligned = A2.data.ptr % 16 == 0  # 16-byte copies of A need 16-byte rows
+        for kind in ("ring",) if KERNEL in ("auto", "ring") else ("regs", "ring"):
+            plan = _plan(dt, n, L, kind, aligned)
+            if plan is not None:
+                break
+    if plan is not None:
+        f, grid, block, shared, P = plan
+        f(grid, block, args + (np.int32(L), np.int32(P)), shared_mem=shared)
+    elif L > 0 and T > 0:
+        kernel, threads, shared = _kernel(dt, n)
+        if KERNEL == "direct":
+            threads = _round32(n)
+            kernel, shared = _module().get_function(f"dense_sequential_direct<{_TYPENAMES[dt]}>"), 2 * n * dt.itemsize
+        kernel((L,), (threads,), args, shared_mem=shared)
     if not direct:
         out[...] = H
     return out

@@ -122,3 +122,277 @@ __global__ void dense_sequential_staged(const T* __restrict__ A, long long a_lan
         b_cur = b_next;
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Latency-bound sequential kernels (issue 6, second round). The kernels above spend one
+// __syncthreads and a dependent global load per step; these keep A[t] several steps in flight
+// and split each row of A[t] @ h over P adjacent threads so that a step's critical path is
+// C multiply-adds (C = columns per thread), log2 P shuffles and one barrier.
+//
+// Mapping (both kernels): a lane is a group of G threads (G = 32 with WARP, one warp per lane
+// and blockDim.x / 32 lanes per block; else G = blockDim.x, one lane per block). Group thread
+// g owns row r = g / P and the C columns c0 = (g % P) * C ... c0 + C - 1 of A[t]; P * C = N2 >= n
+// (powers of two), columns >= n and rows >= n are zero (zero-filled copies, zero-padded h).
+// The state lives in shared memory, double-buffered (one barrier per step: __syncwarp for a
+// warp, __syncthreads for a block). Every thread copies exactly the elements of A it reads
+// later, so the prefetch needs no barrier of its own.
+//
+// U: elements per copy unit, 16 / sizeof(T) when rows are 16-byte aligned (n % U == 0 and
+// C % U == 0, checked by the host), else 1. D: steps in flight.
+
+__device__ __forceinline__ unsigned dense_smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// cp.async of BYTES (4, 8 or 16) bytes; src-size 0 zero-fills the destination without reading.
+template<int BYTES>
+__device__ __forceinline__ void dense_cp_async(void* dst, const void* src, bool valid) {
+    const unsigned d = dense_smem_addr(dst);
+    const int n = valid ? BYTES : 0;
+    if constexpr (BYTES == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(d), "l"(src), "r"(n) : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(d), "l"(src), "n"(BYTES), "r"(n)
+                     : "memory");
+    }
+}
+
+__device__ __forceinline__ void dense_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+
+template<int N>
+__device__ __forceinline__ void dense_cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
+
+// Shuffle any 4-byte-multiple type (complex: its two parts) word by word.
+template<typename T>
+__device__ __forceinline__ T dense_shfl_xor(T v, int off) {
+    static_assert(sizeof(T) % 4 == 0, "4-byte words");
+    constexpr int W = sizeof(T) / 4;
+    int w[W];
+    memcpy(w, &v, sizeof(T));
+    #pragma unroll
+    for (int i = 0; i < W; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], off);
+    memcpy(&v, w, sizeof(T));
+    return v;
+}
+
+// K elements from src into registers: 16-byte loads when K * sizeof(T) is a multiple of 16
+// (src is then 16-byte aligned by construction), else element by element.
+template<typename T, int K>
+__device__ __forceinline__ void dense_load(T (&dst)[K], const T* src) {
+    if constexpr ((K * sizeof(T)) % 16 == 0) {
+        #pragma unroll
+        for (int i = 0; i < int(K * sizeof(T) / 16); ++i) {
+            const uint4 raw = reinterpret_cast<const uint4*>(src)[i];
+            memcpy(reinterpret_cast<char*>(dst) + 16 * i, &raw, 16);
+        }
+    } else {
+        #pragma unroll
+        for (int k = 0; k < K; ++k) dst[k] = src[k];
+    }
+}
+
+// init + sum_k a[k] h[k] over C columns with four independent partial sums, h from shared memory.
+template<typename T, int C>
+__device__ __forceinline__ T dense_dot(const T (&a)[C], const T* hv, T init) {
+    T hr[C];
+    dense_load<T, C>(hr, hv);
+    T s[4] = {init, T(0), T(0), T(0)};
+    #pragma unroll
+    for (int k = 0; k < C; ++k) s[k & 3] += a[k] * hr[k];
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+struct DenseGroup {
+    long long lane;  // the lane this thread works on
+    int g, G;        // thread within the group, group size
+    int r, c0;       // row and first column owned
+    bool live;       // lane < lanes
+};
+
+template<bool WARP>
+__device__ __forceinline__ DenseGroup dense_group(int lanes, int P, int C) {
+    DenseGroup d;
+    if (WARP) {
+        d.lane = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+        d.g = threadIdx.x & 31;
+        d.G = 32;
+    } else {
+        d.lane = blockIdx.x;
+        d.g = threadIdx.x;
+        d.G = blockDim.x;
+    }
+    d.r = d.g / P;
+    d.c0 = (d.g - d.r * P) * C;
+    d.live = d.lane < lanes;
+    return d;
+}
+
+template<bool WARP>
+__device__ __forceinline__ void dense_barrier() {
+    if (WARP) __syncwarp(); else __syncthreads();
+}
+
+// Sum over the P adjacent threads sharing a row (butterfly: all of them get the sum).
+template<typename T>
+__device__ __forceinline__ T dense_row_sum(T v, int P) {
+    #pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        if (off < P) v += dense_shfl_xor(v, off);
+    }
+    return v;
+}
+
+// Shared memory: ring of A (D stages x NU units x blockDim.x threads), ring of b (D x blockDim.x),
+// then the double-buffered state, 2 * N2 per lane. The host computes the same sizes.
+template<typename T, int C, int U, int D, bool WARP>
+__global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane, long long a_time,
+                                      const T* __restrict__ B, T* __restrict__ H,
+                                      const T* __restrict__ h0, int has_h0,
+                                      int steps, int n, int reverse, int lanes, int P) {
+    constexpr int NU = C / U;
+    static_assert(NU * U == C, "C is a multiple of U");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int NB = blockDim.x, tid = threadIdx.x;
+    const DenseGroup d = dense_group<WARP>(lanes, P, C);
+    if (WARP && !d.live) return;  // whole warps only; nothing below synchronises across warps
+    const int N2 = P * C;
+    T* ringA = reinterpret_cast<T*>(smem_raw);
+    T* ringB = ringA + (size_t)D * NU * NB * U;
+    T* hbuf = ringB + (size_t)D * NB + (WARP ? (tid >> 5) : 0) * 2 * N2;
+    const T* Al = A + d.lane * a_lane + (long long)d.r * n + d.c0;
+    const T* Bl = B + d.lane * (long long)steps * n;
+    T* Hl = H + d.lane * (long long)steps * n;
+    const bool rv = d.r < n, owner = rv && d.c0 == 0;
+    const bool varying = a_time != 0;
+
+    T a[C];
+    if (!varying) {
+        #pragma unroll
+        for (int k = 0; k < C; ++k) a[k] = (rv && d.c0 + k < n) ? Al[k] : T(0);
+    }
+    auto issue = [&](int s, int stage) {
+        const long long t = reverse ? steps - 1 - s : s;
+        if (varying) {
+            #pragma unroll
+            for (int q = 0; q < NU; ++q) {
+                const bool ok = rv && d.c0 + q * U < n;
+                dense_cp_async<U * sizeof(T)>(ringA + ((size_t)(stage * NU + q) * NB + tid) * U,
+                                              ok ? (const void*)(Al + t * a_time + q * U) : (const void*)A, ok);
+            }
+        }
+        if (owner) dense_cp_async<sizeof(T)>(ringB + stage * NB + tid, Bl + t * n + d.r, true);
+    };
+    #pragma unroll 1
+    for (int s = 0; s < D - 1; ++s) {
+        if (s < steps) issue(s, s);
+        dense_cp_commit();
+    }
+    for (int i = d.g; i < 2 * N2; i += d.G) hbuf[i] = (has_h0 && i < n) ? h0[d.lane * n + i] : T(0);
+    dense_barrier<WARP>();
+    int cur = 0, stage = 0, fill = D - 1;
+    for (int s = 0; s < steps; ++s) {
+        if (s + D - 1 < steps) issue(s + D - 1, fill);
+        dense_cp_commit();
+        dense_cp_wait<D - 1>();  // step s's group has landed (each thread reads only its own copies)
+        if (varying) {
+            #pragma unroll
+            for (int q = 0; q < NU; ++q) {
+                T u[U];
+                dense_load<T, U>(u, ringA + ((size_t)(stage * NU + q) * NB + tid) * U);
+                #pragma unroll
+                for (int e = 0; e < U; ++e) a[q * U + e] = u[e];
+            }
+        }
+        // b[t] enters the owner's partial sum: no dependent load after the reduction
+        const T bv = owner ? ringB[stage * NB + tid] : T(0);
+        const T v = dense_row_sum(dense_dot<T, C>(a, hbuf + cur * N2 + d.c0, bv), P);
+        if (owner) {
+            const long long t = reverse ? steps - 1 - s : s;
+            Hl[t * n + d.r] = v;
+            hbuf[(1 - cur) * N2 + d.r] = v;
+        }
+        dense_barrier<WARP>();
+        cur ^= 1;
+        stage = stage + 1 == D ? 0 : stage + 1;
+        fill = fill + 1 == D ? 0 : fill + 1;
+    }
+    dense_cp_wait<0>();
+}
+
+// The same mapping with the D steps in flight held in registers (loads issued D steps ahead,
+// the loop unrolled by D so that every buffer index is static): no shared-memory round trip
+// for A, at D * C elements of registers per thread. The host checks the register count
+// against the group size (Function.max_threads_per_block).
+template<typename T, int C, int U, int D, bool WARP>
+__global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane, long long a_time,
+                                      const T* __restrict__ B, T* __restrict__ H,
+                                      const T* __restrict__ h0, int has_h0,
+                                      int steps, int n, int reverse, int lanes, int P) {
+    constexpr int NU = C / U;
+    static_assert(NU * U == C, "C is a multiple of U");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int tid = threadIdx.x;
+    const DenseGroup d = dense_group<WARP>(lanes, P, C);
+    if (WARP && !d.live) return;
+    const int N2 = P * C;
+    T* hbuf = reinterpret_cast<T*>(smem_raw) + (WARP ? (tid >> 5) : 0) * 2 * N2;
+    const T* Al = A + d.lane * a_lane + (long long)d.r * n + d.c0;
+    const T* Bl = B + d.lane * (long long)steps * n;
+    T* Hl = H + d.lane * (long long)steps * n;
+    const bool rv = d.r < n, owner = rv && d.c0 == 0;
+    const bool varying = a_time != 0;
+
+    T abuf[D][C];
+    T bbuf[D];
+    auto load = [&](T (&dst)[C], T& bdst, int s) {
+        const long long t = reverse ? steps - 1 - s : s;
+        if (varying) {
+            const T* src = Al + t * a_time;
+            #pragma unroll
+            for (int q = 0; q < NU; ++q) {
+                T u[U];
+                if (rv && d.c0 + q * U < n) {
+                    dense_load<T, U>(u, src + q * U);
+                } else {
+                    #pragma unroll
+                    for (int e = 0; e < U; ++e) u[e] = T(0);
+                }
+                #pragma unroll
+                for (int e = 0; e < U; ++e) dst[q * U + e] = u[e];
+            }
+        }
+        bdst = owner ? Bl[t * n + d.r] : T(0);
+    };
+    if (!varying) {
+        #pragma unroll
+        for (int j = 0; j < D; ++j) {
+            #pragma unroll
+            for (int k = 0; k < C; ++k) abuf[j][k] = (rv && d.c0 + k < n) ? Al[k] : T(0);
+        }
+    }
+    #pragma unroll
+    for (int j = 0; j < D; ++j) {
+        if (j < steps) load(abuf[j], bbuf[j], j);
+    }
+    for (int i = d.g; i < 2 * N2; i += d.G) hbuf[i] = (has_h0 && i < n) ? h0[d.lane * n + i] : T(0);
+    dense_barrier<WARP>();
+    int cur = 0;
+    for (int s0 = 0; s0 < steps; s0 += D) {
+        #pragma unroll
+        for (int j = 0; j < D; ++j) {
+            const int s = s0 + j;
+            if (s < steps) {  // uniform across the group
+                T v = dense_dot<T, C>(abuf[j], hbuf + cur * N2 + d.c0, bbuf[j]);
+                if (s + D < steps) load(abuf[j], bbuf[j], s + D);
+                v = dense_row_sum(v, P);
+                if (owner) {
+                    const long long t = reverse ? steps - 1 - s : s;
+                    Hl[t * n + d.r] = v;
+                    hbuf[(1 - cur) * N2 + d.r] = v;
+                }
+                dense_barrier<WARP>();
+                cur ^= 1;
+            }
+        }
+    }
+}
