@@ -146,12 +146,29 @@ def main(argv=None):
     row("   method='sequential' (one lane, one thread)", 3 * b.nbytes, t2s, t2)
     from scanarray.backends import numba_backend as nb
 
-    sb = nb.SUPERBLOCK
-    nb.SUPERBLOCK = 1 << 20  # cache-blocked: pass 2 reads a and b from L3 (not the default: docs/numba.md)
-    t2p = best(lambda: lr(a, b, out=out, method="chunked"))
-    nb.SUPERBLOCK = sb
-    row("   chunked, superblocks of 2**20 steps (cache-blocked)", 3 * b.nbytes, t2p, t2)
-    del a, b, out, ref_loop
+    def forced(scheme, fn, superblock=None):
+        """Time ``fn`` with the chunked scheme (and superblock length) forced."""
+        saved = nb.CHUNKED_SCHEME, nb.SUPERBLOCK
+        nb.CHUNKED_SCHEME = scheme
+        nb.SUPERBLOCK = superblock or nb.SUPERBLOCK
+        try:
+            return best(fn)
+        finally:
+            nb.CHUNKED_SCHEME, nb.SUPERBLOCK = saved
+
+    t2r = forced("reduce", lambda: lr(a, b, out=out, method="chunked"))
+    row("   chunked, reduce-then-scan (forced; 5 streams)", 3 * b.nbytes, t2r, t2)
+    # cache-blocked: pass 2 reads a and b from L3 (not the default: docs/numba.md)
+    t2p = forced("reduce", lambda: lr(a, b, out=out, method="chunked"), 1 << 20)
+    row("   chunked, reduce-then-scan, superblocks of 2**20 steps", 3 * b.nbytes, t2p, t2)
+    # |a| >= 1 throughout (a running sum): the carry never fades, the fix-up runs to the end
+    ones = np.ones(T)
+    t2f1 = forced("fixup", lambda: lr(ones, b, out=out, method="chunked"))
+    row("   a = 1 everywhere (full array): scan-then-fix-up, fix-up in full", 3 * b.nbytes, t2f1, t2f1,
+        "auto takes this for time-varying a")
+    t2r1 = forced("reduce", lambda: lr(ones, b, out=out, method="chunked"))
+    row("   a = 1 everywhere (full array): reduce-then-scan", 3 * b.nbytes, t2r1, t2f1)
+    del a, b, out, ref_loop, ones
 
     # --- 3. time-major (65536, 1024) along axis 0 ---------------------------
     shape = (65536 // s, 1024)
@@ -185,7 +202,14 @@ def main(argv=None):
     x = rng.standard_normal(T)
     out = np.zeros(T)
     t4 = best(lambda: lr(av, x, out=out))
-    row(f"4. scalar a, one row 2**{int(np.log2(T))} f64", 2 * x.nbytes, t4, t4, "auto: chunked")
+    row(f"4. scalar a, one row 2**{int(np.log2(T))} f64", 2 * x.nbytes, t4, t4, "auto: chunked, scan-then-fix-up")
+    t4r = forced("reduce", lambda: lr(av, x, out=out))
+    row("   chunked, reduce-then-scan (forced)", 2 * x.nbytes, t4r, t4)
+    t4r1 = best(lambda: lr(1.0, x, out=out))
+    row("   scalar a = 1 (running sum)", 2 * x.nbytes, t4r1, t4r1, "auto: reduce-then-scan (|a| >= 1)")
+    t4f1 = forced("fixup", lambda: lr(1.0, x, out=out))
+    row("   scalar a = 1, scan-then-fix-up (forced; fix-up in full)", 2 * x.nbytes, t4f1, t4r1)
+    lr(av, x, out=out)
     y_lf = scipy.signal.lfilter([1.0], [1.0, -av], x)
     t_lf = best(lambda: scipy.signal.lfilter([1.0], [1.0, -av], x), repeat=3)
     err_lf = np.max(np.abs(out - y_lf)) / np.max(np.abs(y_lf))
@@ -209,6 +233,15 @@ def main(argv=None):
     row("   scanarray as ewm: b = alpha*x (timed), initial = x[0]", 2 * x.nbytes, t4e, t4e,
         f"same result as pandas: max rel. diff {err_pd:.1e}")
     row(f"   pandas {pd.__version__} Series.ewm(alpha=1-a, adjust=False).mean()", 2 * x.nbytes, t_pd, t4e)
+
+    def ewm_in_place():
+        np.multiply(x, alpha, out=bx)
+        return lr(av, bx, initial=x[0], out=bx)
+
+    t4i = best(ewm_in_place)
+    assert np.max(np.abs(bx - y_pd)) <= 1e-12 * np.max(np.abs(y_pd))
+    row("   scanarray as ewm, scan in place (out=b: no second buffer)", 2 * x.nbytes, t4i, t4i,
+        f"pandas / this: {t_pd / t4i:.2f}x")
 
     # --- table ---------------------------------------------------------------
     lines = [

@@ -326,7 +326,7 @@ def test_import_compiles_nothing():
         from scanarray.backends import numba_backend
         assert "numba" not in sys.modules  # kernels are imported on first use
         k = numba_backend._k()
-        for name in ("sequential_rows", "sequential_blocks", "chunked", "dense_sequential"):
+        for name in ("sequential_rows", "sequential_blocks", "chunked", "chunked_fixup", "dense_sequential"):
             f = getattr(k, name)
             assert f.signatures == [], name
             assert type(f._cache).__name__ != "NullCache", name  # cache=True

@@ -212,6 +212,47 @@ def _fixup(a, out, t0, t1, w, tiny):
         out[t] += w
 
 
+@njit(**_OPTS)
+def _local4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, zero, one):
+    """Four segments' local scans interleaved, written to ``o*``; returns their products of ``a`` and last states."""
+    p0 = p1 = p2 = p3 = one
+    q1 = q2 = q3 = zero
+    for j in range(m):
+        x0 = a0[j]
+        x1 = a1[j]
+        x2 = a2[j]
+        x3 = a3[j]
+        q0 = x0 * q0 + b0[j]
+        q1 = x1 * q1 + b1[j]
+        q2 = x2 * q2 + b2[j]
+        q3 = x3 * q3 + b3[j]
+        o0[j] = q0
+        o1[j] = q1
+        o2[j] = q2
+        o3[j] = q3
+        p0 = x0 * p0
+        p1 = x1 * p1
+        p2 = x2 * p2
+        p3 = x3 * p3
+    return p0, p1, p2, p3, q0, q1, q2, q3
+
+
+@njit(**_OPTS)
+def _local4_const(x, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, zero):
+    """:func:`_local4` for a time-invariant ``a = x`` (the products are ``x ** m``)."""
+    q1 = q2 = q3 = zero
+    for j in range(m):
+        q0 = x * q0 + b0[j]
+        q1 = x * q1 + b1[j]
+        q2 = x * q2 + b2[j]
+        q3 = x * q3 + b3[j]
+        o0[j] = q0
+        o1[j] = q1
+        o2[j] = q2
+        o3[j] = q3
+    return q0, q1, q2, q3
+
+
 @njit(parallel=True, **_OPTS)
 def chunked_fixup(a, b, out, h, ng, sb, unit, tiny):
     """Scan-then-fix-up along time in superblocks: ``out`` written once, then patched where the carry matters.
@@ -256,35 +297,27 @@ def chunked_fixup(a, b, out, h, ng, sb, unit, tiny):
                 u2 = bnd[i + 2]
                 u3 = bnd[i + 3]
                 m = min(min(u1 - u0, u2 - u1), min(u3 - u2, bnd[i + 4] - u3))
-                one = unit[0]
-                zero = one - one
-                p0 = p1 = p2 = p3 = one
+                zero = unit[0] - unit[0]
                 q0 = c if i == 0 else zero
-                q1 = q2 = q3 = zero
-                a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
                 b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
                 o0, o1, o2, o3 = orow[u0:u0 + m], orow[u1:u1 + m], orow[u2:u2 + m], orow[u3:u3 + m]
-                for j in range(m):
-                    x0 = a0[j]
-                    x1 = a1[j]
-                    x2 = a2[j]
-                    x3 = a3[j]
-                    q0 = x0 * q0 + b0[j]
-                    q1 = x1 * q1 + b1[j]
-                    q2 = x2 * q2 + b2[j]
-                    q3 = x3 * q3 + b3[j]
-                    o0[j] = q0
-                    o1[j] = q1
-                    o2[j] = q2
-                    o3[j] = q3
-                    p0 = x0 * p0
-                    p1 = x1 * p1
-                    p2 = x2 * p2
-                    p3 = x3 * p3
-                P[i], H[i] = _scan_prod(ar, br, orow, u0 + m, u1, p0, q0)
-                P[i + 1], H[i + 1] = _scan_prod(ar, br, orow, u1 + m, u2, p1, q1)
-                P[i + 2], H[i + 2] = _scan_prod(ar, br, orow, u2 + m, u3, p2, q2)
-                P[i + 3], H[i + 3] = _scan_prod(ar, br, orow, u3 + m, bnd[i + 4], p3, q3)
+                if ar.strides[0] == 0:
+                    # time-invariant a (scalar or per lane): a register, not a load per step
+                    # (single thread, 2**23 steps: 6.2 ms against 7.1 ms for the stride-0 view)
+                    x = ar[0]
+                    q0, q1, q2, q3 = _local4_const(x, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, zero)
+                    P[i], H[i] = _scan_prod(ar, br, orow, u0 + m, u1, x ** m, q0)
+                    P[i + 1], H[i + 1] = _scan_prod(ar, br, orow, u1 + m, u2, x ** m, q1)
+                    P[i + 2], H[i + 2] = _scan_prod(ar, br, orow, u2 + m, u3, x ** m, q2)
+                    P[i + 3], H[i + 3] = _scan_prod(ar, br, orow, u3 + m, bnd[i + 4], x ** m, q3)
+                else:
+                    a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
+                    p0, p1, p2, p3, q0, q1, q2, q3 = _local4(
+                        a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, zero, unit[0])
+                    P[i], H[i] = _scan_prod(ar, br, orow, u0 + m, u1, p0, q0)
+                    P[i + 1], H[i + 1] = _scan_prod(ar, br, orow, u1 + m, u2, p1, q1)
+                    P[i + 2], H[i + 2] = _scan_prod(ar, br, orow, u2 + m, u3, p2, q2)
+                    P[i + 3], H[i + 3] = _scan_prod(ar, br, orow, u3 + m, bnd[i + 4], p3, q3)
             # C[i]: the state entering segment i; segment 0 started from it and is final
             C[0] = c
             if nseg > 1:
