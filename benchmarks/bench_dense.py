@@ -190,11 +190,13 @@ def cupy_loop(A, b):
 
 
 def numpy_loop(A, b):
+    """The per-step NumPy loop users write today; ``A (B, T, n, n)``, or ``(B, n, n)`` time-invariant."""
     T = b.shape[1]
     h = np.zeros((b.shape[0], b.shape[2]), b.dtype)
     H = np.empty_like(b)
+    const = A.ndim == 3
     for t in range(T):
-        h = np.matmul(A[:, t], h[..., None])[..., 0] + b[:, t]
+        h = np.matmul(A if const else A[:, t], h[..., None])[..., 0] + b[:, t]
         H[:, t] = h
     return H
 
@@ -292,22 +294,35 @@ def fmt_seed_row(r):
 
 TARGETS = [(8, 4096, 64, 2.33), (64, 1024, 16, 1.07)]
 
-#: sequential kernels timed at the target shapes: (label, KERNEL, STAGES) of _cupy_dense
-SEQ_VARIANTS = [("ring", "ring", None), ("ring D=4", "ring", 4), ("ring D=8", "ring", 8),
-                ("regs", "regs", None), ("regs D=4", "regs", 4), ("staged (first kernel)", "staged", None)]
+#: sequential kernels timed at the target shapes: (label, KERNEL, STAGES, EXCHANGE, DIAG) of
+#: _cupy_dense. x0: state through shared memory + a barrier per step, outputs stored every step;
+#: x1: state by shuffles, no barrier (a warp per lane only); x2: as x0 with outputs every 32 steps.
+#: "no stores" rows skip the output stores (diagnostic: their results are not checked).
+SEQ_VARIANTS = [
+    ("ring x0", "ring", None, 0, 0), ("ring x0, no stores", "ring", None, 0, 1), ("ring x1", "ring", None, 1, 0),
+    ("ring x1 D=8", "ring", 8, 1, 0), ("ring x2", "ring", None, 2, 0), ("ring x2 D=4", "ring", 4, 2, 0),
+    ("regs x0", "regs", None, 0, 0), ("regs x1", "regs", None, 1, 0), ("regs x2", "regs", None, 2, 0),
+    ("regs x2 D=4", "regs", 4, 2, 0), ("bulk x0", "bulk", None, 0, 0), ("bulk x2", "bulk", None, 2, 0),
+    ("bulk x2 D=4", "bulk", 4, 2, 0), ("bulk x2, no stores", "bulk", None, 2, 1),
+    ("staged (first kernel)", "staged", None, None, 0),
+]
 
 
-def with_kernel(kernel, stages, fn):
+def with_kernel(kernel, stages, fn, exchange=None, diag=0):
     """``fn`` with the CuPy sequential kernel forced (benchmarks only)."""
     from scanarray.backends import _cupy_dense
 
+    names = ("KERNEL", "STAGES", "EXCHANGE", "DIAG")
+
     def run():
-        old = _cupy_dense.KERNEL, _cupy_dense.STAGES
-        _cupy_dense.KERNEL, _cupy_dense.STAGES = kernel, stages
+        old = [getattr(_cupy_dense, k) for k in names]
+        for k, v in zip(names, (kernel, stages, exchange, diag)):
+            setattr(_cupy_dense, k, v)
         try:
             return fn()
         finally:
-            _cupy_dense.KERNEL, _cupy_dense.STAGES = old
+            for k, v in zip(names, old):
+                setattr(_cupy_dense, k, v)
 
     return run
 
@@ -327,7 +342,17 @@ def targets(jax_results, log):
         cases = [(m, lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
                  for m in ("cyclic_reduction", "prefix", "sequential", "auto")]
         seq = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="sequential")  # noqa: E731
-        cases += [(f"sequential [{label}]", with_kernel(k, d, seq)) for label, k, d in SEQ_VARIANTS]
+        cases += [(f"sequential [{label}]", with_kernel(k, d, seq, x, g)) for label, k, d, x, g in SEQ_VARIANTS]
+        # time-invariant A (one matrix per lane, never expanded): what is left without A's traffic
+        A1 = cupy.ascontiguousarray(A[:, :1])
+        cases.append(("sequential, A time-invariant (no A traffic; err not comparable)",
+                      lambda: scanarray.linear_recurrence(A1, b, dense=True, backend="cupy", method="sequential")))
+        # the fixed cost of a call (host work + launch): the same lanes and n over 8 steps
+        A8, b8 = cupy.ascontiguousarray(A[:, :8]), cupy.ascontiguousarray(b[:, :8])
+        t8 = gpu_time(lambda: scanarray.linear_recurrence(A8, b8, dense=True, backend="cupy", method="sequential"),
+                      min_reps=5, max_reps=30)
+        log(f"fixed cost at (B={B}, n={n}): sequential over T = 8 steps takes {t8:.3f} ms")
+        lines.append(f"| {B} | 8 | {n} | sequential, T = 8 (fixed cost of a call) | {t8:.3f} | — | — | — |")
         for m, f in cases:
             err = rel(f(), h64)
             t = gpu_time(f, min_reps=5, max_reps=30)
@@ -339,8 +364,8 @@ def targets(jax_results, log):
     return lines
 
 
-SWEEP_HEADER = ("| n | B | T | sequential ms | ns/step | seq. [regs] ms | cyclic_reduction ms | prefix ms | "
-                "fastest | ‖h_seq−h_CR‖/‖h_CR‖ |\n|" + "---|" * 10)
+SWEEP_HEADER = ("| n | B | T | sequential [ring] ms | ns/step | seq. [regs] ms | seq. [ring x0] ms | seq. [bulk] ms | "
+                "cyclic_reduction ms | prefix ms | fastest | ‖h_seq−h_CR‖/‖h_CR‖ |\n|" + "---|" * 12)
 
 
 def sweep(log, ns=(4, 16, 32, 64, 128), Bs=(1, 16, 256), Ts=(1024, 8192, 65536), max_bytes=1.2e9):
@@ -358,6 +383,8 @@ def sweep(log, ns=(4, 16, 32, 64, 128), Bs=(1, 16, 256), Ts=(1024, 8192, 65536),
                        for m in ("sequential", "cyclic_reduction", "prefix")}
                 t = {"sequential": gpu_time(run["sequential"], budget_s=0.2),
                      "regs": gpu_time(with_kernel("regs", None, run["sequential"]), budget_s=0.2),
+                     "ring x0": gpu_time(with_kernel("ring", None, run["sequential"], 0), budget_s=0.2),
+                     "bulk": gpu_time(with_kernel("bulk", None, run["sequential"]), budget_s=0.2),
                      "cyclic_reduction": gpu_time(run["cyclic_reduction"], max_reps=5, budget_s=0.2)}
                 # the prefix scan only where it can win: one lane, moderate T n^3 log T
                 t["prefix"] = (gpu_time(run["prefix"], max_reps=5, budget_s=0.2)
@@ -365,7 +392,8 @@ def sweep(log, ns=(4, 16, 32, 64, 128), Bs=(1, 16, 256), Ts=(1024, 8192, 65536),
                 best = min((v, k) for k, v in t.items() if v is not None)[1]
                 agree = rel(run["sequential"](), run["cyclic_reduction"]())
                 lines.append(f"| {n} | {B} | {T} | {t['sequential']:.3f} | {t['sequential'] * 1e6 / T:.0f} | "
-                             f"{t['regs']:.3f} | {t['cyclic_reduction']:.3f} | {fmt(t['prefix'])} | {best} | "
+                             f"{t['regs']:.3f} | {t['ring x0']:.3f} | {t['bulk']:.3f} | {t['cyclic_reduction']:.3f} | "
+                             f"{fmt(t['prefix'])} | {best} | "
                              f"{agree:.1e} |")
                 log(lines[-1])
                 del A, b, run
@@ -373,30 +401,100 @@ def sweep(log, ns=(4, 16, 32, 64, 128), Bs=(1, 16, 256), Ts=(1024, 8192, 65536),
     return lines
 
 
-def cpu_table(log, B=8, T=4096, n=16):
-    lines = ["| dtype | method | ms (median) | speedup vs loop | rel. err vs loop (float64) |", "|---|---|---|---|---|"]
+CPU_METHODS = ("auto", "sequential", "chunked", "cyclic_reduction", "prefix")
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def wall_min_median(fn, min_reps=5, max_reps=15, budget_s=2.0):
+    """(best, median) milliseconds of ``fn()`` after one warm-up call: the best is the figure least
+    disturbed by other jobs on a shared CPU, the median shows how disturbed the run was."""
+    fn()
+    times, spent = [], 0.0
+    while len(times) < max_reps and (len(times) < min_reps or spent < budget_s):
+        t0 = time.perf_counter()
+        fn()
+        dt = time.perf_counter() - t0
+        times.append(dt * 1e3)
+        spent += dt
+    return min(times), statistics.median(times)
+
+
+def cpu_table(log, shapes=((8, 4096, 16),), dtypes=(np.float32, np.float64), const=(False, True),
+              methods=CPU_METHODS, max_prefix_work=2**33):
+    """The NumPy backend's dense methods against the per-step NumPy loop, into a preallocated ``out``.
+
+    ``const``: also (True) a time-invariant ``A`` of shape (B, n, n). The prefix scan is skipped
+    where its ``T n^3 log2 T`` work per lane times B exceeds `max_prefix_work`.
+    """
+    lines = ["| B | T | n | dtype | A | method | best ms | median ms | speedup vs loop (best) | "
+             "rel. err vs float64 loop | load (1 min) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     rng = np.random.default_rng(0)
-    for dt in (np.float32, np.float64):
-        A = (rng.standard_normal((B, T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))).astype(dt)
-        b = rng.standard_normal((B, T, n)).astype(dt)
-        ref = numpy_loop(A.astype(np.float64), b.astype(np.float64))
-        t_loop = wall_time(lambda: numpy_loop(A, b), min_reps=5, budget_s=2)
-        lines.append(f"| {np.dtype(dt).name} | per-step NumPy loop | {t_loop:.2f} | 1.00 | "
-                     f"{np.linalg.norm(numpy_loop(A, b) - ref) / np.linalg.norm(ref):.1e} |")
-        for m in ("auto", "cyclic_reduction", "prefix"):
-            f = lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="numpy", method=m)
-            h = f()
-            t = wall_time(f, min_reps=3, budget_s=2)
-            lines.append(f"| {np.dtype(dt).name} | numpy backend, {m} | {t:.2f} | {t_loop / t:.2f} | "
-                         f"{np.linalg.norm(h - ref) / np.linalg.norm(ref):.1e} |")
-            log(lines[-1])
+    for B, T, n in shapes:
+        for dt in dtypes:
+            for c in const:
+                A = (rng.standard_normal((B,) + ((n, n) if c else (T, n, n)), dtype=np.float32)
+                     * (0.9 / (2 * np.sqrt(n) + 1))).astype(dt)
+                b = rng.standard_normal((B, T, n), dtype=np.float32).astype(dt)
+                out = np.empty_like(b)
+                ref = numpy_loop(A.astype(np.float64), b.astype(np.float64))
+                kind = "(B, n, n)" if c else "(B, T, n, n)"
+
+                def row(name, fn, t_loop):
+                    h = fn()
+                    best, med = wall_min_median(fn)
+                    err = np.linalg.norm(h - ref) / np.linalg.norm(ref)
+                    x = f"{t_loop / best:.2f}" if t_loop else "1.00"
+                    lines.append(f"| {B} | {T} | {n} | {np.dtype(dt).name} | {kind} | {name} | {best:.2f} | "
+                                 f"{med:.2f} | {x} | {err:.1e} | {os.getloadavg()[0]:.2f} |")
+                    log(lines[-1])
+                    return best
+
+                t_loop = row("per-step NumPy loop", lambda: numpy_loop(A, b), None)
+                for m in methods:
+                    if m == "prefix" and B * T * n**3 * np.log2(T) > max_prefix_work:
+                        continue
+                    name = m if m != "auto" else "auto = " + _numpy_auto(A, b)
+                    row(f"numpy backend, {name}", lambda m=m: scanarray.linear_recurrence(
+                        A[:, None] if c else A, b, dense=True, backend="numpy", method=m, out=out), t_loop)
+                del A, b, out, ref
     return lines
+
+
+def _numpy_auto(A, b):
+    """The method ``method="auto"`` resolves to on the NumPy backend for these arrays."""
+    from scanarray import _registry
+    from scanarray._problem import Problem
+
+    mod = _registry.load("numpy")
+    a = A if A.ndim == 4 else np.broadcast_to(A[:, None], b.shape + b.shape[-1:])
+    p = Problem(xp=np, kind="numpy", a=a, b=b, initial=None, out=None, dtype=b.dtype, out_dtype=b.dtype,
+                reverse=False, dense=True, chunk=64, method="auto", backend="numpy")
+    return mod.auto_method(p)
+
+
+#: (B, T, n) of the CPU sweep behind the NumPy dense ``method="auto"`` rule (``--cpu-sweep``)
+CPU_SWEEP = [(B, T, n) for n in (4, 16, 64) for T in (1024, 4096, 16384) for B in (1, 8, 64)
+             if B * T * n * n * 4 <= 2**30]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gpu", action="store_true")
-    ap.add_argument("--cpu", action="store_true")
+    ap.add_argument("--cpu", action="store_true",
+                    help="NumPy backend vs a per-step NumPy loop at (8, 4096, 16): float32/64, time-varying/invariant A")
+    ap.add_argument("--cpu-sweep", action="store_true",
+                    help="float32, time-varying A, over CPU_SWEEP shapes (the NumPy dense auto rule)")
+    ap.add_argument("--cpu-shape", help="B,T,n[;B,T,n...]: --cpu at these shapes instead")
     ap.add_argument("--quick", action="store_true", help="n in {4, 32}, T in {1024, 4096}")
     ap.add_argument("--targets", action="store_true", help="GPU: the two target shapes only (no seed table)")
     ap.add_argument("--sweep", action="store_true", help="GPU: sequential kernels vs CR/prefix over n, B, T")
@@ -445,10 +543,19 @@ def main(argv=None):
             seed_table(ns, Ts, [1, 16], jax_results, not args.no_loop, log, on_row)
             parts.append("")
             save()
+    if args.cpu or args.cpu_sweep:
+        cpu = f"CPU: {_cpu_name()}, {os.cpu_count()} cores, NumPy {np.__version__}; times: best and median of 5-15 calls"
+        parts += [cpu, ""]
     if args.cpu:
-        parts += ["## CPU: NumPy backend vs per-step NumPy loop, (B, T, n) = (8, 4096, 16)", "",
-                  f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, NumPy {np.__version__}", ""]
-        parts += cpu_table(log) + [""]
+        shapes = ([tuple(int(v) for v in s.split(",")) for s in args.cpu_shape.split(";")] if args.cpu_shape
+                  else [(8, 4096, 16)])
+        parts += [f"## CPU: NumPy backend vs per-step NumPy loop, (B, T, n) in {shapes}", ""]
+        parts += cpu_table(log, shapes) + [""]
+        save()
+    if args.cpu_sweep:
+        parts += ["## CPU sweep: float32, time-varying A", ""]
+        parts += cpu_table(log, CPU_SWEEP, dtypes=(np.float32,), const=(False,),
+                           methods=("auto", "sequential", "chunked", "cyclic_reduction")) + [""]
         save()
     print("\n" + "\n".join(parts))
 

@@ -113,13 +113,17 @@ def _dense_unit():
     refs = "".join(
         f"    (void*)&dense_sequential_direct<{t}>,\n"
         + "".join(f"    (void*)&dense_sequential_staged<{t}, {k}>,\n" for k in (1, 2, 4, 8, 16, 32, 64))
-        # latency-bound kernels <T, C, U, D, warp>: shapes _cupy_dense._config picks (n = 1, 5, 16,
-        # 32 a warp per lane; 33, 64, 128 a block), unaligned (U = 1) and 16-byte (U > 1) copies
+        # latency-bound kernels <T, C, U, D, warp, exchange>: shapes _cupy_dense._config picks (n = 1,
+        # 5, 16, 32 a warp per lane; 33, 64, 128 a block), unaligned (U = 1) and 16-byte (U > 1) copies;
+        # bulk-copy kernels <T, C, D, exchange>
         + "".join(
-            f"    (void*)&dense_sequential_{kind}<{t}, {c}, {u}, {d}, {w}>,\n"
+            f"    (void*)&dense_sequential_{kind}<{t}, {c}, {u}, {d}, {w}, {x}>,\n"
             for kind, cfgs in _DENSE_LATENCY.items()
             for c, u, d, w in cfgs[t]
+            for x in ((0, 1, 2) if w == "true" else (0, 2))
         )
+        + "".join(f"    (void*)&dense_sequential_bulk<{t}, {c}, {d}, {x}>,\n"
+                  for c, d in ((16, 12), (8, 6), (16, 2)) for x in (0, 2))
         for t in ("float", "double")
     )
     text = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense.cu"\nvoid* scanarray_instances[] = {\n' + refs + "};\n"

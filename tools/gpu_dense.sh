@@ -21,11 +21,11 @@ def loop(A, b, h0, reverse):
     return H
 rng = np.random.default_rng(0)
 bad = 0
-for kernel in ("ring", "regs"):
+for kernel, X in [("ring", 0), ("ring", 1), ("ring", 2), ("regs", 0), ("regs", 1), ("regs", 2), ("bulk", 0), ("bulk", 2)]:
+    cd.EXCHANGE = X
     for dt, L, T, n, inv, rev in [("float32", 64, 300, 16, False, False), ("float32", 8, 300, 64, False, True),
-                                  ("float32", 3, 50, 5, True, False), ("float64", 140, 40, 33, False, True),
-                                  ("complex64", 2, 70, 16, False, False), ("complex128", 2, 70, 128, False, True),
-                                  ("float32", 2, 3, 17, False, False), ("float32", 530, 20, 3, False, False)]:
+                                  ("float32", 3, 50, 5, True, False), ("float64", 140, 40, 34, False, True),
+                                  ("complex64", 2, 70, 16, False, False), ("float32", 530, 20, 3, False, False)]:
         A = rng.standard_normal((L, 1 if inv else T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))
         b = rng.standard_normal((L, T, n)); h0 = rng.standard_normal((L, n))
         if dt.startswith("complex"):
@@ -43,16 +43,17 @@ for kernel in ("ring", "regs"):
         limit = 1e-5 if dt in ("float32", "complex64") else 1e-12
         ok = err <= limit
         bad += not ok
-        plan = cd._config(np.dtype(dt), n, L, kernel, cd._device_limits(), True, None)
-        print(f"smoke {kernel:4s} {dt:10s} L={L:3d} T={T:3d} n={n:3d} inv={inv:d} rev={rev:d} err={err:.1e} "
+        plan = cd._config(np.dtype(dt), n, L, kernel, cd._device_limits(), True, None, X)
+        print(f"smoke {kernel:4s} x{X} {dt:10s} L={L:3d} T={T:3d} n={n:3d} inv={inv:d} rev={rev:d} err={err:.1e} "
               f"{'ok' if ok else 'FAIL'} ({time.perf_counter() - t0:.1f} s) {plan}" + ("" if ok else f" {h}"))
-for kernel in ("ring", "regs"):
-    cd.KERNEL = kernel
+for kernel, X in [("ring", 1), ("ring", 2), ("regs", 1), ("regs", 2), ("bulk", 2)]:
+    cd.KERNEL, cd.EXCHANGE = kernel, X
     for n, L in ((16, 64), (64, 8)):
         p = cd._plan(np.dtype("float32"), n, L, kernel, True)
         if p:
-            print(f"plan {kernel} n={n}: grid {p[1]} block {p[2]} smem {p[3]} P {p[4]} regs {p[0].num_regs} "
+            print(f"plan {kernel} x{X} n={n}: grid {p[1]} block {p[2]} smem {p[3]} P {p[4]} regs {p[0].num_regs} "
                   f"max threads {p[0].max_threads_per_block}")
+cd.KERNEL, cd.EXCHANGE = "auto", None
 print("SMOKE", "ok" if bad == 0 else f"{bad} FAILED")
 PY
 date -u +"bench %H:%M:%S UTC"
@@ -60,7 +61,7 @@ BENCH_JAX_S=${BENCH_JAX_S:-80} timeout ${BENCH_S:-200} python3 benchmarks/bench_
   --out "$OUT/dense_targets.md" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
 date -u +"tests %H:%M:%S UTC"
 # -k cupy: the NumPy cases run in CI; here only the GPU ones (device time)
-timeout ${TEST_S:-150} python3 -m pytest tests/test_dense.py -k cupy -q -x -p no:cacheprovider > "$OUT/pytest_dense.txt" 2>&1
-echo "pytest rc=$?"; tail -15 "$OUT/pytest_dense.txt"
+timeout ${TEST_S:-150} python3 -m pytest tests/test_dense.py -k cupy -q --maxfail=40 -p no:cacheprovider -rf > "$OUT/pytest_dense.txt" 2>&1
+echo "pytest rc=$?"; grep -E "^FAILED|passed|failed" "$OUT/pytest_dense.txt" | cut -c1-220 | tail -25
 date -u +"end %H:%M:%S UTC"
-tail -25 "$OUT/bench.log"
+grep -E "^\| (8|64) \| (4096|1024) \|" "$OUT/dense_targets.md"

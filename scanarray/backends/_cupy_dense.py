@@ -42,6 +42,7 @@ without TF32) and restores the caller's settings afterwards.
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import cupy
 import numpy as np
@@ -158,10 +159,18 @@ def _kernel(dt, n):
 
 
 #: Which sequential kernel to use: "auto" (the rule in :func:`_plan`), or one of "ring", "regs",
-#: "staged", "direct" (benchmarks and tests set this; a kernel that does not apply falls back).
+#: "bulk", "staged", "direct" (benchmarks and tests set this; a kernel that does not apply falls back).
 KERNEL = "auto"
 #: Steps in flight (``D``) for "ring"/"regs"; None picks the largest that fits (see :func:`_plan`).
 STAGES = None
+#: How a step's state reaches the other threads (``X`` in dense.cu): 0 shared memory + barrier,
+#: 1 shuffles (a warp per lane only), 2 as 0 with outputs written every 32 steps; None: the default
+#: (``_EXCHANGE_DEFAULT``: warp per lane, block per lane).
+EXCHANGE = None
+_EXCHANGE_DEFAULT = (1, 2)
+#: Benchmarks only: bit 0 makes the new kernels skip their output stores (results not written).
+DIAG = 0
+_KO = 32  # DENSE_KO in dense.cu
 
 _RING_D = (2, 3, 4, 6, 8, 12, 16)
 _REGS_D = (2, 4, 8, 16)
@@ -208,7 +217,12 @@ def _mapping(dt, n, aligned=True):
     return False, P, C, N2, U, G
 
 
-def _config(dt, n, L, kind, limits, aligned=True, stages=None):
+def _state_elems(X, N2):
+    """Shared state per lane (``dense_state_elems`` in dense.cu)."""
+    return 0 if X == 1 else (2 * N2 + 2 * _KO * N2 if X == 2 else 2 * N2)
+
+
+def _config(dt, n, L, kind, limits, aligned=True, stages=None, exchange=None):
     """``(name, lanes per block, threads, shared bytes, P)`` for kernel ``kind``, or None.
 
     ``kind`` "ring": ``A`` through ``D`` shared-memory stages (per block at most
@@ -224,8 +238,18 @@ def _config(dt, n, L, kind, limits, aligned=True, stages=None):
     optin, sms = limits
     lpb = 1 if (not warp or L <= sms) else 4  # few lanes: one per SM; many: 4 warps per block
     NB = G * lpb
-    h_bytes = lpb * 2 * N2 * size
-    if kind == "ring":
+    X = _EXCHANGE_DEFAULT[0 if warp else 1] if exchange is None else exchange
+    if X == 1 and not warp:
+        X = _EXCHANGE_DEFAULT[1]
+    h_bytes = lpb * _state_elems(X, N2) * size
+    extra = 0
+    if kind == "bulk":  # whole A[t] per bulk copy: a block per lane, 16-byte multiples, aligned
+        if warp or (n * n * size) % 16 or not aligned:
+            return None
+        extra = -(-_RING_D[-1] * 8 // 16) * 16  # the mbarriers
+        stage = (n * n + NB) * size
+        fits = [d for d in _RING_D if d * stage <= optin - h_bytes - extra]
+    elif kind == "ring":
         stage = NB * (C + 1) * size
         budget = (64 * 1024 if warp else optin) - h_bytes
         fits = [d for d in _RING_D if d * stage <= budget and (not warp or d in (2, 4, 8, 16))]
@@ -239,17 +263,20 @@ def _config(dt, n, L, kind, limits, aligned=True, stages=None):
     if not fits:
         return None
     D = fits[-1]
-    name = f"dense_sequential_{kind}<{_TYPENAMES[dt]}, {C}, {U}, {D}, {'true' if warp else 'false'}>"
+    if kind == "bulk":
+        return f"dense_sequential_bulk<{_TYPENAMES[dt]}, {C}, {D}, {X}>", lpb, NB, extra + D * stage + h_bytes, P
+    name = f"dense_sequential_{kind}<{_TYPENAMES[dt]}, {C}, {U}, {D}, {'true' if warp else 'false'}, {X}>"
     return name, lpb, NB, D * stage + h_bytes, P
 
 
-def _group(dt, kind, limits):
+@functools.lru_cache(maxsize=None)
+def _group(dt, kind, limits, exchange):
     """Every instantiation ``kind`` can use for ``dt``: compiled in one NVRTC call (one front end)."""
     names = set()
     for n in range(1, 129):
         for L in (1, 1 << 20):
             for aligned in (True, False):
-                c = _config(dt, n, L, kind, limits, aligned)
+                c = _config(dt, n, L, kind, limits, aligned, None, exchange)
                 if c is not None:
                     names.add(c[0])
     return tuple(sorted(names))
@@ -260,11 +287,11 @@ def _plan(dt, n, L, kind, aligned):
     from ._cupy_common import get_function
 
     limits = _device_limits()
-    c = _config(dt, n, L, kind, limits, aligned, STAGES)
+    c = _config(dt, n, L, kind, limits, aligned, STAGES, EXCHANGE)
     if c is None:
         return None
     name, lpb, NB, shared, P = c
-    f = get_function("dense.cu", name, group=_group(dt, kind, limits) if STAGES is None else ())
+    f = get_function("dense.cu", name, group=_group(dt, kind, limits, EXCHANGE) if STAGES is None else ())
     if f.max_threads_per_block < NB:  # too many registers for this block size
         return None
     if shared > 48 * 1024:
@@ -305,15 +332,18 @@ def sequential(A, b, h0, dt, reverse, out):
             np.int32(T), np.int32(n), np.int32(bool(reverse)))
     plan = None
     # cp.async copies b element by element: it needs b's elements aligned to their size
-    if L > 0 and T > 0 and KERNEL in ("auto", "ring", "regs") and B2.data.ptr % dt.itemsize == 0:
+    if L > 0 and T > 0 and KERNEL in ("auto", "ring", "regs", "bulk") and B2.data.ptr % dt.itemsize == 0:
         aligned = A2.data.ptr % 16 == 0  # 16-byte copies of A need 16-byte rows
-        for kind in ("ring",) if KERNEL in ("auto", "ring") else ("regs", "ring"):
+        kinds = {"auto": ("ring",), "ring": ("ring",), "regs": ("regs", "ring"), "bulk": ("bulk", "ring")}[KERNEL]
+        for kind in kinds:
+            if kind == "bulk" and a_time == 0:  # nothing to stream
+                continue
             plan = _plan(dt, n, L, kind, aligned)
             if plan is not None:
                 break
     if plan is not None:
         f, grid, block, shared, P = plan
-        f(grid, block, args + (np.int32(L), np.int32(P)), shared_mem=shared)
+        f(grid, block, args + (np.int32(L), np.int32(P), np.int32(DIAG)), shared_mem=shared)
     elif L > 0 and T > 0:
         kernel, threads, shared = _kernel(dt, n)
         if KERNEL == "direct":

@@ -232,6 +232,17 @@ __device__ __forceinline__ void dense_barrier() {
     if (WARP) __syncwarp(); else __syncthreads();
 }
 
+template<typename T>
+__device__ __forceinline__ T dense_shfl(T v, int src) {
+    constexpr int W = sizeof(T) / 4;
+    int w[W];
+    memcpy(w, &v, sizeof(T));
+    #pragma unroll
+    for (int i = 0; i < W; ++i) w[i] = __shfl_sync(0xffffffffu, w[i], src);
+    memcpy(&v, w, sizeof(T));
+    return v;
+}
+
 // Sum over the P adjacent threads sharing a row (butterfly: all of them get the sum).
 template<typename T>
 __device__ __forceinline__ T dense_row_sum(T v, int P) {
@@ -242,15 +253,100 @@ __device__ __forceinline__ T dense_row_sum(T v, int P) {
     return v;
 }
 
+// How a step's new state reaches the other threads (template parameter X):
+//   0: the owner writes it to the shared double buffer, then a barrier; the output is stored
+//      to global memory straight away;
+//   1: (a warp per lane only) shuffles from the row owners: no shared state, no barrier;
+//   2: as 0, but the outputs gather in a shared ring of 2 x DENSE_KO steps that the group
+//      writes to global memory every DENSE_KO steps (coalesced, away from the per-step barrier).
+// DIAG (runtime, benchmarks only): bit 0 skips the output stores (results not written).
+#define DENSE_KO 32
+
+template<typename T, int C, bool WARP, int X>
+struct DenseStep {
+    const DenseGroup& d;
+    T* hbuf;   // X != 1: 2 * N2 per lane
+    T* obuf;   // X == 2: 2 * DENSE_KO * N2 per lane
+    T* Hl;
+    int n, N2, P, steps, reverse, diag;
+    bool owner;
+    T hr[C];   // X == 1: this thread's columns of the state
+    int cur;
+
+    __device__ __forceinline__ DenseStep(const DenseGroup& d_, T* h_, T* o_, T* H_, const T* h0, int has_h0,
+                                         int n_, int N2_, int P_, int steps_, int rev_, int diag_, bool owner_)
+        : d(d_), hbuf(h_), obuf(o_), Hl(H_), n(n_), N2(N2_), P(P_), steps(steps_), reverse(rev_), diag(diag_),
+          owner(owner_), cur(0) {
+        if constexpr (X == 1) {
+            #pragma unroll
+            for (int k = 0; k < C; ++k) {
+                const int c = d.c0 + k;
+                hr[k] = (has_h0 && c < n) ? h0[d.lane * n + c] : T(0);
+            }
+        } else {
+            for (int i = d.g; i < 2 * N2; i += d.G) hbuf[i] = (has_h0 && i < n) ? h0[d.lane * n + i] : T(0);
+        }
+    }
+
+    // init + this thread's share of (A[t] @ h)[r]
+    __device__ __forceinline__ T dot(const T (&a)[C], T init) {
+        if constexpr (X == 1) {
+            T s4[4] = {init, T(0), T(0), T(0)};
+            #pragma unroll
+            for (int k = 0; k < C; ++k) s4[k & 3] += a[k] * hr[k];
+            return (s4[0] + s4[1]) + (s4[2] + s4[3]);
+        } else {
+            return dense_dot<T, C>(a, hbuf + cur * N2 + d.c0, init);
+        }
+    }
+
+    // v: the new state's row r (every thread of the row holds it); publish it for step s + 1
+    __device__ __forceinline__ void finish(T v, int s) {
+        const long long t = reverse ? steps - 1 - s : s;
+        if constexpr (X == 1) {
+            if (owner && !(diag & 1)) Hl[t * n + d.r] = v;
+            #pragma unroll
+            for (int k = 0; k < C; ++k) {
+                const int c = d.c0 + k;
+                const T x = dense_shfl(v, (c * P) & 31);
+                hr[k] = c < n ? x : T(0);  // padded columns stay 0 even when h is not finite
+            }
+        } else {
+            if (owner) {
+                if (X == 0 && !(diag & 1)) Hl[t * n + d.r] = v;
+                if (X == 2) obuf[(s % (2 * DENSE_KO)) * N2 + d.r] = v;
+                hbuf[(1 - cur) * N2 + d.r] = v;
+            }
+            dense_barrier<WARP>();
+            cur ^= 1;
+            if (X == 2 && ((s + 1) % DENSE_KO == 0 || s + 1 == steps) && !(diag & 1)) {
+                const int s0 = s - s % DENSE_KO, count = s - s0 + 1;
+                const T* src = obuf + ((s0 / DENSE_KO) & 1) * DENSE_KO * N2;
+                for (int idx = d.g; idx < count * n; idx += d.G) {
+                    const int j = idx / n, i = idx - j * n;
+                    const long long tj = reverse ? steps - 1 - (s0 + j) : s0 + j;
+                    Hl[tj * n + i] = src[j * N2 + i];
+                }
+            }
+        }
+    }
+};
+
+// Shared memory bytes per lane besides the A/b rings (the host computes the same).
+__host__ __device__ constexpr int dense_state_elems(int X, int N2) {
+    return X == 1 ? 0 : (X == 2 ? 2 * N2 + 2 * DENSE_KO * N2 : 2 * N2);
+}
+
 // Shared memory: ring of A (D stages x NU units x blockDim.x threads), ring of b (D x blockDim.x),
-// then the double-buffered state, 2 * N2 per lane. The host computes the same sizes.
-template<typename T, int C, int U, int D, bool WARP>
+// then per lane the state (and output ring), dense_state_elems(X, N2) elements.
+template<typename T, int C, int U, int D, bool WARP, int X>
 __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane, long long a_time,
                                       const T* __restrict__ B, T* __restrict__ H,
                                       const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P) {
+                                      int steps, int n, int reverse, int lanes, int P, int diag) {
     constexpr int NU = C / U;
     static_assert(NU * U == C, "C is a multiple of U");
+    static_assert(WARP || X != 1, "shuffled state needs a warp per lane");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int NB = blockDim.x, tid = threadIdx.x;
     const DenseGroup d = dense_group<WARP>(lanes, P, C);
@@ -258,10 +354,9 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
     const int N2 = P * C;
     T* ringA = reinterpret_cast<T*>(smem_raw);
     T* ringB = ringA + (size_t)D * NU * NB * U;
-    T* hbuf = ringB + (size_t)D * NB + (WARP ? (tid >> 5) : 0) * 2 * N2;
+    T* state = ringB + (size_t)D * NB + (WARP ? (tid >> 5) : 0) * dense_state_elems(X, N2);
     const T* Al = A + d.lane * a_lane + (long long)d.r * n + d.c0;
     const T* Bl = B + d.lane * (long long)steps * n;
-    T* Hl = H + d.lane * (long long)steps * n;
     const bool rv = d.r < n, owner = rv && d.c0 == 0;
     const bool varying = a_time != 0;
 
@@ -287,9 +382,10 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
         if (s < steps) issue(s, s);
         dense_cp_commit();
     }
-    for (int i = d.g; i < 2 * N2; i += d.G) hbuf[i] = (has_h0 && i < n) ? h0[d.lane * n + i] : T(0);
-    dense_barrier<WARP>();
-    int cur = 0, stage = 0, fill = D - 1;
+    DenseStep<T, C, WARP, X> st(d, state, state + 2 * N2, H + d.lane * (long long)steps * n, h0, has_h0,
+                                n, N2, P, steps, reverse, diag, owner);
+    if (X != 1) dense_barrier<WARP>();
+    int stage = 0, fill = D - 1;
     for (int s = 0; s < steps; ++s) {
         if (s + D - 1 < steps) issue(s + D - 1, fill);
         dense_cp_commit();
@@ -305,14 +401,7 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
         }
         // b[t] enters the owner's partial sum: no dependent load after the reduction
         const T bv = owner ? ringB[stage * NB + tid] : T(0);
-        const T v = dense_row_sum(dense_dot<T, C>(a, hbuf + cur * N2 + d.c0, bv), P);
-        if (owner) {
-            const long long t = reverse ? steps - 1 - s : s;
-            Hl[t * n + d.r] = v;
-            hbuf[(1 - cur) * N2 + d.r] = v;
-        }
-        dense_barrier<WARP>();
-        cur ^= 1;
+        st.finish(dense_row_sum(st.dot(a, bv), P), s);
         stage = stage + 1 == D ? 0 : stage + 1;
         fill = fill + 1 == D ? 0 : fill + 1;
     }
@@ -323,22 +412,22 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
 // the loop unrolled by D so that every buffer index is static): no shared-memory round trip
 // for A, at D * C elements of registers per thread. The host checks the register count
 // against the group size (Function.max_threads_per_block).
-template<typename T, int C, int U, int D, bool WARP>
+template<typename T, int C, int U, int D, bool WARP, int X>
 __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane, long long a_time,
                                       const T* __restrict__ B, T* __restrict__ H,
                                       const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P) {
+                                      int steps, int n, int reverse, int lanes, int P, int diag) {
     constexpr int NU = C / U;
     static_assert(NU * U == C, "C is a multiple of U");
+    static_assert(WARP || X != 1, "shuffled state needs a warp per lane");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int tid = threadIdx.x;
     const DenseGroup d = dense_group<WARP>(lanes, P, C);
     if (WARP && !d.live) return;
     const int N2 = P * C;
-    T* hbuf = reinterpret_cast<T*>(smem_raw) + (WARP ? (tid >> 5) : 0) * 2 * N2;
+    T* state = reinterpret_cast<T*>(smem_raw) + (WARP ? (tid >> 5) : 0) * dense_state_elems(X, N2);
     const T* Al = A + d.lane * a_lane + (long long)d.r * n + d.c0;
     const T* Bl = B + d.lane * (long long)steps * n;
-    T* Hl = H + d.lane * (long long)steps * n;
     const bool rv = d.r < n, owner = rv && d.c0 == 0;
     const bool varying = a_time != 0;
 
@@ -374,25 +463,100 @@ __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane,
     for (int j = 0; j < D; ++j) {
         if (j < steps) load(abuf[j], bbuf[j], j);
     }
-    for (int i = d.g; i < 2 * N2; i += d.G) hbuf[i] = (has_h0 && i < n) ? h0[d.lane * n + i] : T(0);
-    dense_barrier<WARP>();
-    int cur = 0;
+    DenseStep<T, C, WARP, X> st(d, state, state + 2 * N2, H + d.lane * (long long)steps * n, h0, has_h0,
+                                n, N2, P, steps, reverse, diag, owner);
+    if (X != 1) dense_barrier<WARP>();
     for (int s0 = 0; s0 < steps; s0 += D) {
         #pragma unroll
         for (int j = 0; j < D; ++j) {
             const int s = s0 + j;
             if (s < steps) {  // uniform across the group
-                T v = dense_dot<T, C>(abuf[j], hbuf + cur * N2 + d.c0, bbuf[j]);
+                T v = st.dot(abuf[j], bbuf[j]);
                 if (s + D < steps) load(abuf[j], bbuf[j], s + D);
-                v = dense_row_sum(v, P);
-                if (owner) {
-                    const long long t = reverse ? steps - 1 - s : s;
-                    Hl[t * n + d.r] = v;
-                    hbuf[(1 - cur) * N2 + d.r] = v;
-                }
-                dense_barrier<WARP>();
-                cur ^= 1;
+                st.finish(dense_row_sum(v, P), s);
             }
         }
     }
+}
+
+// A block per lane with A[t] (n x n contiguous, n * n * sizeof(T) a multiple of 16 bytes) brought
+// by the bulk copy engine (cp.async.bulk, one copy of the whole matrix per step issued by thread 0,
+// completing on an mbarrier per stage): the copies do not occupy the threads' load/store path.
+// Thread 0 refills a stage only after the step barrier that follows its last reader, so X is 0
+// or 2 (a barrier every step). b still comes through cp.async (owner threads).
+__device__ __forceinline__ void dense_mbar_init(unsigned bar, unsigned count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
+}
+
+__device__ __forceinline__ void dense_mbar_wait(unsigned bar, unsigned phase) {
+    asm volatile("{\n.reg .pred P1;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
+                 "@P1 bra DONE;\nbra WAIT;\nDONE:\n}\n" :: "r"(bar), "r"(phase) : "memory");
+}
+
+__device__ __forceinline__ void dense_bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+
+// Shared memory: D mbarriers (16-byte padded), D stages of n * n (A), D x blockDim.x (b), state.
+template<typename T, int C, int D, int X>
+__global__ void dense_sequential_bulk(const T* __restrict__ A, long long a_lane, long long a_time,
+                                      const T* __restrict__ B, T* __restrict__ H,
+                                      const T* __restrict__ h0, int has_h0,
+                                      int steps, int n, int reverse, int lanes, int P, int diag) {
+    static_assert(X != 1, "the refill relies on a barrier every step");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int NB = blockDim.x, tid = threadIdx.x;
+    const DenseGroup d = dense_group<false>(lanes, P, C);
+    const int N2 = P * C, nn = n * n;
+    const unsigned bars = dense_smem_addr(smem_raw);
+    T* ringA = reinterpret_cast<T*>(smem_raw + ((D * 8 + 15) / 16) * 16);
+    T* ringB = ringA + (size_t)D * nn;
+    T* state = ringB + (size_t)D * NB;
+    const T* Al = A + d.lane * a_lane;
+    const T* Bl = B + d.lane * (long long)steps * n;
+    const bool rv = d.r < n, owner = rv && d.c0 == 0;
+    const unsigned bytes = nn * sizeof(T);
+    auto issue = [&](int s, int stage) {
+        const long long t = reverse ? steps - 1 - s : s;
+        if (tid == 0) dense_bulk_copy(dense_smem_addr(ringA + (size_t)stage * nn), Al + t * a_time, bytes, bars + 8 * stage);
+        if (owner) dense_cp_async<sizeof(T)>(ringB + stage * NB + tid, Bl + t * n + d.r, true);
+    };
+    if (tid == 0) {
+        for (int i = 0; i < D; ++i) dense_mbar_init(bars + 8 * i, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    #pragma unroll 1
+    for (int s = 0; s < D - 1; ++s) {
+        if (s < steps) issue(s, s);
+        dense_cp_commit();
+    }
+    DenseStep<T, C, false, X> st(d, state, state + 2 * N2, H + d.lane * (long long)steps * n, h0, has_h0,
+                                 n, N2, P, steps, reverse, diag, owner);
+    __syncthreads();
+    int stage = 0, fill = D - 1;
+    unsigned phase = 0;
+    const bool full_row = rv && d.c0 + C <= n;
+    for (int s = 0; s < steps; ++s) {
+        if (s + D - 1 < steps) issue(s + D - 1, fill);
+        dense_cp_commit();
+        dense_cp_wait<D - 1>();
+        dense_mbar_wait(bars + 8 * stage, phase);
+        T a[C];
+        const T* src = ringA + (size_t)stage * nn + (size_t)d.r * n + d.c0;
+        if (full_row && (n * sizeof(T)) % 16 == 0) {
+            dense_load<T, C>(a, src);
+        } else {
+            #pragma unroll
+            for (int k = 0; k < C; ++k) a[k] = (rv && d.c0 + k < n) ? src[k] : T(0);
+        }
+        const T bv = owner ? ringB[stage * NB + tid] : T(0);
+        st.finish(dense_row_sum(st.dot(a, bv), P), s);
+        stage = stage + 1 == D ? 0 : stage + 1;
+        fill = fill + 1 == D ? 0 : fill + 1;
+        phase ^= (stage == 0);
+    }
+    dense_cp_wait<0>();
 }
