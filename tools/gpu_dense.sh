@@ -7,7 +7,7 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 date -u +"start %H:%M:%S UTC"
-timeout ${SMOKE_S:-120} python3 - <<'PY' 2>&1 | tee "$OUT/smoke.txt"
+timeout ${SMOKE_S:-150} python3 - <<'PY' 2>&1 | tee "$OUT/smoke.txt"
 import time, numpy as np, cupy, scanarray
 from scanarray.backends import _cupy_dense as cd
 def loop(A, b, h0, reverse):
@@ -56,12 +56,19 @@ for kernel, X in [("ring", 1), ("ring", 2), ("regs", 1), ("regs", 2), ("bulk", 2
 cd.KERNEL, cd.EXCHANGE = "auto", None
 print("SMOKE", "ok" if bad == 0 else f"{bad} FAILED")
 PY
+# a kernel kind whose smoke check failed or hung stays out of the timings and tests below
+SKIP=""
+for k in bulk regs; do
+  grep -q "^smoke $k .* ok" "$OUT/smoke.txt" && ! grep -q "^smoke $k .*FAIL" "$OUT/smoke.txt" || SKIP="$SKIP $k"
+done
+echo "skipped kinds:${SKIP:- none}"; export DENSE_SKIP="$SKIP"
+KSEL="cupy"; for k in $SKIP; do KSEL="$KSEL and not $k"; done
 date -u +"bench %H:%M:%S UTC"
-BENCH_JAX_S=${BENCH_JAX_S:-80} timeout ${BENCH_S:-200} python3 benchmarks/bench_dense.py --gpu --targets ${1:+--$1} \
+BENCH_JAX_S=${BENCH_JAX_S:-80} timeout ${BENCH_S:-140} python3 benchmarks/bench_dense.py --gpu --targets ${1:+--$1} \
   --out "$OUT/dense_targets.md" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
 date -u +"tests %H:%M:%S UTC"
 # -k cupy: the NumPy cases run in CI; here only the GPU ones (device time)
-timeout ${TEST_S:-150} python3 -m pytest tests/test_dense.py -k cupy -q --maxfail=40 -p no:cacheprovider -rf > "$OUT/pytest_dense.txt" 2>&1
+timeout ${TEST_S:-170} python3 -m pytest tests/test_dense.py -k "$KSEL" -q --maxfail=40 -p no:cacheprovider -rf > "$OUT/pytest_dense.txt" 2>&1
 echo "pytest rc=$?"; grep -E "^FAILED|passed|failed" "$OUT/pytest_dense.txt" | cut -c1-220 | tail -25
 date -u +"end %H:%M:%S UTC"
 grep -E "^\| (8|64) \| (4096|1024) \|" "$OUT/dense_targets.md"
