@@ -304,6 +304,8 @@ SEQ_VARIANTS = [
     ("regs x0", "regs", None, 0, 0), ("regs x1", "regs", None, 1, 0), ("regs x2", "regs", None, 2, 0),
     ("regs x2 D=4", "regs", 4, 2, 0), ("bulk x0", "bulk", None, 0, 0), ("bulk x2", "bulk", None, 2, 0),
     ("bulk x2 D=4", "bulk", 4, 2, 0), ("bulk x2, no stores", "bulk", None, 2, 1),
+    ("regs x2, 8 columns per thread", "regs", None, 2, 0, 32), ("bulk x2, 8 columns per thread", "bulk", None, 2, 0, 32),
+    ("ring x2, 8 columns per thread", "ring", None, 2, 0, 32),
     ("staged (first kernel)", "staged", None, None, 0),
 ]
 
@@ -313,15 +315,15 @@ _SKIP = set(os.environ.get("DENSE_SKIP", "").split())
 SEQ_VARIANTS = [v for v in SEQ_VARIANTS if v[1] not in _SKIP]
 
 
-def with_kernel(kernel, stages, fn, exchange=None, diag=0):
+def with_kernel(kernel, stages, fn, exchange=None, diag=0, row_bytes=64):
     """``fn`` with the CuPy sequential kernel forced (benchmarks only)."""
     from scanarray.backends import _cupy_dense
 
-    names = ("KERNEL", "STAGES", "EXCHANGE", "DIAG")
+    names = ("KERNEL", "STAGES", "EXCHANGE", "DIAG", "ROW_BYTES")
 
     def run():
         old = [getattr(_cupy_dense, k) for k in names]
-        for k, v in zip(names, (kernel, stages, exchange, diag)):
+        for k, v in zip(names, (kernel, stages, exchange, diag, row_bytes)):
             setattr(_cupy_dense, k, v)
         try:
             return fn()
@@ -347,7 +349,7 @@ def targets(jax_results, log):
         cases = [(m, lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
                  for m in ("cyclic_reduction", "prefix", "sequential", "auto")]
         seq = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="sequential")  # noqa: E731
-        cases += [(f"sequential [{label}]", with_kernel(k, d, seq, x, g)) for label, k, d, x, g in SEQ_VARIANTS]
+        cases += [(f"sequential [{v[0]}]", with_kernel(v[1], v[2], seq, *v[3:])) for v in SEQ_VARIANTS]
         # time-invariant A (one matrix per lane, never expanded): what is left without A's traffic
         A1 = cupy.ascontiguousarray(A[:, :1])
         cases.append(("sequential, A time-invariant (no A traffic; err not comparable)",

@@ -168,6 +168,8 @@ STAGES = None
 #: (``_EXCHANGE_DEFAULT``: warp per lane, block per lane).
 EXCHANGE = None
 _EXCHANGE_DEFAULT = (1, 2)
+#: Bytes of a row per thread with a block per lane (64: 16 float32 columns, 4 threads per row at n = 64).
+ROW_BYTES = 64
 #: Benchmarks only: bit 0 makes the new kernels skip their output stores (results not written).
 DIAG = 0
 _KO = 32  # DENSE_KO in dense.cu
@@ -205,7 +207,7 @@ def _mapping(dt, n, aligned=True):
         if C * size <= 128:
             U = Uv if (aligned and n % Uv == 0 and C % Uv == 0) else 1
             return True, P, C, N2, U, 32
-    C = min(N2, max(1, 64 // size))
+    C = min(N2, max(1, ROW_BYTES // size))
     P = N2 // C
     while _round32(n * P) > 1024 and C < 32:
         C *= 2
