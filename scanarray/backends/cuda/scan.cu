@@ -145,6 +145,16 @@ __device__ __forceinline__ C warp_replay(const C (&xa)[NV][G], C (&xb)[NV][G], C
   return h;
 }
 
+// Diagnostic builds only (benchmarks/diag_lookback.py compiles them with -DSCANARRAY_LB_DIAG=n).
+#ifndef SCANARRAY_LB_DIAG
+#define SCANARRAY_LB_DIAG 0
+#endif
+#if SCANARRAY_LB_DIAG == 2
+}  // namespace scanarray
+extern "C" __device__ unsigned long long scanarray_lb_diag[512];
+namespace scanarray {
+#endif
+
 // Look-back of the rows kernel: 32 predecessors per round, up to LB_ROUNDS rounds kept.
 constexpr int LB_ROUNDS = 8;
 
@@ -171,50 +181,30 @@ __device__ __forceinline__ int lb_read(const Status<C>& status, i64 row0, i64 k,
 }
 
 // --------------------------------------------------------------------------------------- rows_tiles
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
-__global__ void __launch_bounds__(NT, MINB)
-    rows_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+// Shared memory of one rows tile's scan.
+template <class C, int NW> struct TileShared {
+  Pair<C> warp[NW];
+  int bad[NW];
+  C hin;
+  int slow;
+  Pair<C> lb[32 * LB_ROUNDS];
+};
+
+// Everything of one rows tile after its loads: reduce to the tile's pair, publish it, look back,
+// write h once. Tile `id` is tile k of row `row` (KT tiles per row, status index = id).
+template <class TO, class C, int NT, int G, int NV>
+__device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], TileShared<C, NT / 32>& sh,
+                                               const Status<C>& status, i64 id, i64 row, i64 k, i64 KT,
+                                               const C* h0, int has_h0, u32 epoch, TO* po, i64 sto, i64 tw, i64 T,
+                                               int vec_o) {
   constexpr int NW = NT / 32;
   static_assert(NW <= 32, "at most 32 warps");
-  constexpr int ITEMS = G * NV;
-  constexpr int TILE = NT * ITEMS;
-  __shared__ i64 s_id;
-  __shared__ Pair<C> s_warp[NW];
-  __shared__ int s_bad[NW];
-  __shared__ C s_hin;
-  __shared__ int s_slow;
-  __shared__ Pair<C> s_lb[32 * LB_ROUNDS];
-
-  SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
-  Status<C> status;
-  status.init(ws + 16);
-
-  if (KT > 1) {
-    // Dynamic tile index: tile i starts only after tiles < i started (forward progress of the
-    // look-back does not rely on the hardware's block order).
-    if (tid == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
-    __syncthreads();
-  }
-  const i64 id = KT > 1 ? s_id : (i64)blockIdx.x;
-  const i64 row = id / KT, k = id - row * KT;
   const i64 row0 = id - k;
-  const i64 tbase = k * (i64)TILE;
-  i64 oa, ob, oo;
-  lm.offsets(row, oa, ob, oo);
-  const TA* pa = a + oa;
-  const TB* pb = b + ob;
-  TO* po = out + oo;
-
-  C xa[NV][G], xb[NV][G];
-  const i64 tw = tbase + (i64)w * 32 * ITEMS + (i64)lane * G;
-  C a_val = Num<C>::one();
-  if (AC) a_val = To<C>::f(pa[0]);
-  load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
-  // A first look-back read while this tile's loads are in flight, so that both latencies
-  // overlap. It does not wait: waiting here, before this tile publishes its own aggregate, would
-  // chain every tile's publication to its predecessor's.
+  // A first look-back read while this tile's loads are in flight (the caller issued them and
+  // nothing has used them yet), so that both latencies overlap. It does not wait: waiting here,
+  // before this tile publishes its own aggregate, would chain every tile's publication to its
+  // predecessor's.
   Pair<C> lb0;
   int st0 = ST_X;
   if (w == 0 && k > 0) st0 = lb_read(status, row0, k, 0, lane, epoch, h0, has_h0, row, lb0, false);
@@ -227,15 +217,15 @@ __global__ void __launch_bounds__(NT, MINB)
   Pair<C> tot = warp_prefixes<C, G, NV>(xa, xb, pre, lane);
   bad = __any_sync(0xffffffffu, bad);
   if (lane == 0) {
-    s_warp[w] = tot;
-    s_bad[w] = bad;
+    sh.warp[w] = tot;
+    sh.bad[w] = bad;
   }
   __syncthreads();
 
   if (w == 0) {
-    // Scan of the warp totals: s_warp[i] becomes the pair of the tile's steps before warp i.
-    Pair<C> x = lane < NW ? s_warp[lane] : ident<C>();
-    const int tile_bad = __any_sync(0xffffffffu, lane < NW ? s_bad[lane] : 0);
+    // Scan of the warp totals: sh.warp[i] becomes the pair of the tile's steps before warp i.
+    Pair<C> x = lane < NW ? sh.warp[lane] : ident<C>();
+    const int tile_bad = __any_sync(0xffffffffu, lane < NW ? sh.bad[lane] : 0);
 #pragma unroll
     for (int d = 1; d < 32; d <<= 1) {
       Pair<C> o = shfl_up(x, d);
@@ -243,7 +233,7 @@ __global__ void __launch_bounds__(NT, MINB)
     }
     Pair<C> ex = shfl_up(x, 1);
     if (lane == 0) ex = ident<C>();
-    if (lane < NW) s_warp[lane] = ex;
+    if (lane < NW) sh.warp[lane] = ex;
     const Pair<C> agg = shfl_idx(x, NW - 1);
 
     C hin = Num<C>::zero();
@@ -253,36 +243,54 @@ __global__ void __launch_bounds__(NT, MINB)
       // A tile whose steps hold a non-finite value never publishes an aggregate (composition
       // would turn the loop's infinities into NaN); its successors wait for its exact state.
       if (!tile_bad && finite(agg.A) && finite(agg.B) && lane == 0) status.publish_agg(id, agg, epoch);
-      s_lb[lane] = lb0;
+#if SCANARRAY_LB_DIAG == 1
+      // diagnostic build (benchmarks/diag_lookback.py): no look-back at all, wrong results
+      if (false) {
+#else
+      {
+#endif
+      sh.lb[lane] = lb0;
       u32 pm = __ballot_sync(0xffffffffu, st0 == ST_P);
       const u32 xm = __ballot_sync(0xffffffffu, st0 == ST_X);
       int found = pm ? __ffs(pm) - 1 : -1;
       if (found >= 0 && (xm & ((1u << found) - 1u))) found = -1;  // a gap before the P: read again
+      int polls = 0;
       while (found < 0) {
+        ++polls;
         // Deeper rounds; if none of 32 * LB_ROUNDS predecessors knows its state yet, poll again
         // from the nearest one (a P appears as the tiles ahead finish).
         for (int r = 0; r < LB_ROUNDS && found < 0; ++r) {
           Pair<C> y;
           const int st = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, y);
-          s_lb[32 * r + lane] = y;
+          sh.lb[32 * r + lane] = y;
           pm = __ballot_sync(0xffffffffu, st == ST_P);
           if (pm) found = 32 * r + __ffs(pm) - 1;
         }
       }
       __syncwarp();
+#if SCANARRAY_LB_DIAG == 2
+      // diagnostic build: histograms of the look-back depth and of the polling rounds
+      if (lane == 0) {
+        atomicAdd(&scanarray_lb_diag[found < 255 ? found : 255], 1ull);
+        atomicAdd(&scanarray_lb_diag[256 + (polls < 255 ? polls : 255)], 1ull);
+      }
+#endif
+#if SCANARRAY_LB_DIAG == 3
+      if (lane == 0) found = found > 0 ? 0 : found;  // diagnostic build: no serial apply, wrong results
+#endif
       if (lane == 0) {
         // Apply the aggregates in order, as each tile applies its own to its entering state:
         // the result is bit-identical to the state tile k-1 publishes, whichever P was found,
         // so results do not depend on timing.
         // (Once non-finite, a state stays non-finite, so one test at the end suffices and the
         // loop can keep several shared-memory loads in flight.)
-        C h = s_lb[found].B;
+        C h = sh.lb[found].B;
         int i = found - 1;
         for (; i >= 3; i -= 4) {
-          const Pair<C> p0 = s_lb[i], p1 = s_lb[i - 1], p2 = s_lb[i - 2], p3 = s_lb[i - 3];
+          const Pair<C> p0 = sh.lb[i], p1 = sh.lb[i - 1], p2 = sh.lb[i - 2], p3 = sh.lb[i - 3];
           h = apply(p3, apply(p2, apply(p1, apply(p0, h))));
         }
-        for (; i >= 0; --i) h = apply(s_lb[i], h);
+        for (; i >= 0; --i) h = apply(sh.lb[i], h);
         if (!finite(h)) {
           // Non-finite state: only tile k-1's own (exact, replayed) state is right.
           Pair<C> y;
@@ -290,10 +298,11 @@ __global__ void __launch_bounds__(NT, MINB)
           }
           h = y.B;
         }
-        s_hin = h;
+        sh.hin = h;
       }
       __syncwarp();
-      hin = s_hin;
+      hin = sh.hin;
+      }
     }
     int slow = tile_bad || !finite(hin);
     if (!slow) {
@@ -305,15 +314,15 @@ __global__ void __launch_bounds__(NT, MINB)
       }
     }
     if (lane == 0) {
-      s_hin = hin;
-      s_slow = slow;
+      sh.hin = hin;
+      sh.slow = slow;
     }
   }
   __syncthreads();
-  const C hin = s_hin;
+  const C hin = sh.hin;
 
-  if (!s_slow) {
-    const C hw = apply(s_warp[w], hin);
+  if (!sh.slow) {
+    const C hw = apply(sh.warp[w], hin);
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
       C h = apply(pre[v], hw);
@@ -331,17 +340,61 @@ __global__ void __launch_bounds__(NT, MINB)
   // Exact path: the loop itself, warp after warp, from the exact entering state.
   for (int i = 0; i < NW; ++i) {
     if (w == i) {
-      C h = warp_replay<C, G, NV>(xa, xb, s_hin, lane);
-      if (lane == 0) s_hin = h;
+      C h = warp_replay<C, G, NV>(xa, xb, sh.hin, lane);
+      if (lane == 0) sh.hin = h;
     }
     __syncthreads();
   }
-  if (tid == 0 && k + 1 < KT) status.publish_inc(id, s_hin, epoch);
+  if (tid == 0 && k + 1 < KT) status.publish_inc(id, sh.hin, epoch);
 #pragma unroll
   for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
 }
 
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
+__global__ void __launch_bounds__(NT, MINB)
+    rows_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+  constexpr int ITEMS = G * NV;
+  constexpr int TILE = NT * ITEMS;
+  __shared__ i64 s_id;
+  __shared__ TileShared<C, NT / 32> sh;
+
+  SCAN_LANE_MAP;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+  Status<C> status;
+  status.init(ws + 16);
+
+  if (KT > 1) {
+    // Dynamic tile index: tile i starts only after tiles < i started (forward progress of the
+    // look-back does not rely on the hardware's block order).
+    if (tid == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
+    __syncthreads();
+  }
+  const i64 id = KT > 1 ? s_id : (i64)blockIdx.x;
+  const i64 row = id / KT, k = id - row * KT;
+  i64 oa, ob, oo;
+  lm.offsets(row, oa, ob, oo);
+  const TA* pa = a + oa;
+  const TB* pb = b + ob;
+
+  C xa[NV][G], xb[NV][G];
+  const i64 tw = k * (i64)TILE + (i64)w * 32 * ITEMS + (i64)lane * G;
+  C a_val = Num<C>::one();
+  if (AC) a_val = To<C>::f(pa[0]);
+  load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
+  rows_tile_scan<TO, C, NT, G, NV>(xa, xb, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
+                                   vec_o);
+}
+
 // --------------------------------------------------------------------------------------- rows_block
+// Whether this thread's groups of a tile take the aligned vector path of load_thread.
+template <bool AC, int G, int NV>
+__device__ __forceinline__ bool rows_fast(i64 tw, i64 T, i64 sta, i64 stb, int vec_a, int vec_b) {
+  const bool whole = tw + (NV - 1) * 32 * G + G <= T;
+  const bool va = AC || (vec_a != 0 && sta == stb);
+  return whole && vec_b && va && (stb == 1 || stb == -1);
+}
+
 // Many long rows: a block per row, looping along it tile after tile with the state carried in
 // shared memory. Enough rows fill the device without any look-back.
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
@@ -369,12 +422,48 @@ __global__ void __launch_bounds__(NT, MINB)
   if (AC) a_val = To<C>::f(pa[0]);
   if (tid == 0) s_h[0] = has_h0 ? h0[row] : Num<C>::zero();
 
+  // The next tile's loads are issued before this tile's reduction, barriers and stores (raw
+  // vectors in registers, unpacked when it starts): a block walks its row without the memory
+  // system idling between tiles. Tiles off the aligned vector path load when they start.
+  Vec<TB, G> nb[NV];
+  Vec<TA, G> na[AC ? 1 : NV];
+  auto prefetch = [&](i64 tbase) -> bool {
+    const i64 tw = tbase + (i64)w * 32 * ITEMS + (i64)lane * G;
+    if (tbase >= T || !rows_fast<AC, G, NV>(tw, T, sta, stb, vec_a, vec_b)) return false;
+    if (stb == 1) {
+      load_vecs<TB, G, NV, 1>(pb, tw, nb);
+      if (!AC) load_vecs<TA, G, NV, 1>(pa, tw, reinterpret_cast<Vec<TA, G>(&)[NV]>(na));
+    } else {
+      load_vecs<TB, G, NV, -1>(pb, tw, nb);
+      if (!AC) load_vecs<TA, G, NV, -1>(pa, tw, reinterpret_cast<Vec<TA, G>(&)[NV]>(na));
+    }
+    return true;
+  };
+  bool have = prefetch(0);
+
   int cur = 0;
   for (i64 tbase = 0; tbase < T; tbase += TILE, cur ^= 1) {
     const int nxt = cur ^ 1;
     C xa[NV][G], xb[NV][G];
     const i64 tw = tbase + (i64)w * 32 * ITEMS + (i64)lane * G;
-    load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
+    if (have) {
+      if (stb == 1) {
+        unpack<TB, C, G, NV, 1>(nb, xb);
+        if (!AC) unpack<TA, C, G, NV, 1>(reinterpret_cast<Vec<TA, G>(&)[NV]>(na), xa);
+      } else {
+        unpack<TB, C, G, NV, -1>(nb, xb);
+        if (!AC) unpack<TA, C, G, NV, -1>(reinterpret_cast<Vec<TA, G>(&)[NV]>(na), xa);
+      }
+      if (AC) {
+#pragma unroll
+        for (int v = 0; v < NV; ++v)
+#pragma unroll
+          for (int g = 0; g < G; ++g) xa[v][g] = a_val;
+      }
+    } else {
+      load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
+    }
+    have = prefetch(tbase + TILE);
     bool bad = false;
 #pragma unroll
     for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Where the look-back kernel's time goes on long rows (issue 4): time variants that leave a stage out.
+
+Builds the CuPy backend's kernels from ``scan.cu`` with ``-DSCANARRAY_LB_DIAG=n`` (see the
+kernel source) and times the planned kernel alone:
+
+- 0: the kernel as shipped;
+- 1: no look-back (tiles publish but never wait: wrong results, the cost of waiting removed);
+- 2: as shipped, plus histograms of the look-back depth (tiles between a tile and the nearest
+  predecessor that knew its state) and of the polling cycles;
+- 3: look-back without the serial application of the predecessors' aggregates (wrong results
+  in general; with this data, a in [0.9, 1), the product of a over a 4096-step tile underflows
+  to 0 in float32, so the state entering a tile does not matter and h comes out the same).
+
+Results of the investigation (H200, 2026-11-21, docs/gpu.md): without look-back one row of
+2**28 float32 runs at 4266 GB/s (100% of the copy) against 3026 with it; the nearest
+predecessor that knows its state is on average 80 tiles back; neither a back-off in the spin
+loop (20-400 ns) nor reading 2 or 4 rounds of statuses at once sped it up (the latter spills).
+
+GB/s = bytes of a + b read + h written / median time (CUDA events).
+Usage: python benchmarks/diag_lookback.py
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import cupy
+import numpy as np
+
+from scanarray import _config
+from scanarray.backends import _cupy_common, _cupy_scan
+
+GB = 1e9
+WORK = [("(1,1,2**24)", (1, 2**24), {}), ("(1,1,2**28)", (1, 2**28), {}),
+        ("(2,256,65536) look-back tiles", (512, 65536), {"rows_block_fill": 1e9})]
+
+
+def timed(fn, reps=15):
+    fn()
+    cupy.cuda.Device().synchronize()
+    e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
+    out = []
+    for _ in range(reps):
+        e0.record()
+        fn()
+        e1.record()
+        e1.synchronize()
+        out.append(cupy.cuda.get_elapsed_time(e0, e1))
+    return statistics.median(out)
+
+
+VARIANTS = [  # (label, compile definitions, CUPY_SCAN["rows_long"] for float32)
+    ("shipped", {}, None),
+    ("no look-back (wrong results)", {"SCANARRAY_LB_DIAG": 1}, None),
+    ("no serial apply (wrong results)", {"SCANARRAY_LB_DIAG": 3}, None),
+] + [
+    ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
+]
+
+
+def main():
+    rng = np.random.default_rng(0)
+    real_get = _cupy_common.get_function
+    modules = {}
+    lines = ["| workload | variant | GB/s | ms | same h as shipped |", "|---|---|---|---|---|"]
+    hists = []
+    for label, shape, cfg in WORK:
+        saved = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _config.CUPY_SCAN.items()}
+        a = cupy.asarray((0.9 + 0.1 * rng.random(shape)).astype(np.float32))
+        b = cupy.asarray(rng.standard_normal(shape, dtype=np.float32))
+        out = cupy.empty_like(b)
+        ref = None
+        nb = a.nbytes + 2 * b.nbytes
+        for vlabel, defs, rows_long in VARIANTS:
+            _config.CUPY_SCAN.update(cfg)
+            if rows_long is not None:
+                _config.CUPY_SCAN["rows_long"] = {**saved["rows_long"], 4: rows_long}
+            plan = _cupy_scan.plan(a, b, out, np.dtype(np.float32), "lookback")
+            key = (plan.name, tuple(sorted(defs.items())))
+            if key not in modules:
+                opts = _cupy_common.compile_options(*(f"-D{k}={v}" for k, v in defs.items()))
+                modules[key] = cupy.RawModule(code=_cupy_common.read_source("scan.cu"), options=opts,
+                                              name_expressions=[plan.name])
+            mod = modules[key]
+            _cupy_common.get_function = lambda src, name, options=(), group=(), _m=mod: _m.get_function(name)
+            try:
+                if defs.get("SCANARRAY_LB_DIAG") == 2:
+                    diag = cupy.ndarray((512,), cupy.uint64, mod.get_global("scanarray_lb_diag"))
+                    diag.fill(0)
+                    plan.launch(cupy, a, b, out, None)
+                    cupy.cuda.Device().synchronize()
+                    h = diag.get()
+                    depth, polls = h[:256], h[256:]
+                    tiles = depth.sum()
+                    mean = float((np.arange(256) * depth).sum() / max(tiles, 1))
+                    nz = np.nonzero(depth)[0]
+                    hists.append(f"{label}: {tiles} tiles looked back; depth mean {mean:.1f}, "
+                                 f"max {nz.max() if len(nz) else 0}, depth 0/1/2-7/8-31/32+: {depth[0]}/{depth[1]}/"
+                                 f"{depth[2:8].sum()}/{depth[8:32].sum()}/{depth[32:].sum()}; polls 0/1/2/3+: "
+                                 f"{polls[0]}/{polls[1]}/{polls[2]}/{polls[3:].sum()}")
+                    print(hists[-1], flush=True)
+                ms = timed(lambda: plan.launch(cupy, a, b, out, None))
+                if ref is None:
+                    ref = out.copy()
+                same = bool(cupy.array_equal(out, ref))
+                kern = plan.name.split("<")[1].split(",")[4:7]
+                lines.append(f"| {label} | {vlabel} ({','.join(kern)}) | {nb / (ms * 1e-3) / GB:.0f} | {ms:.3f} | {same} |")
+                print(lines[-1], flush=True)
+            finally:
+                _cupy_common.get_function = real_get
+                for k, v in saved.items():
+                    _config.CUPY_SCAN[k] = dict(v) if isinstance(v, dict) else v
+        del a, b, out, ref
+        cupy.get_default_memory_pool().free_all_blocks()
+    print("\n".join(lines))
+    print("\n".join(hists))
+
+
+if __name__ == "__main__":
+    main()
