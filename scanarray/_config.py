@@ -5,7 +5,7 @@ Every threshold here cites the measurement it came from (machine, date, script).
 
 from __future__ import annotations
 
-__all__ = ["CUPY_SCAN", "cupy_auto_method", "cupy_dense_auto_method"]
+__all__ = ["CUPY_SCAN", "cupy_auto_method", "cupy_dense_auto_method", "numpy_dense_auto_method"]
 
 #: Tile shapes of the CuPy diagonal kernels (scanarray/backends/cuda/scan.cu), keyed by the
 #: compute dtype's itemsize. ``rows``: (threads, steps per thread, min blocks per SM) of the
@@ -18,7 +18,13 @@ __all__ = ["CUPY_SCAN", "cupy_auto_method", "cupy_dense_auto_method"]
 CUPY_SCAN = {
     "rows": {4: (256, 16, 4), 8: (128, 8, 6), 16: (128, 4, 6)},
     "rows_long": {4: (256, 16, 4), 8: (256, 8, 2), 16: (256, 4, 2)},
-    "rows_block": {4: (512, 16, 2), 8: (128, 8, 6), 16: (128, 4, 6)},
+    # rows_block keeps its next tile's loads in flight (twice the data registers): fewer blocks per
+    # SM than the kernels without prefetch. Kernel-only, H200, 2026-11-21 08:08 UTC
+    # (bench_gpu.py --sweep-prefetch): f32 (256,16,2) 83.2% / 87.6% of the copy on (2,256,65536) /
+    # (4,64,262144) where the kernel without prefetch gave 80.7% / 86.1% (512,16,2) at 08:02;
+    # 8-byte (128,8,4) 95.4% f64 / 89.3% c64 on (8,1024,4096) against 94.5% / 91.0% (128,8,6).
+    # 16-byte: (128,4,3), the largest shape that compiles without spilling (not timed).
+    "rows_block": {4: (256, 16, 2), 8: (128, 8, 4), 16: (128, 4, 3)},
     "lanes": {4: (4, 16, 4), 8: (4, 8, 4), 16: (4, 4, 4)},
     "seq_threads": 128,
     # rows longer than a tile use ``rows_block`` (a block per row, no look-back) when there are
@@ -100,3 +106,51 @@ def cupy_dense_auto_method(problem):
     if lanes == 1 and T * n**3 * max(1, T.bit_length() - 1) <= DENSE_PREFIX_MAX_WORK:
         return "prefix"
     return "cyclic_reduction"
+
+
+#: Dense NumPy choice (issue 6), from benchmarks/bench_dense.py --cpu-sweep / --cpu on a 2-core
+#: AMD EPYC VM (NumPy 2.4.6, OpenBLAS 0.3.31), 2026-11-21 08:11-08:30 UTC, float32, best of 5-15
+#: calls (docs/dense.md, "NumPy"). Every NumPy method costs per time step about
+#:   sequential:                 NUMPY_STEP_US + lanes * mv(n)           (one matmul + one add per step)
+#:   cyclic_reduction / chunked: a_lanes * mm(n) + 2 * lanes * mv(n)     (T n^3 + 2 T n^2 work, few calls)
+#: with mv(n), mm(n) the cost of one n x n matvec / product inside a batched matmul (NumPy calls
+#: BLAS once per matrix): mv(n) = 0.05 + n^2 / 2800 us, mm(n) = 0.05 + n^3 / 33000 us (float32;
+#: x2 float64, x4 complex64, x8 complex128). Measured per step: sequential 1.5 us at B = 1,
+#: 3.35 us at (B = 8, n = 16), 11.2 us at (64, 16), 14.8 us at (8, 64); chunked 0.24 / 0.40 / 7.7
+#: us at B = 1 and n = 4 / 16 / 64, 3.15 us at (8, 16). So the matrix products pay off for few
+#: lanes and small n: (8, 4096, 16) chunked 12.9 ms, sequential 13.8, per-step loop 16.4;
+#: (64, 4096, 16) sequential 45.9, chunked 149; (1, 4096, 64) sequential 12.1, chunked 31.6.
+NUMPY_STEP_US = 2.0
+#: Between the two parallel methods: cyclic reduction's batched calls are few and long (one per
+#: level), best while its work arrays stay in cache; chunked keeps its per-step arrays small.
+#: Measured: n = 4, B = 1 / 8, T = 4096: CR 0.58 / 3.85 ms, chunked 0.97 / 3.99;
+#: n = 16, B = 1, T = 4096: CR 1.29, chunked 1.63; T = 16384: CR 8.58, chunked 6.82;
+#: n = 16, B = 8, T = 4096: CR 19.9, chunked 12.9. CR when A's distinct bytes are at most this
+#: or n <= 4.
+NUMPY_CR_MAX_BYTES = 8 * 2**20
+_NUMPY_MAC_FACTOR = {"f": 1, "c": 4}
+
+
+def numpy_dense_auto_method(problem):
+    """The NumPy dense method for ``method="auto"`` (see ``NUMPY_STEP_US``)."""
+    T, n = problem.length, problem.b.shape[-1]
+    if T <= 2:
+        return "sequential"
+    a = problem.a
+    lanes = a_lanes = 1
+    for size, step in zip(a.shape[:-3], a.strides[:-3]):
+        a_lanes *= size if step != 0 else 1
+    for size in problem.lanes:
+        lanes *= size
+    const = a.strides[-3] == 0 or a.shape[-3] == 1
+    dt = problem.dtype
+    k = _NUMPY_MAC_FACTOR.get(dt.kind, 1) * max(1, dt.itemsize // (8 if dt.kind == "c" else 4))
+    mv = 0.05 + k * n * n / 2800
+    mm = 0.05 + k * n**3 / 33000
+    seq = NUMPY_STEP_US + lanes * mv
+    par = (0 if const else a_lanes * mm) + 2 * lanes * mv
+    if par >= seq:
+        return "sequential"
+    if n <= 4 or a_lanes * (1 if const else T) * n * n * dt.itemsize <= NUMPY_CR_MAX_BYTES:
+        return "cyclic_reduction"
+    return "chunked"
