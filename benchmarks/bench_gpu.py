@@ -74,6 +74,30 @@ def timed(fn, reps, budget_s=1.5, events=True):
     return statistics.median(out), out
 
 
+def timed_burst(fn, reps, burst=10, budget_s=1.5):
+    """Median milliseconds per call over bursts of ``burst`` back-to-back calls.
+
+    Events around the whole burst: the host prepares call i+1 while the GPU runs call i, as in
+    a user's loop, so this is the throughput of repeated calls. :func:`timed` (events around
+    one call) also counts the host time before the launch, during which the GPU idles.
+    """
+    fn()
+    cupy.cuda.Device().synchronize()
+    out = []
+    start = time.perf_counter()
+    e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
+    for _ in range(reps):
+        e0.record()
+        for _ in range(burst):
+            fn()
+        e1.record()
+        e1.synchronize()
+        out.append(cupy.cuda.get_elapsed_time(e0, e1) / burst)
+        if time.perf_counter() - start > budget_s and len(out) >= 3:
+            break
+    return statistics.median(out), out
+
+
 def paired(fn_a, fn_b, reps, budget_s=2.0):
     """Median over interleaved pairs of time(b) / time(a)."""
     fn_a(), fn_b()
@@ -183,7 +207,47 @@ SWEEP_WORK = [
 ]
 
 
-def sweep(copy_bw, log, reps):
+def profile_host(log, n=3000):
+    """The public function's host time on a tiny problem, by function (cProfile, top 25)."""
+    import cProfile
+    import io
+    import pstats
+
+    b = cupy.ones((4, 64), cupy.float32)
+    a = cupy.full((4, 64), 0.5, cupy.float32)
+    out = cupy.empty_like(b)
+    for _ in range(20):
+        scanarray.linear_recurrence(a, b, out=out, backend="cupy")
+    cupy.cuda.Device().synchronize()
+    pr = cProfile.Profile()
+    pr.enable()
+    for _ in range(n):
+        scanarray.linear_recurrence(a, b, out=out, backend="cupy")
+    pr.disable()
+    cupy.cuda.Device().synchronize()
+    buf = io.StringIO()
+    pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(25)
+    log(f"host profile of {n} public calls (tiny problem):\n{buf.getvalue()}")
+
+
+# prefetching rows_block and batched look-back reads: the shapes that decide them
+_LONG = [{"rows_long": c} for c in ((256, 16, 4), (256, 16, 3), (512, 16, 2), (128, 16, 8), (256, 8, 6))]
+_BLOCK = [{"rows_block": c, "rows_block_fill": f} for c, f in
+          (((512, 16, 2), 0.45), ((256, 16, 2), 0.45), ((512, 8, 2), 0.45), ((256, 8, 4), 0.45),
+           ((1024, 8, 1), 0.45), ((256, 16, 2), 0.2))] + [{"rows_block_fill": 1e9}]
+_BLOCK8 = [{"rows_block": c} for c in ((128, 8, 6), (128, 8, 4), (256, 8, 2), (256, 4, 4))]
+SWEEP_PREFETCH = [
+    ("(1,1,2**28)", (1, 1, 2**28), -1, "float32", _LONG),
+    ("(1,1,2**24)", (1, 1, 2**24), -1, "float32", _LONG),
+    ("(2,256,65536)", (2, 256, 65536), -1, "float32", _BLOCK),
+    ("(4,64,262144)", (4, 64, 262144), -1, "float32", _BLOCK),
+    ("f64 (8,1024,4096)", (8, 1024, 4096), -1, "float64", _BLOCK8),
+    ("c64 (8,1024,4096)", (8, 1024, 4096), -1, "complex64", _BLOCK8),
+    ("time-major (65536,4096)", (65536, 4096), 0, "float32", [{"lanes": c} for c in ((4, 16, 4), (8, 8, 4))]),
+]
+
+
+def sweep(copy_bw, log, reps, work=None):
     """Kernel-only GB/s of tile-shape variants on the workloads they decide."""
     from scanarray import _config
 
@@ -191,7 +255,7 @@ def sweep(copy_bw, log, reps):
     rng = np.random.default_rng(1)
     lines = ["| kernel | config | workload | GB/s | % copy |", "|---|---|---|---|---|"]
     try:
-        for label, shape, axis, dtype, variants in SWEEP_WORK:
+        for label, shape, axis, dtype, variants in work or SWEEP_WORK:
             a_h, b_h = make(shape, axis, dtype, "full", rng)
             a, b = cupy.asarray(a_h), cupy.asarray(b_h)
             out = cupy.empty_like(b)
@@ -200,11 +264,18 @@ def sweep(copy_bw, log, reps):
             for v in variants:
                 for k, val in saved.items():
                     _config.CUPY_SCAN[k] = dict(val) if isinstance(val, dict) else val
-                keys = ("lanes",) if axis == 0 else ("rows", "rows_long")
-                for k in keys:
-                    _config.CUPY_SCAN[k][size] = tuple(v[:3])
-                if len(v) > 3:
-                    _config.CUPY_SCAN["rows_block_fill"] = v[3]
+                if isinstance(v, dict):  # {CUPY_SCAN key: shape for this dtype size, or value}
+                    for k, val in v.items():
+                        if isinstance(_config.CUPY_SCAN[k], dict):
+                            _config.CUPY_SCAN[k][size] = val
+                        else:
+                            _config.CUPY_SCAN[k] = val
+                else:
+                    keys = ("lanes",) if axis == 0 else ("rows", "rows_long")
+                    for k in keys:
+                        _config.CUPY_SCAN[k][size] = tuple(v[:3])
+                    if len(v) > 3:
+                        _config.CUPY_SCAN["rows_block_fill"] = v[3]
                 try:
                     run = kernel_only(a, b, out, axis, "lookback")
                     ms, _ = timed(run, reps)
@@ -279,8 +350,12 @@ def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, l
 
     ms, _ = timed(ours("lookback"), reps)
     row["lookback_GBs"] = nb / (ms * 1e-3) / GB
+    ms_b, _ = timed_burst(ours("lookback"), reps)
+    row["b2b_GBs"] = nb / (ms_b * 1e-3) / GB
+    row["b2b_pct_copy"] = 100 * row["b2b_GBs"] / copy_bw
     ms_k, _ = timed(kernel_only(a, b, out, axis, "lookback"), reps)
     row["kernel_GBs"] = nb / (ms_k * 1e-3) / GB
+    row["kernel_pct_copy"] = 100 * row["kernel_GBs"] / copy_bw
     row["plan"] = kernel_only(a, b, out, axis, "lookback").plan.name.split("<")[0].split("::")[-1]
     row["lookback_pct_copy"] = 100 * row["lookback_GBs"] / copy_bw
     row["lookback_Gelem_s"] = b.size / (ms * 1e-3) / 1e9
@@ -357,7 +432,10 @@ COLS = [
     ("workload", "workload", "{}"),
     ("lookback_GBs", "ours GB/s", "{:.0f}"),
     ("lookback_pct_copy", "% copy", "{:.1f}"),
+    ("b2b_GBs", "ours back-to-back GB/s", "{:.0f}"),
+    ("b2b_pct_copy", "% copy", "{:.1f}"),
     ("kernel_GBs", "kernel only GB/s", "{:.0f}"),
+    ("kernel_pct_copy", "% copy", "{:.1f}"),
     ("plan", "kernel", "{}"),
     ("sequential_GBs", "sequential GB/s", "{:.0f}"),
     ("fpscan_GBs", "fpscan GB/s", "{:.0f}"),
@@ -389,6 +467,8 @@ def main(argv=None):
     ap.add_argument("--only", default=None)
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="tile-shape sweep first (kernel-only timings)")
+    ap.add_argument("--sweep-prefetch", action="store_true", help="prefetch/look-back sweep (kernel only)")
+    ap.add_argument("--profile", action="store_true", help="cProfile of the public function's host time")
     args = ap.parse_args(argv)
     reps = args.reps or (7 if args.quick else 25)
     logs = []
@@ -405,7 +485,12 @@ def main(argv=None):
     host = host_overhead_us()
     host_txt = ", ".join(f"{k} {v:.0f} us" for k, v in host.items())
     log(f"host time per call (tiny problem): {host_txt}")
+    if args.profile:
+        profile_host(log)
     sweep_text = sweep(copy_bw, log, reps) if args.sweep else ""
+    if args.sweep_prefetch:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH)
+
     peers = Peers(log) if not args.no_peers else None
     if peers is None:
         peers = Peers.__new__(Peers)
