@@ -314,40 +314,61 @@ def prefix(xp, A, b, h0, dt, reverse=False, out=None):
 # --------------------------------------------------------------------------- sequential
 
 
-def _steps(xp, A, H, start, stop):
+def _steps(xp, A, H, start, stop, Ht=None):
     """``H[t] += A[t] @ H[t-1]`` for ``t`` in ``start..stop-1``, in place, one batched matvec per step.
 
     The per-step views come from iterating over time-leading views (made in C,
     not by Python indexing) and every product is written into one preallocated
     buffer: on NumPy a step then costs one ``matmul`` and one in-place add, no
-    allocation (2026-11-21, 2-core AMD EPYC VM, (8, 4096, 16) float32:
-    13.6 ms against 19-31 ms with a view, a new product and a new sum per step).
+    allocation. `Ht` is ``H`` with time moved first, if the caller has one
+    (:func:`_time_major`).
     """
     if stop <= start:
         return
-    Ht = xp.moveaxis(H, -2, 0)[..., None]  # (T, *lanes, n, 1)
+    Ht = xp.moveaxis(H, -2, 0) if Ht is None else Ht
+    Ht = Ht[..., None]  # (T, *lanes, n, 1)
     tmp = xp.empty(Ht.shape[1:], H.dtype)
-    if A.shape[-3] == 1:
-        a = A[..., 0, :, :]
-        mats = itertools.repeat(a, stop - start)
-    else:
-        a = A[..., 0, :, :]
-        mats = xp.moveaxis(A, -3, 0)[start:stop]
+    a = A[..., 0, :, :]
+    mats = itertools.repeat(a, stop - start) if A.shape[-3] == 1 else xp.moveaxis(A, -3, 0)[start:stop]
     _record("vector", a.shape, tmp.shape, steps=stop - start)
+    matmul, add = xp.matmul, xp.add
     for m, prev, h in zip(mats, Ht[start - 1:stop - 1], Ht[start:stop]):
-        xp.matmul(m, prev, out=tmp)
-        h += tmp
+        matmul(m, prev, out=tmp)
+        add(h, tmp, out=h)
+
+
+def _time_major(xp, H):
+    """``(Ht, done)``: ``H (..., T, n)`` with time first, in a C-contiguous array, and how to write it back.
+
+    One step's lanes are then one contiguous block: on NumPy a step of the
+    loop costs a quarter less than on the strided view of a lane-major
+    result (2026-11-21, 2-core AMD EPYC VM, (8, 4096, 16) float32: 9.5 ms
+    against 12.8 ms, both including the copies in and out).
+    """
+    Ht = xp.moveaxis(H, -2, 0)
+    if Ht.flags.c_contiguous:
+        return Ht, lambda: None
+    W = xp.ascontiguousarray(Ht)
+
+    def done():
+        Ht[...] = W
+
+    return W, done
 
 
 def sequential(xp, A, b, h0, dt, reverse=False, out=None):
     """Dense scan one step at a time: ``T - 1`` batched matvecs, each over all lanes.
 
     The least work (``T n^2`` multiply-adds per lane) and no temporary of
-    size ``T``, but ``T`` dependent calls: for short sequences, or for many
+    size ``T n^2``, but ``T`` dependent calls: for short sequences, or for many
     lanes. Parameters as :func:`cyclic_reduction`.
     """
     A, H, result = _prepare(xp, A, b, h0, dt, reverse, out)
-    _steps(xp, A, H, 1, H.shape[-2])
+    T = H.shape[-2]
+    if T > 1:
+        Ht, done = _time_major(xp, H)
+        _steps(xp, A, H, 1, T, Ht)
+        done()
     return result
 
 
@@ -433,13 +454,20 @@ def chunked(xp, A, b, h0, dt, reverse=False, out=None, chunk=None):
     L = chunk_length(T, n) if chunk is None else max(1, int(chunk))
     K = (T - 1) // L
     if K < 3:
-        _steps(xp, A, H, 1, T)
+        if T > 1:
+            Ht, done = _time_major(xp, H)
+            _steps(xp, A, H, 1, T, Ht)
+            done()
         return result
     r0 = T - K * L
-    _steps(xp, A, H, 1, r0)  # chunk 0
+    if r0 > 1:  # chunk 0
+        Ht, done = _time_major(xp, H[..., :r0, :])
+        _steps(xp, A, H, 1, r0, Ht)
+        done()
 
     lanes = H.shape[:-2]
-    Ht = xp.moveaxis(_split(H[..., r0:, :], -2, K, L), -2, 0)  # (L, *lanes, K, n)
+    # Step-major work layout (L, *lanes, K, n): one step of every chunk is one contiguous block.
+    Ht, done = _time_major(xp, _split(H[..., r0:, :], -2, K, L))
     Hp = Ht[..., :K - 1, :]  # chunks 1 .. K-1: the ones phase 1 needs
     const = A.shape[-3] == 1
     if const:
@@ -497,6 +525,7 @@ def chunked(xp, A, b, h0, dt, reverse=False, out=None, chunk=None):
             xp.matmul(a, prev[..., None], out=tv[..., None])
             h += tv
             prev = h
+    done()
     return result
 
 

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import _dense
+from .. import _config, _dense
 from .._nonfinite import mend_nonfinite
 
 __all__ = ["auto_method", "linear_recurrence"]
 
 
 def auto_method(problem):
-    return "cyclic_reduction" if problem.dense else "chunked"
+    return _config.numpy_dense_auto_method(problem) if problem.dense else "chunked"
 
 
 def linear_recurrence(p):
