@@ -25,7 +25,9 @@ CUPY_SCAN = {
     # 8-byte (128,8,4) 95.4% f64 / 89.3% c64 on (8,1024,4096) against 94.5% / 91.0% (128,8,6).
     # 16-byte: (128,4,3), the largest shape that compiles without spilling (not timed).
     "rows_block": {4: (256, 16, 2), 8: (128, 8, 4), 16: (128, 4, 3)},
-    "lanes": {4: (4, 16, 4), 8: (4, 8, 4), 16: (4, 4, 4)},
+    # float32 time-major: (4,16,6) 76.7% of the copy on (65536,4096) against 72.3% for (4,16,4)
+    # (H200, 2026-11-21 08:21 UTC, bench_gpu.py --sweep-one-tile; 12 bytes of spills)
+    "lanes": {4: (4, 16, 6), 8: (4, 8, 4), 16: (4, 4, 4)},
     "seq_threads": 128,
     # rows longer than a tile use ``rows_block`` (a block per row, no look-back) when there are
     # at least this many times (SMs x rows_block min blocks) of them, else ``rows_tiles`` with
@@ -77,14 +79,24 @@ def _many_short_lanes_closer(problem) -> bool:
 
 
 #: Dense CuPy choice (issue 6), from benchmarks/bench_dense.py on an NVIDIA H200, 2026-11-21
-#: (benchmarks/results/dense_2026-11-21.md, docs/dense.md). Both batched-matmul methods pay a
-#: launch floor of about 1-1.5 ms (a few CuPy calls per level, 10-14 levels), so the
-#: one-kernel ``sequential`` scan (measured 0.35 us/step at n = 4, 0.7 at n = 16, 1.9 at
-#: n = 32, 3.5 at n = 64) wins while T <= DENSE_SEQ_MAX_T[smallest bucket >= n], twice that
-#: with several lanes (whose alternative is cyclic reduction, not the cheaper one-lane prefix
-#: scan): at n = 16, T = 1024 it took 0.72 ms against 0.97 (prefix, B = 1) and 1.53 (cyclic
-#: reduction, B = 16); at n = 16, T = 2048, 1.37 against 1.05 (prefix, B = 1) and 1.68 (CR, B = 16).
-DENSE_SEQ_MAX_T = {4: 2048, 16: 1024}
+#: 08:18 UTC ("--gpu --targets --sweep"; benchmarks/results/dense_2026-11-21.md, docs/dense.md).
+#: The one-kernel ``sequential`` scan costs about DENSE_FIXED_MS + T * DENSE_STEP_US[bucket]
+#: microseconds whatever the lane count up to about one lane per SM (measured: 0.32 ms at
+#: n = 4, T = 1024; 16.0-16.7 ms at n = 4, T = 65536 for B = 1, 16 and 256; 18.6 ms at n = 16,
+#: T = 65536; 3.76 ms at n = 32, T = 8192; 5.90 ms at n = 64, T = 8192; 30.8 ms at n = 128,
+#: T = 8192). It is chosen when that is below the alternative's estimate: with one lane the
+#: prefix scan or cyclic reduction never took less than DENSE_ONE_LANE_MS (0.93-0.95 ms at
+#: T = 1024); with several, cyclic reduction took max(DENSE_CR_FLOOR_MS, lanes * T *
+#: DENSE_CR_NS[bucket] ns): 1.58 ms (n = 4, B = 16, T = 1024) ... 67.1 ms (n = 4, B = 256,
+#: T = 65536, 4 ns per matrix), 9.4 ms (n = 16, B = 16, T = 65536, 9-10 ns), 3.65 ms (n = 32,
+#: B = 16, T = 8192, 26 ns), 29.9 ms (n = 64, B = 16, T = 16384, 114 ns, earlier run of the
+#: same script), 7.0 ms (n = 128, B = 16, T = 1024, 430 ns). n > 128: the sequential path falls
+#: back to the first kernels (not measured here), never chosen.
+DENSE_FIXED_MS = 0.06
+DENSE_STEP_US = {4: 0.25, 16: 0.29, 32: 0.46, 64: 0.72, 128: 3.8}
+DENSE_ONE_LANE_MS = 0.93
+DENSE_CR_FLOOR_MS = 1.55
+DENSE_CR_NS = {4: 4, 16: 10, 32: 26, 64: 114, 128: 430}
 #: With one lane the prefix scan's slices are contiguous (no copies) and it beat cyclic
 #: reduction while its own work, about T n^3 log2 T multiply-adds, stayed below this:
 #: prefix 1.46 ms vs 1.99 at (n=32, T=8192), CR 2.31 vs 2.80 at (n=32, T=16384),
@@ -95,14 +107,17 @@ DENSE_PREFIX_MAX_WORK = 12 * 2**29
 
 
 def cupy_dense_auto_method(problem):
-    """The CuPy dense method for ``method="auto"`` (see ``DENSE_SEQ_MAX_T``)."""
+    """The CuPy dense method for ``method="auto"`` (see ``DENSE_STEP_US``)."""
     T, n = problem.length, problem.b.shape[-1]
     lanes = 1
     for s in problem.lanes:
         lanes *= s
-    bucket = next((k for k in sorted(DENSE_SEQ_MAX_T) if n <= k), None)
-    if bucket is not None and T <= DENSE_SEQ_MAX_T[bucket] * (2 if lanes > 1 else 1):
-        return "sequential"
+    bucket = next((k for k in sorted(DENSE_STEP_US) if n <= k), None)
+    if bucket is not None:
+        seq_ms = DENSE_FIXED_MS + T * DENSE_STEP_US[bucket] / 1e3
+        alt_ms = DENSE_ONE_LANE_MS if lanes == 1 else max(DENSE_CR_FLOOR_MS, lanes * T * DENSE_CR_NS[bucket] / 1e6)
+        if seq_ms <= alt_ms:
+            return "sequential"
     if lanes == 1 and T * n**3 * max(1, T.bit_length() - 1) <= DENSE_PREFIX_MAX_WORK:
         return "prefix"
     return "cyclic_reduction"
