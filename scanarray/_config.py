@@ -123,49 +123,57 @@ def cupy_dense_auto_method(problem):
     return "cyclic_reduction"
 
 
-#: Dense NumPy choice (issue 6), from benchmarks/bench_dense.py --cpu-sweep / --cpu on a 2-core
-#: AMD EPYC VM (NumPy 2.4.6, OpenBLAS 0.3.31), 2026-11-21 08:11-08:30 UTC, float32, best of 5-15
-#: calls (docs/dense.md, "NumPy"). Every NumPy method costs per time step about
-#:   sequential:                 NUMPY_STEP_US + lanes * mv(n)           (one matmul + one add per step)
-#:   cyclic_reduction / chunked: a_lanes * mm(n) + 2 * lanes * mv(n)     (T n^3 + 2 T n^2 work, few calls)
+#: Dense NumPy choice (issue 6), from benchmarks/bench_dense.py --cpu-sweep and --cpu on a 2-core
+#: AMD EPYC VM (NumPy 2.4.6, OpenBLAS 0.3.31), 2026-11-21 08:19-08:40 UTC, best of 5-15 calls
+#: (docs/dense.md, "NumPy"). Per time step, a NumPy method costs about
+#:   sequential:                 NUMPY_STEP_US + lanes * mv(n)         (one matmul + one add per step)
+#:   cyclic_reduction / chunked: a_lanes * mm(n) + 2 * lanes * mv(n)   (T n^3 + 2 T n^2 work, few calls)
 #: with mv(n), mm(n) the cost of one n x n matvec / product inside a batched matmul (NumPy calls
 #: BLAS once per matrix): mv(n) = 0.05 + n^2 / 2800 us, mm(n) = 0.05 + n^3 / 33000 us (float32;
-#: x2 float64, x4 complex64, x8 complex128). Measured per step: sequential 1.5 us at B = 1,
-#: 3.35 us at (B = 8, n = 16), 11.2 us at (64, 16), 14.8 us at (8, 64); chunked 0.24 / 0.40 / 7.7
-#: us at B = 1 and n = 4 / 16 / 64, 3.15 us at (8, 16). So the matrix products pay off for few
-#: lanes and small n: (8, 4096, 16) chunked 12.9 ms, sequential 13.8, per-step loop 16.4;
-#: (64, 4096, 16) sequential 45.9, chunked 149; (1, 4096, 64) sequential 12.1, chunked 31.6.
-NUMPY_STEP_US = 2.0
-#: Between the two parallel methods: cyclic reduction's batched calls are few and long (one per
-#: level), best while its work arrays stay in cache; chunked keeps its per-step arrays small.
-#: Measured: n = 4, B = 1 / 8, T = 4096: CR 0.58 / 3.85 ms, chunked 0.97 / 3.99;
-#: n = 16, B = 1, T = 4096: CR 1.29, chunked 1.63; T = 16384: CR 8.58, chunked 6.82;
-#: n = 16, B = 8, T = 4096: CR 19.9, chunked 12.9. CR when A's distinct bytes are at most this
-#: or n <= 4.
+#: times 2 float64, 4 complex64, 8 complex128). Measured float32, time-varying A, per step:
+#: sequential 1.45 us (B = 1, n = 4), 2.5 us (B = 8, n = 16), 12.2 us (B = 64, n = 16), 13 us
+#: (B = 8, n = 64); chunked 0.37 us (B = 1, n = 16), 3.1-3.5 us (B = 8, n = 16), 7.6 us (B = 1,
+#: n = 64). So the matrix products pay off for few lanes and small n: (1, 4096, 16) CR 1.32 ms,
+#: chunked 1.53, sequential 6.50; (8, 4096, 4) CR 3.57, sequential 7.14; but (8, 4096, 16)
+#: sequential 10.35, chunked 14.54, CR 19.9, per-step loop 16.8; (64, 4096, 16) sequential 50.0,
+#: chunked 141; (1, 4096, 64) sequential 11.0, chunked 31.1.
+NUMPY_STEP_US = 1.2
+#: Between the two parallel methods: cyclic reduction issues few, long calls (a few per level)
+#: and wins while its work arrays stay in cache; chunked keeps its per-step arrays small.
+#: Measured: n = 4, T = 4096, B = 1 / 8: CR 0.57 / 3.57 ms, chunked 0.87 / 3.89; n = 16, B = 1,
+#: T = 1024 / 4096 / 16384: CR 0.41 / 1.32 / 8.08, chunked 0.52 / 1.53 / 5.39. Cyclic reduction
+#: when n <= 4 or A's distinct elements take at most this many bytes.
 NUMPY_CR_MAX_BYTES = 8 * 2**20
 _NUMPY_MAC_FACTOR = {"f": 1, "c": 4}
 
 
 def numpy_dense_auto_method(problem):
-    """The NumPy dense method for ``method="auto"`` (see ``NUMPY_STEP_US``)."""
+    """The NumPy dense method for ``method="auto"`` (see ``NUMPY_STEP_US``).
+
+    A time-invariant ``A`` takes ``chunked``: its matvecs are GEMMs ``h @ A^T`` and it forms only
+    ``A^L``; (8, 4096, 16) float32: 1.9 ms against the per-step loop's 13.2 and sequential's 11.7.
+    Cyclic reduction was a little faster at its best (1.6-1.9 ms; 0.36 against 0.67 at B = 1; 16
+    against 25 at B = 64) but its long GEMMs are the ones OpenBLAS splits over threads: with one
+    competing process on this 2-core VM its median rose to 2.6x its best (chunked: 1.05x), and in
+    one run with two, float64 took 58 ms against chunked's 2.9.
+    """
     T, n = problem.length, problem.b.shape[-1]
     if T <= 2:
         return "sequential"
     a = problem.a
-    lanes = a_lanes = 1
+    a_lanes = lanes = 1
     for size, step in zip(a.shape[:-3], a.strides[:-3]):
         a_lanes *= size if step != 0 else 1
     for size in problem.lanes:
         lanes *= size
-    const = a.strides[-3] == 0 or a.shape[-3] == 1
+    if a.strides[-3] == 0:
+        return "chunked"
     dt = problem.dtype
     k = _NUMPY_MAC_FACTOR.get(dt.kind, 1) * max(1, dt.itemsize // (8 if dt.kind == "c" else 4))
     mv = 0.05 + k * n * n / 2800
     mm = 0.05 + k * n**3 / 33000
-    seq = NUMPY_STEP_US + lanes * mv
-    par = (0 if const else a_lanes * mm) + 2 * lanes * mv
-    if par >= seq:
+    if a_lanes * mm + 2 * lanes * mv >= NUMPY_STEP_US + lanes * mv:
         return "sequential"
-    if n <= 4 or a_lanes * (1 if const else T) * n * n * dt.itemsize <= NUMPY_CR_MAX_BYTES:
+    if n <= 4 or a_lanes * T * n * n * dt.itemsize <= NUMPY_CR_MAX_BYTES:
         return "cyclic_reduction"
     return "chunked"
