@@ -327,6 +327,37 @@ def test_chunked_products_not_stored(rng):
     assert rel_err(h[:, :300], ref) < 1e-12
 
 
+@pytest.mark.parametrize(
+    "B,T,n,dtype,a_kind,want",
+    [
+        # all from the 2-core CPU tables in docs/dense.md ("NumPy")
+        (8, 4096, 16, "float32", "lane", "sequential"),
+        (8, 4096, 16, "float64", "lane", "sequential"),
+        (64, 4096, 16, "float32", "lane", "sequential"),
+        (8, 4096, 64, "float32", "lane", "sequential"),
+        (1, 4096, 64, "float32", "lane", "sequential"),
+        (1, 4096, 16, "float32", "lane", "cyclic_reduction"),
+        (8, 4096, 4, "float32", "lane", "cyclic_reduction"),
+        (1, 16384, 16, "float32", "lane", "chunked"),
+        (8, 4096, 16, "float32", "const", "chunked"),
+        (64, 4096, 16, "float64", "const", "chunked"),
+        (8, 2, 16, "float32", "lane", "sequential"),
+    ],
+)
+def test_numpy_auto_rule(B, T, n, dtype, a_kind, want):
+    """The NumPy dense auto rule picks the method measured fastest (or the robust one) at these shapes."""
+    from types import SimpleNamespace
+
+    from scanarray import _config
+
+    item = np.dtype(dtype).itemsize
+    strides = (T * n * n * item, n * n * item) if a_kind == "lane" else (n * n * item, 0)
+    a = SimpleNamespace(shape=(B, T, n, n), strides=strides + (n * item, item))
+    p = SimpleNamespace(length=T, lanes=(B,), a=a, b=SimpleNamespace(shape=(B, T, n)), dtype=np.dtype(dtype),
+                        dense=True)
+    assert _config.numpy_dense_auto_method(p) == want
+
+
 # --------------------------------------------------------------------------- growing systems
 
 
