@@ -97,12 +97,14 @@ def _scan_unit():
 _DENSE_LATENCY = {
     "ring": {
         "float": [(1, 1, 16, "true"), (2, 1, 16, "true"), (8, 4, 16, "true"), (8, 4, 8, "true"),
-                  (32, 4, 8, "true"), (16, 1, 16, "false"), (16, 4, 12, "false"), (16, 4, 3, "false")],
+                  (32, 4, 8, "true"), (16, 1, 16, "false"), (16, 4, 12, "false"), (16, 4, 3, "false"),
+                  (8, 4, 8, "false"), (8, 1, 16, "false")],
         "double": [(1, 1, 16, "true"), (8, 2, 16, "true"), (8, 1, 16, "true"), (8, 2, 16, "false"),
                    (8, 2, 6, "false"), (16, 2, 3, "false")],
     },
     "regs": {
-        "float": [(1, 1, 16, "true"), (8, 4, 16, "true"), (32, 1, 4, "true"), (16, 4, 8, "false")],
+        "float": [(1, 1, 16, "true"), (8, 4, 16, "true"), (32, 1, 4, "true"), (16, 4, 8, "false"),
+                  (8, 4, 8, "false"), (8, 1, 16, "false"), (16, 1, 4, "false")],
         "double": [(8, 2, 8, "true"), (8, 2, 8, "false"), (16, 2, 4, "false")],
     },
 }
@@ -123,7 +125,7 @@ def _dense_unit():
             for x in ((0, 1, 2) if w == "true" else (0, 2))
         )
         + "".join(f"    (void*)&dense_sequential_bulk<{t}, {c}, {d}, {x}>,\n"
-                  for c, d in ((16, 12), (8, 6), (16, 2)) for x in (0, 2))
+                  for c, d in ((16, 12), (8, 8), (8, 6), (16, 2)) for x in (0, 2))
         for t in ("float", "double")
     )
     text = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense.cu"\nvoid* scanarray_instances[] = {\n' + refs + "};\n"

@@ -10,12 +10,20 @@ steps in flight and split each row over ``P`` adjacent threads:
 - ``n <= 32`` (and at most 128 bytes of a row per thread): one warp per lane,
   several lanes per block, ``__syncwarp`` as the only barrier;
 - larger ``n``: one block per lane, one ``__syncthreads`` per step;
-- ``A`` either streamed through a ring of ``D`` shared-memory stages by
-  ``cp.async`` (``ring``) or held ``D`` steps ahead in registers (``regs``);
-- where neither fits (``n`` above about 128 in double precision) the first
+- ``A`` streamed through a ring of ``D`` shared-memory stages by ``cp.async``
+  (``ring``, the default with a warp per lane), held ``D`` steps ahead in
+  registers (``regs``, the default with a block per lane), or copied whole by
+  the bulk copy engine (``bulk``, selectable, measured slower);
+- where none fits (``n`` above about 128 in double precision) the first
   kernels: a block per lane, ``A[t]`` staged in shared memory while
   ``A[t+1]`` is being loaded (``staged``), or rows read straight from global
   memory (``direct``, any ``n`` up to 1024).
+
+Measured on an H200 (docs/dense.md): a step costs about 0.25 us at n <= 4,
+0.29 at n <= 16, 0.46 at n <= 32, 0.65-0.72 at n = 64 and 3.8 at n = 128,
+whatever the number of lanes up to about one per SM: the sequential method is
+latency-bound, far from the 10-80 ns a step's arithmetic and shuffles need
+(see docs/dense.md for what was ruled out).
 
 Full float32 precision
 ----------------------
@@ -158,18 +166,25 @@ def _kernel(dt, n):
     return _module().get_function(f"dense_sequential_direct<{_TYPENAMES[dt]}>"), threads, 2 * n * dt.itemsize
 
 
-#: Which sequential kernel to use: "auto" (the rule in :func:`_plan`), or one of "ring", "regs",
-#: "bulk", "staged", "direct" (benchmarks and tests set this; a kernel that does not apply falls back).
+#: Which sequential kernel to use: "auto", or one of "ring", "regs", "bulk", "staged", "direct"
+#: (benchmarks and tests set this; a kernel that does not apply falls back). "auto", from
+#: benchmarks/bench_dense.py on an NVIDIA H200 (2026-11-21, benchmarks/results/dense_2026-11-21.md):
+#: a warp per lane (n <= 32 in float32) takes "ring" with the shared state (X = 0): at
+#: (B, T, n) = (64, 1024, 16) 0.352 ms against 0.394 (shuffled state), 0.401 (outputs every 32
+#: steps) and 0.556-0.585 ("regs"); a block per lane takes "regs" with outputs every 32 steps
+#: (X = 2) and 8 columns per thread: at (8, 4096, 64) 2.639 ms against 2.794-2.984 (other "regs"),
+#: 2.853-3.265 ("bulk") and 3.93-4.09 ("ring"); "ring" where "regs" does not fit in registers.
 KERNEL = "auto"
-#: Steps in flight (``D``) for "ring"/"regs"; None picks the largest that fits (see :func:`_plan`).
+#: Steps in flight (``D``) for "ring"/"regs"/"bulk"; None picks the largest that fits (see :func:`_config`).
 STAGES = None
 #: How a step's state reaches the other threads (``X`` in dense.cu): 0 shared memory + barrier,
 #: 1 shuffles (a warp per lane only), 2 as 0 with outputs written every 32 steps; None: the default
-#: (``_EXCHANGE_DEFAULT``: warp per lane, block per lane).
+#: (``_EXCHANGE_DEFAULT``: warp per lane, block per lane; measured as above).
 EXCHANGE = None
-_EXCHANGE_DEFAULT = (1, 2)
-#: Bytes of a row per thread with a block per lane (64: 16 float32 columns, 4 threads per row at n = 64).
-ROW_BYTES = 64
+_EXCHANGE_DEFAULT = (0, 2)
+#: Bytes of a row per thread with a block per lane; None: 8 columns (4 in complex128), measured
+#: 2.639 ms against 2.978 with 16 columns at (8, 4096, 64), "regs", X = 2.
+ROW_BYTES = None
 #: Benchmarks only: bit 0 makes the new kernels skip their output stores (results not written).
 DIAG = 0
 _KO = 32  # DENSE_KO in dense.cu
@@ -195,8 +210,8 @@ def _mapping(dt, n, aligned=True):
     ``P`` threads share a row, each with ``C`` columns, ``P * C = N2`` (the
     next power of two >= n). A warp per lane while a thread's ``C`` elements
     take at most 128 bytes (n <= 32 in float32); else a block of ``G`` threads
-    with 64 bytes of a row per thread (16 float32), more if ``G`` would pass
-    1024. ``U``: elements per copy, 16 bytes where rows are 16-byte aligned.
+    with 8 columns of a row per thread (4 in complex128; ``ROW_BYTES``), more
+    if ``G`` would pass 1024. ``U``: elements per copy, 16 bytes where rows are 16-byte aligned.
     """
     size = dt.itemsize
     N2 = 1 << max(0, (n - 1).bit_length())
@@ -207,7 +222,7 @@ def _mapping(dt, n, aligned=True):
         if C * size <= 128:
             U = Uv if (aligned and n % Uv == 0 and C % Uv == 0) else 1
             return True, P, C, N2, U, 32
-    C = min(N2, max(1, ROW_BYTES // size))
+    C = min(N2, max(1, (ROW_BYTES or min(8 * size, 64)) // size))
     P = N2 // C
     while _round32(n * P) > 1024 and C < 32:
         C *= 2
@@ -336,7 +351,11 @@ def sequential(A, b, h0, dt, reverse, out):
     # cp.async copies b element by element: it needs b's elements aligned to their size
     if L > 0 and T > 0 and KERNEL in ("auto", "ring", "regs", "bulk") and B2.data.ptr % dt.itemsize == 0:
         aligned = A2.data.ptr % 16 == 0  # 16-byte copies of A need 16-byte rows
-        kinds = {"auto": ("ring",), "ring": ("ring",), "regs": ("regs", "ring"), "bulk": ("bulk", "ring")}[KERNEL]
+        if KERNEL == "auto":
+            m = _mapping(dt, n, aligned)
+            kinds = ("ring",) if m is None or m[0] else ("regs", "ring")
+        else:
+            kinds = {"ring": ("ring",), "regs": ("regs", "ring"), "bulk": ("bulk", "ring")}[KERNEL]
         for kind in kinds:
             if kind == "bulk" and a_time == 0:  # nothing to stream
                 continue
