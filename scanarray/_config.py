@@ -151,11 +151,12 @@ def numpy_dense_auto_method(problem):
     """The NumPy dense method for ``method="auto"`` (see ``NUMPY_STEP_US``).
 
     A time-invariant ``A`` takes ``chunked``: its matvecs are GEMMs ``h @ A^T`` and it forms only
-    ``A^L``; (8, 4096, 16) float32: 1.9 ms against the per-step loop's 13.2 and sequential's 11.7.
-    Cyclic reduction was a little faster at its best (1.6-1.9 ms; 0.36 against 0.67 at B = 1; 16
-    against 25 at B = 64) but its long GEMMs are the ones OpenBLAS splits over threads: with one
-    competing process on this 2-core VM its median rose to 2.6x its best (chunked: 1.05x), and in
-    one run with two, float64 took 58 ms against chunked's 2.9.
+    ``A^L``; (8, 4096, 16) float32: 1.77 ms against the per-step loop's 12.8 and sequential's 8.1.
+    Cyclic reduction was a little faster at its best in a fresh process (1.6-1.9 ms; 0.36 against
+    0.67 at B = 1; 16 against 25 at B = 64), but its long GEMMs are the ones OpenBLAS splits over
+    threads: with one competing process on this 2-core VM its float64 median rose to 2.6x its best
+    (chunked: 1.05x); and inside the benchmark process, after the other rows, its float64 took
+    58-60 ms in three runs (chunked 2.7-2.9; cause not identified).
     """
     T, n = problem.length, problem.b.shape[-1]
     if T <= 2:
