@@ -20,12 +20,17 @@ GPU (``--gpu``): for n in {4, 16, 32, 64}, T in {1024 ... 16384}, batch 1 and 16
 
 Then the issue's two target shapes, (B=8, T=4096, n=64) and (B=64, T=1024,
 n=16), float32 against JAX; and on the CPU (``--cpu``) the NumPy backend's
-dense path against a per-step NumPy loop at (8, 4096, 16).
+dense path against a per-step NumPy loop at (8, 4096, 16) (float32 and
+float64, time-varying and time-invariant A; ``--cpu-shape`` for other shapes),
+and with ``--cpu-sweep`` over n in {4, 16, 64}, T in {1024, 4096, 16384}, B in
+{1, 8, 64}: the table behind the NumPy dense ``method="auto"`` rule
+(``scanarray._config.numpy_dense_auto_method``).
 
 Usage::
 
     XLA_PYTHON_CLIENT_PREALLOCATE=false python benchmarks/bench_dense.py --gpu --cpu --out results.md
     python benchmarks/bench_dense.py --gpu --quick
+    python benchmarks/bench_dense.py --cpu --cpu-sweep --out cpu.md   # NumPy only
     python benchmarks/bench_dense.py --gpu --targets --sweep   # target shapes + sequential-kernel sweep
 """
 
