@@ -124,7 +124,7 @@ def cupy_dense_auto_method(problem):
 
 
 #: Dense NumPy choice (issue 6), from benchmarks/bench_dense.py --cpu-sweep and --cpu on a 2-core
-#: AMD EPYC VM (NumPy 2.4.6, OpenBLAS 0.3.31), 2026-11-21 08:19-08:40 UTC, best of 5-15 calls
+#: AMD EPYC VM (NumPy 2.4.6, OpenBLAS 0.3.31), 2026-11-21 08:11-08:27 UTC, best of 5-15 calls
 #: (docs/dense.md, "NumPy"). Per time step, a NumPy method costs about
 #:   sequential:                 NUMPY_STEP_US + lanes * mv(n)         (one matmul + one add per step)
 #:   cyclic_reduction / chunked: a_lanes * mm(n) + 2 * lanes * mv(n)   (T n^3 + 2 T n^2 work, few calls)
