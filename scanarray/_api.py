@@ -145,12 +145,18 @@ def linear_recurrence(
            [-1.,  0.]])
     """
     # --- what kind of arrays, and which namespace ---------------------------
-    a, b, initial = (_as_input(x, name) for x, name in ((a, "a"), (b, "b"), (initial, "initial")))
+    # (Spelled out rather than looped: this runs on every call, and on CuPy the host time
+    # before the launch is time the GPU may idle.)
+    a = _as_input(a, "a")
+    b = _as_input(b, "b")
+    if initial is not None:
+        initial = _as_input(initial, "initial")
     kind, xp = _namespace(a, b, initial)
 
     # --- dtypes ----------------------------------------------------------------
-    for x, name in ((a, "a"), (b, "b"), (initial, "initial")):
-        _check_dtype(x, name)
+    _check_dtype(a, "a")
+    _check_dtype(b, "b")
+    _check_dtype(initial, "initial")
     out_dtype, compute_dtype = _result_dtypes(a, b, initial, dtype)
 
     # --- scalar parameters -----------------------------------------------------
@@ -165,20 +171,21 @@ def linear_recurrence(
 
     # Python scalars become 0-d arrays of the compute dtype in the inputs' library
     # (for Dask, with the inputs' block type: NumPy or CuPy blocks).
-    like = {}
-    if kind == "dask":
-        like = {"like": next(x._meta for x in (a, b, initial) if _is_array(x))}
-    a, b, initial = (
-        xp.asarray(x, dtype=compute_dtype, **like) if isinstance(x, _PYTHON_SCALARS) else x
-        for x in (a, b, initial)
-    )
+    if isinstance(a, _PYTHON_SCALARS) or isinstance(b, _PYTHON_SCALARS) or isinstance(initial, _PYTHON_SCALARS):
+        like = {}
+        if kind == "dask":
+            like = {"like": next(x._meta for x in (a, b, initial) if _is_array(x))}
+        a, b, initial = (
+            xp.asarray(x, dtype=compute_dtype, **like) if isinstance(x, _PYTHON_SCALARS) else x
+            for x in (a, b, initial)
+        )
 
     # --- shapes ----------------------------------------------------------------
     if dense:
         shape, lanes_shape, axis = _dense_shapes(a, b, axis)
     else:
         shape, lanes_shape, axis = _diagonal_shapes(a, b, axis)
-    if initial is not None:
+    if initial is not None and tuple(initial.shape) != lanes_shape:
         _check_broadcast_to(initial, lanes_shape, "initial",
                             "the result's shape with the time axis removed")
 
@@ -279,7 +286,7 @@ def _is_array(x) -> bool:
 
 def _as_input(x, name):
     """Arrays pass through; Python scalars stay weak; sequences become NumPy arrays."""
-    if x is None or isinstance(x, _PYTHON_SCALARS) or _is_array(x):
+    if type(x) in _KNOWN_ARRAY_TYPES or x is None or isinstance(x, _PYTHON_SCALARS) or _is_array(x):
         return x
     if isinstance(x, (list, tuple)):
         return np.asarray(x)
@@ -303,21 +310,25 @@ def _library(x) -> str:
 
 
 _NAMESPACE_CACHE: dict = {}
+#: types seen as arrays of a supported library (filled by _namespace), and their kind
+_KNOWN_ARRAY_TYPES: dict = {}
 
 
 def _namespace(a, b, initial):
     """(kind, native module) of the inputs, through ``array_api_compat.array_namespace``.
 
-    The answer depends only on the array types, so it is memoised per tuple of
-    types (array_namespace's own cost is a few microseconds per call).
+    The answer depends only on the types of the inputs, so it is memoised per
+    tuple of types (array_namespace's own cost is a few microseconds per call).
     """
-    arrays = [x for x in (a, b, initial) if _is_array(x)]
-    if not arrays:  # Python scalars and sequences only
-        return "numpy", np
-    key = tuple(type(x) for x in arrays)
+    key = (type(a), type(b), type(initial))
     hit = _NAMESPACE_CACHE.get(key)
     if hit is None:
+        arrays = [x for x in (a, b, initial) if _is_array(x)]
+        if not arrays:  # Python scalars and sequences only
+            return "numpy", np
         hit = _NAMESPACE_CACHE[key] = _resolve_namespace(a, b, initial, arrays)
+        for x in arrays:
+            _KNOWN_ARRAY_TYPES[type(x)] = hit[0]
     return hit
 
 
@@ -360,7 +371,10 @@ def _unsupported(lib):
 def _check_dtype(x, name):
     if x is None or isinstance(x, _PYTHON_SCALARS):
         return
-    dt = np.dtype(x.dtype)
+    dt = x.dtype
+    if dt in _SCANNABLE_SET:
+        return
+    dt = np.dtype(dt)
     if not (dt.kind in "biu" or dt in _SCANNABLE or dt.name == "bfloat16"):
         raise TypeError(
             f"{name} has dtype {dt}, which scanarray cannot scan; accepted: bool, integer, "
@@ -370,6 +384,7 @@ def _check_dtype(x, name):
 
 _HALF = {"float16", "bfloat16"}
 _SCANNABLE = tuple(np.dtype(t) for t in ("float16", "float32", "float64", "complex64", "complex128"))
+_SCANNABLE_SET = frozenset(_SCANNABLE)
 _ACCEPTED_OUT = "float16, bfloat16, float32, float64, complex64, complex128"
 
 
@@ -430,8 +445,11 @@ def _normalize_axis(axis, ndim, what):
 
 
 def _diagonal_shapes(a, b, axis):
+    shape = tuple(b.shape)
+    a_shape = tuple(a.shape)
     try:
-        shape = tuple(np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+        if a_shape != shape and a_shape:
+            shape = tuple(np.broadcast_shapes(a_shape, shape))
     except ValueError:
         raise ValueError(
             f"a with shape {tuple(a.shape)} and b with shape {tuple(b.shape)} do not broadcast "
@@ -506,7 +524,7 @@ def _choose_backend(backend, kind):
 
 
 def _check_out(out, kind, shape, out_dtype, spec):
-    if not _is_array(out) or _library(out) != kind:
+    if _KNOWN_ARRAY_TYPES.get(type(out)) != kind and (not _is_array(out) or _library(out) != kind):
         got = _library(out) if _is_array(out) else type(out).__name__
         raise TypeError(f"out must be a {kind} array like the inputs; got {got}")
     if not spec.writes_out:
