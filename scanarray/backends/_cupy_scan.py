@@ -42,6 +42,7 @@ __all__ = ["linear_recurrence", "plan"]
 
 #: storage dtypes the kernels read and write directly; others are cast first
 _STORAGE = {"float16", "bfloat16", "float32", "float64", "complex64", "complex128"}
+_STORAGE_DT = frozenset(np.dtype(n) for n in _STORAGE - {"bfloat16"})
 _MAX_LANE_DIMS = 4
 
 
@@ -53,7 +54,9 @@ def linear_recurrence(p):
     if p.reverse:  # views with negative time strides: no flipped copies
         a, b, out = a[..., ::-1], b[..., ::-1], out[..., ::-1]
     dt = np.dtype(p.dtype)
-    with cupy.cuda.Device(out.device.id):
+    dev = out.data.device_id
+    # Entering a Device context costs host time on every call: only when it would change anything.
+    with cupy.cuda.Device(dev) if dev != cupy.cuda.runtime.getDevice() else _nullctx():
         a = _readable(cupy, a, dt)
         b = _readable(cupy, b, dt)
         h0 = p.initial
@@ -84,9 +87,11 @@ def linear_recurrence(p):
 
 def _readable(cupy, x, dt):
     """``x`` itself if the kernels read its dtype and strides, else a cast (of the compact view)."""
-    ok = x.dtype.name in _STORAGE and all(s % x.itemsize == 0 for s in x.strides)
-    if ok:
-        return x
+    xdt = x.dtype
+    if xdt in _STORAGE_DT or xdt.name in _STORAGE:
+        size = x.itemsize
+        if all(s % size == 0 for s in x.strides):
+            return x
     compact = x[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(x.strides, x.shape))]
     return cupy.broadcast_to(cupy.ascontiguousarray(compact.astype(dt)), x.shape)
 
@@ -113,6 +118,7 @@ class _Plan:
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
+        self.fns = {}  # compiled kernel per device
 
     def launch(self, cupy, a, b, out, h0):
         sc = self.__dict__.get("_scalars")
@@ -129,7 +135,10 @@ class _Plan:
             sc = self._scalars = (times, vec, lane_args)
         times, vec, lane_args = sc
         head = [a, b, out, b if h0 is None else h0, _ONE if h0 is not None else _ZERO] + times
-        fn = _common.get_function("scan.cu", self.name, group=self.group)
+        dev = cupy.cuda.runtime.getDevice()
+        fn = self.fns.get(dev)
+        if fn is None:
+            fn = self.fns[dev] = _common.get_function("scan.cu", self.name, group=self.group)
         if self.kind == "seq":
             fn((self.grid,), (self.threads,), tuple(head + lane_args + [np.int64(self.nlanes)]))
             return
