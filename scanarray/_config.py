@@ -124,24 +124,25 @@ def cupy_dense_auto_method(problem):
 
 
 #: Dense NumPy choice (issue 6), from benchmarks/bench_dense.py --cpu-sweep and --cpu on a 2-core
-#: AMD EPYC VM (NumPy 2.4.6, OpenBLAS 0.3.31), 2026-11-21 08:11-08:27 UTC, best of 5-15 calls
-#: (docs/dense.md, "NumPy"). Per time step, a NumPy method costs about
+#: AMD EPYC VM (NumPy 2.4.6, OpenBLAS 0.3.31), 2026-11-21 08:24-08:27 UTC, best of 5-15 calls
+#: (docs/dense.md, "NumPy"; benchmarks/results/dense_cpu_2026-11-21.md). Per time step, a NumPy
+#: method costs about
 #:   sequential:                 NUMPY_STEP_US + lanes * mv(n)         (one matmul + one add per step)
 #:   cyclic_reduction / chunked: a_lanes * mm(n) + 2 * lanes * mv(n)   (T n^3 + 2 T n^2 work, few calls)
 #: with mv(n), mm(n) the cost of one n x n matvec / product inside a batched matmul (NumPy calls
 #: BLAS once per matrix): mv(n) = 0.05 + n^2 / 2800 us, mm(n) = 0.05 + n^3 / 33000 us (float32;
 #: times 2 float64, 4 complex64, 8 complex128). Measured float32, time-varying A, per step:
-#: sequential 1.45 us (B = 1, n = 4), 2.5 us (B = 8, n = 16), 12.2 us (B = 64, n = 16), 13 us
-#: (B = 8, n = 64); chunked 0.37 us (B = 1, n = 16), 3.1-3.5 us (B = 8, n = 16), 7.6 us (B = 1,
-#: n = 64). So the matrix products pay off for few lanes and small n: (1, 4096, 16) CR 1.32 ms,
-#: chunked 1.53, sequential 6.50; (8, 4096, 4) CR 3.57, sequential 7.14; but (8, 4096, 16)
-#: sequential 10.35, chunked 14.54, CR 19.9, per-step loop 16.8; (64, 4096, 16) sequential 50.0,
-#: chunked 141; (1, 4096, 64) sequential 11.0, chunked 31.1.
+#: sequential 1.45 us (B = 1, n = 4), 2.2 us (B = 8, n = 16), 12.9 us (B = 64, n = 16), 13.2 us
+#: (B = 8, n = 64); chunked 0.38 us (B = 1, n = 16), 3.2 us (B = 8, n = 16), 7.7 us (B = 1,
+#: n = 64). So the matrix products pay off for few lanes and small n: (1, 4096, 16) CR 1.30 ms,
+#: chunked 1.55, sequential 6.28; (8, 4096, 4) CR 3.58, sequential 7.11; but (8, 4096, 16)
+#: sequential 9.12, chunked 13.02, CR 17.68, per-step loop 15.27; (64, 4096, 16) sequential
+#: 52.75, chunked 138.7; (1, 4096, 64) sequential 11.72, chunked 31.70.
 NUMPY_STEP_US = 1.2
 #: Between the two parallel methods: cyclic reduction issues few, long calls (a few per level)
 #: and wins while its work arrays stay in cache; chunked keeps its per-step arrays small.
-#: Measured: n = 4, T = 4096, B = 1 / 8: CR 0.57 / 3.57 ms, chunked 0.87 / 3.89; n = 16, B = 1,
-#: T = 1024 / 4096 / 16384: CR 0.41 / 1.32 / 8.08, chunked 0.52 / 1.53 / 5.39. Cyclic reduction
+#: Measured: n = 4, T = 4096, B = 1 / 8: CR 0.58 / 3.58 ms, chunked 0.86 / 4.35; n = 16, B = 1,
+#: T = 1024 / 4096 / 16384: CR 0.41 / 1.30 / 6.61, chunked 0.52 / 1.55 / 5.36. Cyclic reduction
 #: when n <= 4 or A's distinct elements take at most this many bytes.
 NUMPY_CR_MAX_BYTES = 8 * 2**20
 _NUMPY_MAC_FACTOR = {"f": 1, "c": 4}

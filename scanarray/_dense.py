@@ -54,9 +54,9 @@ import itertools
 
 __all__ = [
     "METHODS",
-    "compact",
     "chunk_length",
     "chunked",
+    "compact",
     "count_multiply_adds",
     "cyclic_reduction",
     "multiply_adds",
@@ -390,7 +390,7 @@ def chunk_length(T, n):
     ``L = sqrt(T / 3)``; but phase 2 and chunk 0 steps are cheap (a batch of
     lanes only), so a longer chunk costs less than it counts.
     """
-    L = max(3, int(round(CHUNK_FACTOR * T ** 0.5)))
+    L = max(3, round(CHUNK_FACTOR * T ** 0.5))
     return L | 1
 
 
@@ -416,18 +416,18 @@ def _power(xp, A, k):
 
 
 def _power_products(k):
-    return (k.bit_length() - 1) + (bin(k).count("1") - 1)
+    return (k.bit_length() - 1) + (k.bit_count() - 1)
 
 
 def chunked(xp, A, b, h0, dt, reverse=False, out=None, chunk=None):
-    """Dense scan over chunks: ``2 L + T / L`` vectorised steps instead of ``T``.
+    """Dense scan over chunks: about ``3 L + T / L`` vectorised steps instead of ``T``.
 
     With ``T = r0 + K L`` (``1 <= r0 <= L``), chunk 0 holds steps
     ``0 .. r0-1`` and chunks ``1 .. K`` hold ``L`` steps each.
 
     0. Chunk 0 starts from a zero state (``initial`` is folded into ``b[0]``):
        its ``r0`` steps are the true states, stepped over lanes.
-    1. For chunks ``1 .. K-1`` at once (``L`` steps, each one batched matvec
+    1. For chunks ``1 .. K-1`` at once (``L - 1`` steps, each one batched matvec
        and one batched product over every (lane, chunk) pair): the state at
        the chunk's end from a zero entering state, and the chunk's transition
        product ``P_c = A[last] ... A[first]``. Chunk ``K``'s are never read.
