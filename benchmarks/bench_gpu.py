@@ -272,7 +272,7 @@ SWEEP_PREFETCH = [
 ]
 
 # rows of exactly one tile (rows_tiles without look-back) and time-major tiles
-_ROWS1 = [{"rows": c} for c in ((256, 16, 4), (512, 8, 4), (1024, 4, 2), (512, 8, 3), (128, 32, 4))]
+_ROWS1 = [{"rows": c} for c in ((256, 16, 4), (512, 8, 4), (1024, 4, 2), (512, 8, 3), (128, 32, 4), (256, 16, 3))]
 _LANES = [{"lanes": c} for c in ((4, 16, 4), (4, 16, 6), (4, 32, 2), (8, 16, 2), (8, 8, 4), (16, 4, 2))]
 SWEEP_ONE_TILE = [
     ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1),
