@@ -300,6 +300,29 @@ def test_chunked_dtypes_in_place(dtype, n, rng):
     assert_matches(bb, ref, g, tolerance(dtype, T, 64, n=n) * 4, "chunked in place")
 
 
+@pytest.mark.parametrize("kind", ["nan_b", "inf_b", "inf_A", "nan_A"])
+def test_chunked_nonfinite_where_the_loop_has_them(kind, rng):
+    """One NaN/Inf in A or b: chunked is non-finite exactly where the loop is, and agrees elsewhere.
+
+    (Whether an element is NaN or an infinity may differ: products are associated differently.)
+    """
+    B, T, n = 3, 200, 4
+    for _ in range(12):
+        A = normed(rng, (B, T, n, n), "float64", norm=0.9)
+        b = values(rng, (B, T, n), "float64")
+        lane, t, i, j = rng.integers(B), rng.integers(T), rng.integers(n), rng.integers(n)
+        if kind.endswith("_b"):
+            b[lane, t, i] = np.nan if kind == "nan_b" else np.inf
+        else:
+            A[lane, t, i, j] = np.nan if kind == "nan_A" else np.inf
+        with np.errstate(all="ignore"):
+            h = _dense.chunked(np, A, b, None, np.dtype(np.float64), chunk=13)
+            ref, g = dense_ref(A, b, -1)
+        fin = np.isfinite(ref)
+        np.testing.assert_array_equal(np.isfinite(h), fin)
+        assert np.all(np.abs(h[fin] - ref[fin]) <= 1e-12 * (1 + g[fin]))
+
+
 def test_chunked_float16_storage(rng):
     """float16 data: computed in float32, written into the float16 result."""
     n, T = 4, 500
