@@ -194,14 +194,18 @@ def cupy_loop(A, b):
     return H
 
 
-def numpy_loop(A, b):
-    """The per-step NumPy loop users write today; ``A (B, T, n, n)``, or ``(B, n, n)`` time-invariant."""
+def numpy_loop(A, b, kind="lane"):
+    """The per-step NumPy loop users write today.
+
+    ``A``: ``(B, T, n, n)`` (kind "lane"), ``(B, n, n)`` time-invariant ("const") or ``(T, n, n)``
+    shared by the lanes ("shared").
+    """
     T = b.shape[1]
     h = np.zeros((b.shape[0], b.shape[2]), b.dtype)
     H = np.empty_like(b)
-    const = A.ndim == 3
     for t in range(T):
-        h = np.matmul(A if const else A[:, t], h[..., None])[..., 0] + b[:, t]
+        At = A if kind == "const" else A[t] if kind == "shared" else A[:, t]
+        h = np.matmul(At, h[..., None])[..., 0] + b[:, t]
         H[:, t] = h
     return H
 
@@ -443,25 +447,30 @@ def wall_min_median(fn, min_reps=5, max_reps=15, budget_s=2.0):
     return min(times), statistics.median(times)
 
 
-def cpu_table(log, shapes=((8, 4096, 16),), dtypes=(np.float32, np.float64), const=(False, True),
+A_KINDS = {"lane": "(B, T, n, n)", "const": "(B, n, n)", "shared": "(T, n, n)"}
+
+
+def cpu_table(log, shapes=((8, 4096, 16),), dtypes=(np.float32, np.float64), kinds=("lane", "const"),
               methods=CPU_METHODS, max_prefix_work=2**33):
     """The NumPy backend's dense methods against the per-step NumPy loop, into a preallocated ``out``.
 
-    ``const``: also (True) a time-invariant ``A`` of shape (B, n, n). The prefix scan is skipped
-    where its ``T n^3 log2 T`` work per lane times B exceeds `max_prefix_work`.
+    `kinds` of ``A`` (:data:`A_KINDS`): per lane and time step, time-invariant per lane, or one
+    time-varying sequence shared by the lanes. The prefix scan is skipped where its
+    ``T n^3 log2 T`` work per lane times B exceeds `max_prefix_work`.
     """
     lines = ["| B | T | n | dtype | A | method | best ms | median ms | speedup vs loop (best) | "
              "rel. err vs float64 loop | load (1 min) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     rng = np.random.default_rng(0)
     for B, T, n in shapes:
         for dt in dtypes:
-            for c in const:
-                A = (rng.standard_normal((B,) + ((n, n) if c else (T, n, n)), dtype=np.float32)
-                     * (0.9 / (2 * np.sqrt(n) + 1))).astype(dt)
+            for c in kinds:
+                a_shape = {"lane": (B, T, n, n), "const": (B, n, n), "shared": (T, n, n)}[c]
+                A = (rng.standard_normal(a_shape, dtype=np.float32) * (0.9 / (2 * np.sqrt(n) + 1))).astype(dt)
                 b = rng.standard_normal((B, T, n), dtype=np.float32).astype(dt)
                 out = np.empty_like(b)
-                ref = numpy_loop(A.astype(np.float64), b.astype(np.float64))
-                kind = "(B, n, n)" if c else "(B, T, n, n)"
+                ref = numpy_loop(A.astype(np.float64), b.astype(np.float64), c)
+                kind = A_KINDS[c]
+                A_api = A[:, None] if c == "const" else A  # (B, 1, n, n) / (T, n, n) broadcast against b
 
                 def row(name, fn, t_loop):
                     h = fn()
@@ -473,14 +482,14 @@ def cpu_table(log, shapes=((8, 4096, 16),), dtypes=(np.float32, np.float64), con
                     log(lines[-1])
                     return best
 
-                t_loop = row("per-step NumPy loop", lambda: numpy_loop(A, b), None)
+                t_loop = row("per-step NumPy loop", lambda: numpy_loop(A, b, c), None)
                 for m in methods:
                     if m == "prefix" and B * T * n**3 * np.log2(T) > max_prefix_work:
                         continue
-                    name = m if m != "auto" else "auto = " + _numpy_auto(A, b)
+                    name = m if m != "auto" else "auto = " + _numpy_auto(A_api, b)
                     row(f"numpy backend, {name}", lambda m=m: scanarray.linear_recurrence(
-                        A[:, None] if c else A, b, dense=True, backend="numpy", method=m, out=out), t_loop)
-                del A, b, out, ref
+                        A_api, b, dense=True, backend="numpy", method=m, out=out), t_loop)
+                del A, A_api, b, out, ref
     return lines
 
 
@@ -490,7 +499,7 @@ def _numpy_auto(A, b):
     from scanarray._problem import Problem
 
     mod = _registry.load("numpy")
-    a = A if A.ndim == 4 else np.broadcast_to(A[:, None], b.shape + b.shape[-1:])
+    a = np.broadcast_to(A, b.shape + b.shape[-1:])
     p = Problem(xp=np, kind="numpy", a=a, b=b, initial=None, out=None, dtype=b.dtype, out_dtype=b.dtype,
                 reverse=False, dense=True, chunk=64, method="auto", backend="numpy")
     return mod.auto_method(p)
@@ -509,6 +518,7 @@ def main(argv=None):
     ap.add_argument("--cpu-sweep", action="store_true",
                     help="float32, time-varying A, over CPU_SWEEP shapes (the NumPy dense auto rule)")
     ap.add_argument("--cpu-shape", help="B,T,n[;B,T,n...]: --cpu at these shapes instead")
+    ap.add_argument("--cpu-a", default="lane,const", help=f"--cpu: kinds of A among {', '.join(A_KINDS)}")
     ap.add_argument("--quick", action="store_true", help="n in {4, 32}, T in {1024, 4096}")
     ap.add_argument("--targets", action="store_true", help="GPU: the two target shapes only (no seed table)")
     ap.add_argument("--sweep", action="store_true", help="GPU: sequential kernels vs CR/prefix over n, B, T")
@@ -564,11 +574,11 @@ def main(argv=None):
         shapes = ([tuple(int(v) for v in s.split(",")) for s in args.cpu_shape.split(";")] if args.cpu_shape
                   else [(8, 4096, 16)])
         parts += [f"## CPU: NumPy backend vs per-step NumPy loop, (B, T, n) in {shapes}", ""]
-        parts += cpu_table(log, shapes) + [""]
+        parts += cpu_table(log, shapes, kinds=tuple(args.cpu_a.split(","))) + [""]
         save()
     if args.cpu_sweep:
         parts += ["## CPU sweep: float32, time-varying A", ""]
-        parts += cpu_table(log, CPU_SWEEP, dtypes=(np.float32,), const=(False,),
+        parts += cpu_table(log, CPU_SWEEP, dtypes=(np.float32,), kinds=("lane",),
                            methods=("auto", "sequential", "chunked", "cyclic_reduction")) + [""]
         save()
     print("\n" + "\n".join(parts))

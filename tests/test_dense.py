@@ -365,6 +365,10 @@ def test_chunked_products_not_stored(rng):
         (8, 4096, 16, "float32", "const", "chunked"),
         (64, 4096, 16, "float64", "const", "chunked"),
         (8, 2, 16, "float32", "lane", "sequential"),
+        (8, 4096, 16, "float32", "shared", "chunked"),
+        (64, 4096, 16, "float32", "shared", "sequential"),
+        (8, 4096, 4, "float32", "shared", "cyclic_reduction"),
+        (8, 4096, 64, "float32", "shared", "sequential"),
     ],
 )
 def test_numpy_auto_rule(B, T, n, dtype, a_kind, want):
@@ -374,7 +378,8 @@ def test_numpy_auto_rule(B, T, n, dtype, a_kind, want):
     from scanarray import _config
 
     item = np.dtype(dtype).itemsize
-    strides = (T * n * n * item, n * n * item) if a_kind == "lane" else (n * n * item, 0)
+    per = n * n * item
+    strides = {"lane": (T * per, per), "shared": (0, per), "const": (per, 0)}[a_kind]
     a = SimpleNamespace(shape=(B, T, n, n), strides=strides + (n * item, item))
     p = SimpleNamespace(length=T, lanes=(B,), a=a, b=SimpleNamespace(shape=(B, T, n)), dtype=np.dtype(dtype),
                         dense=True)
