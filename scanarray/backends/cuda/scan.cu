@@ -145,6 +145,53 @@ __device__ __forceinline__ C warp_replay(const C (&xa)[NV][G], C (&xb)[NV][G], C
   return h;
 }
 
+// Warp 0's scan of a tile's NW warp totals: warp[i] becomes the pair of the tile's steps before
+// warp i; returns the tile's pair in `agg` and whether any warp saw a non-finite input.
+template <class C, int NW>
+__device__ __forceinline__ int scan_warp_totals(Pair<C>* warp, const int* bad, int lane, Pair<C>& agg) {
+  Pair<C> x = lane < NW ? warp[lane] : ident<C>();
+  const int tile_bad = __any_sync(0xffffffffu, lane < NW ? bad[lane] : 0);
+#pragma unroll
+  for (int d = 1; d < 32; d <<= 1) {
+    Pair<C> o = shfl_up(x, d);
+    if (lane >= d) x = compose(x, o);
+  }
+  Pair<C> ex = shfl_up(x, 1);
+  if (lane == 0) ex = ident<C>();
+  if (lane < NW) warp[lane] = ex;
+  agg = shfl_idx(x, NW - 1);
+  return tile_bad;
+}
+
+// The fast path's output: each of the thread's groups from its entering state (pre[v] applied
+// to h, the state before the thread's first group), stepped and stored.
+template <class TO, class C, int G, int NV>
+__device__ __forceinline__ void write_groups(const C (&xa)[NV][G], const C (&xb)[NV][G], const Pair<C> (&pre)[NV],
+                                             C h_in, TO* po, i64 sto, i64 tw, i64 T, int vec_o) {
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    C h = apply(pre[v], h_in);
+    C y[G];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      h = xa[v][g] * h + xb[v][g];
+      y[g] = h;
+    }
+    store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
+  }
+}
+
+// Tile index from the workspace's counter (look-back kernels): tile i starts only after tiles
+// < i started, so the look-back's forward progress does not rely on the hardware's block order.
+__device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_id) {
+  if (KT > 1) {
+    if (threadIdx.x == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
+    __syncthreads();
+    return s_id;
+  }
+  return (i64)blockIdx.x;
+}
+
 // Diagnostic builds only (benchmarks/diag_lookback.py compiles them with -DSCANARRAY_LB_DIAG=n).
 #ifndef SCANARRAY_LB_DIAG
 #define SCANARRAY_LB_DIAG 0
@@ -223,18 +270,8 @@ __device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], T
   __syncthreads();
 
   if (w == 0) {
-    // Scan of the warp totals: sh.warp[i] becomes the pair of the tile's steps before warp i.
-    Pair<C> x = lane < NW ? sh.warp[lane] : ident<C>();
-    const int tile_bad = __any_sync(0xffffffffu, lane < NW ? sh.bad[lane] : 0);
-#pragma unroll
-    for (int d = 1; d < 32; d <<= 1) {
-      Pair<C> o = shfl_up(x, d);
-      if (lane >= d) x = compose(x, o);
-    }
-    Pair<C> ex = shfl_up(x, 1);
-    if (lane == 0) ex = ident<C>();
-    if (lane < NW) sh.warp[lane] = ex;
-    const Pair<C> agg = shfl_idx(x, NW - 1);
+    Pair<C> agg;
+    const int tile_bad = scan_warp_totals<C, NW>(sh.warp, sh.bad, lane, agg);
 
     C hin = Num<C>::zero();
     if (k == 0) {
@@ -322,18 +359,7 @@ __device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], T
   const C hin = sh.hin;
 
   if (!sh.slow) {
-    const C hw = apply(sh.warp[w], hin);
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
-      C h = apply(pre[v], hw);
-      C y[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        h = xa[v][g] * h + xb[v][g];
-        y[g] = h;
-      }
-      store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
-    }
+    write_groups<TO, C, G, NV>(xa, xb, pre, apply(sh.warp[w], hin), po, sto, tw, T, vec_o);
     return;
   }
 
@@ -364,13 +390,7 @@ __global__ void __launch_bounds__(NT, MINB)
   Status<C> status;
   status.init(ws + 16);
 
-  if (KT > 1) {
-    // Dynamic tile index: tile i starts only after tiles < i started (forward progress of the
-    // look-back does not rely on the hardware's block order).
-    if (tid == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
-    __syncthreads();
-  }
-  const i64 id = KT > 1 ? s_id : (i64)blockIdx.x;
+  const i64 id = take_tile(ws, ctr_base, KT, s_id);
   const i64 row = id / KT, k = id - row * KT;
   i64 oa, ob, oo;
   lm.offsets(row, oa, ob, oo);
@@ -477,17 +497,8 @@ __global__ void __launch_bounds__(NT, MINB)
     }
     __syncthreads();
     if (w == 0) {
-      Pair<C> x = lane < NW ? s_warp[lane] : ident<C>();
-      const int tile_bad = __any_sync(0xffffffffu, lane < NW ? s_bad[lane] : 0);
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        Pair<C> o = shfl_up(x, d);
-        if (lane >= d) x = compose(x, o);
-      }
-      Pair<C> ex = shfl_up(x, 1);
-      if (lane == 0) ex = ident<C>();
-      if (lane < NW) s_warp[lane] = ex;
-      const Pair<C> agg = shfl_idx(x, NW - 1);
+      Pair<C> agg;
+      const int tile_bad = scan_warp_totals<C, NW>(s_warp, s_bad, lane, agg);
       const C hin = s_h[cur];
       const C hout = apply(agg, hin);
       const int slow = tile_bad || !finite(hin) || !finite(hout);
@@ -499,18 +510,7 @@ __global__ void __launch_bounds__(NT, MINB)
     __syncthreads();
     const C hin = s_h[cur];
     if (!s_slow) {
-      const C hw = apply(s_warp[w], hin);
-#pragma unroll
-      for (int v = 0; v < NV; ++v) {
-        C h = apply(pre[v], hw);
-        C y[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          h = xa[v][g] * h + xb[v][g];
-          y[g] = h;
-        }
-        store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
-      }
+      write_groups<TO, C, G, NV>(xa, xb, pre, apply(s_warp[w], hin), po, sto, tw, T, vec_o);
     } else {
       // exact replay, warp after warp; s_h[nxt] carries the state
       for (int i = 0; i < NW; ++i) {
@@ -561,17 +561,7 @@ __global__ void __launch_bounds__(NT, MINB)
     bad = __any_sync(0xffffffffu, bad);
     const C hout = apply(tot, hin);
     if (!bad && finite(hin) && finite(hout)) {
-#pragma unroll
-      for (int v = 0; v < NV; ++v) {
-        C h = apply(pre[v], hin);
-        C y[G];
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          h = xa[v][g] * h + xb[v][g];
-          y[g] = h;
-        }
-        store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
-      }
+      write_groups<TO, C, G, NV>(xa, xb, pre, hin, po, sto, tw, T, vec_o);
       hin = hout;
       continue;
     }
@@ -601,11 +591,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
   Status<C> status;
   status.init(ws + 16);
-  if (KT > 1) {
-    if (tid == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
-    __syncthreads();
-  }
-  const i64 id = KT > 1 ? s_id : (i64)blockIdx.x;
+  const i64 id = take_tile(ws, ctr_base, KT, s_id);
   const i64 k = id / NG, g = id - k * NG;  // all lane groups of time tile k come before k + 1
   const i64 l = g * 32 + lane;
   const bool valid = l < nlanes;
