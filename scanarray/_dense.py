@@ -500,15 +500,16 @@ def chunked(xp, A, b, h0, dt, reverse=False, out=None, chunk=None):
             P = Q
         Pt = xp.moveaxis(P, -3, 0)  # (K-1, *a_lanes, n, n)
 
-    # 2. entering states of chunks 1 .. K, stepped over lanes
-    S = xp.empty(lanes + (K, n), dt)
-    S[..., 0, :] = H[..., r0 - 1, :]
-    St = xp.moveaxis(S, -2, 0)[..., None]  # (K, *lanes, n, 1)
+    # 2. entering states of chunks 1 .. K, stepped over lanes (chunk-major: every product is
+    # written into a contiguous block, which CuPy's matmul needs for `out`)
+    St = xp.empty((K,) + lanes + (n, 1), dt)
+    St[0] = H[..., r0 - 1, :, None]
     Lt = xp.moveaxis(loc, -2, 0)[..., None]
     _record("vector", P.shape if const else P.shape[:-3] + P.shape[-2:], St.shape[1:], steps=K - 1)
     for p_c, l_c, s_prev, s in zip(Pt, Lt, St[:-1], St[1:]):
         xp.matmul(p_c, s_prev, out=s)
         s += l_c
+    S = xp.moveaxis(St[..., 0], 0, -2)  # (*lanes, K, n)
 
     # 3. rerun chunks 1 .. K from their entering states, in place in H
     tv = xp.empty(lanes + (K, n), dt)
