@@ -233,6 +233,81 @@ __device__ __forceinline__ void load_chunk(const TB* b, long long t0, long long 
     }
 }
 
+// Steps 2-5 of one warp's 16-step x 8-column chunk, shared by both kernels: stage the chunk of
+// b (converted to ACC; zeros past the ends) and (next_pf) start loading the next chunk into pv,
+// so its latency overlaps this chunk's products, stores and the next barrier; then level 1 on
+// the tensor core (c = b + (D - I) @ b for the 16/s radix-s groups), level 2 (the states
+// entering each radix-s group, 16/s serial steps per lane) and the broadcast
+// h[i] = c[i] + q[i] * h_in(group of i); or, for a chunk holding NaN or Inf, the plain loop
+// (exactly the sequential semantics). `dec` gives the decay fragments, `q(i)` the product of a
+// from the start of i's group to i, `a_of(r)` the coefficient of step r; sC holds the state
+// carried between chunks, sE the per-group entering states.
+template <int S, typename TB, typename ACC, class Dec, class Q, class AOf>
+__device__ __forceinline__ void warp_chunk(const TB* b, TB* out, long long t0, long long T, long long P,
+                                           long long col0, long long sbt, long long sbp, long long sot,
+                                           long long sop, int lane, int time_fast, bool next_pf, bool bad_a,
+                                           ACC (&pv)[4], ACC* Bs, ACC* sC, ACC (*sE)[8], const Dec& dec, Q q,
+                                           AOf a_of) {
+    constexpr int NT = 16 / S;
+    const int g = lane >> 2, t4 = lane & 3;
+    bool bad = false;
+    // (when nothing was prefetched, pv already holds this chunk: the caller loaded it)
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+        const int e = lane + 32 * k;
+        const int r = time_fast ? (e & 15) : (e >> 3);
+        const int cc = time_fast ? (e >> 4) : (e & 7);
+        bad |= !finite_acc(pv[k]);
+        Bs[r * 8 + cc] = pv[k];
+    }
+    if (next_pf) load_chunk<TB, ACC>(b, t0 + 16, T, P, col0, sbt, sbp, lane, time_fast, pv);
+    if (lane < 8) bad |= !finite_acc(sC[lane]);
+    __syncwarp();
+    const bool slow = __any_sync(0xffffffffu, bad) || bad_a;
+    if (!slow) {
+        ACC c[4];
+        c[0] = Bs[g * 8 + 2 * t4];
+        c[1] = Bs[g * 8 + 2 * t4 + 1];
+        c[2] = Bs[(g + 8) * 8 + 2 * t4];
+        c[3] = Bs[(g + 8) * 8 + 2 * t4 + 1];
+        TileMma<S, TB>::run(c, dec, Bs, g, t4);
+        __syncwarp();
+        Bs[g * 8 + 2 * t4] = c[0];
+        Bs[g * 8 + 2 * t4 + 1] = c[1];
+        Bs[(g + 8) * 8 + 2 * t4] = c[2];
+        Bs[(g + 8) * 8 + 2 * t4 + 1] = c[3];
+        __syncwarp();
+        if (lane < 8) {
+            ACC e = sC[lane];
+#pragma unroll
+            for (int k = 0; k < NT; ++k) {
+                sE[k][lane] = e;
+                e = Bs[(k * S + S - 1) * 8 + lane] + q(k * S + S - 1) * e;
+            }
+            sC[lane] = e;
+        }
+        __syncwarp();
+        const ACC q0 = q(g), q1 = q(g + 8);
+#pragma unroll
+        for (int k = 0; k < 4; ++k) {
+            const int r = g + 8 * (k >> 1), cc = 2 * t4 + (k & 1);
+            const long long t = t0 + r, col = col0 + cc;
+            const ACC h = c[k] + ((k >> 1) ? q1 : q0) * sE[r / S][cc];
+            if (t < T && col < P) st_from(out + t * sot + col * sop, h);
+        }
+    } else {
+        if (lane < 8) {
+            const long long col = col0 + lane;
+            ACC h = sC[lane];
+            for (int r = 0; r < 16 && t0 + r < T; ++r) {
+                h = a_of(r) * h + Bs[r * 8 + lane];
+                if (col < P) st_from(out + (t0 + r) * sot + col * sop, h);
+            }
+            sC[lane] = h;
+        }
+    }
+}
+
 // Grid: one block per (group, strip of 8*W lanes); W = blockDim.x / 32 <= 8.
 // Group index grp = g1 * n_g2 + g2; lane p of the group; time t. Strides are in elements.
 template <int S, typename TB, typename TA>
@@ -305,70 +380,11 @@ __global__ void __launch_bounds__(256) matmulscan_kernel(
         bad_a = __syncthreads_or(bad_a);
         if (!active) continue;
 
-        // 2. stage this warp's 16 x 8 chunk of b (converted to ACC; zeros past the ends), then
-        //    (prefetch) start loading the next chunk into registers: its latency then overlaps
-        //    this chunk's matrix products, stores and the next barrier.
-        bool bad = false;
+        // 2.-5. this warp's chunk (see warp_chunk)
         if (!prefetch) load_chunk<TB, ACC>(b, t0, T, P, col0, sbt, sbp, lane, time_fast, pv);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const int e = lane + 32 * k;
-            const int r = time_fast ? (e & 15) : (e >> 3);
-            const int cc = time_fast ? (e >> 4) : (e & 7);
-            bad |= !finite_acc(pv[k]);
-            Bs[r * 8 + cc] = pv[k];
-        }
-        if (prefetch && ch + 1 < nch) load_chunk<TB, ACC>(b, t0 + 16, T, P, col0, sbt, sbp, lane, time_fast, pv);
-        if (lane < 8) bad |= !finite_acc(sC[warp][lane]);
-        __syncwarp();
-        const bool slow = __any_sync(0xffffffffu, bad) || bad_a;
-
-        if (!slow) {
-            // 3. level 1 on the tensor core: c = b + (D - I) @ b for the 16/s radix-s groups.
-            ACC c[4];
-            c[0] = Bs[g * 8 + 2 * t4];
-            c[1] = Bs[g * 8 + 2 * t4 + 1];
-            c[2] = Bs[(g + 8) * 8 + 2 * t4];
-            c[3] = Bs[(g + 8) * 8 + 2 * t4 + 1];
-            SmemDecay<ACC> dec{sD[buf]};
-            TileMma<S, TB>::run(c, dec, Bs, g, t4);
-            __syncwarp();
-            Bs[g * 8 + 2 * t4] = c[0];
-            Bs[g * 8 + 2 * t4 + 1] = c[1];
-            Bs[(g + 8) * 8 + 2 * t4] = c[2];
-            Bs[(g + 8) * 8 + 2 * t4 + 1] = c[3];
-            __syncwarp();
-            // 4. level 2: the states entering each radix-s group (16/s serial steps per lane).
-            if (lane < 8) {
-                ACC e = sC[warp][lane];
-#pragma unroll
-                for (int k = 0; k < NT; ++k) {
-                    sE[warp][k][lane] = e;
-                    e = Bs[(k * S + S - 1) * 8 + lane] + sq[buf][k * S + S - 1] * e;
-                }
-                sC[warp][lane] = e;
-            }
-            __syncwarp();
-            // 5. broadcast (B_s with decay): h[i] = c[i] + q[i] * h_in(group of i), then store.
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const int r = g + 8 * (k >> 1), cc = 2 * t4 + (k & 1);
-                const long long t = t0 + r, col = col0 + cc;
-                const ACC h = c[k] + sq[buf][r] * sE[warp][r / S][cc];
-                if (t < T && col < P) st_from(out + t * sot + col * sop, h);
-            }
-        } else {
-            // The plain loop for chunks that meet NaN or Inf (exactly the sequential semantics).
-            if (lane < 8) {
-                const long long col = col0 + lane;
-                ACC h = sC[warp][lane];
-                for (int r = 0; r < 16 && t0 + r < T; ++r) {
-                    h = sa[buf][r] * h + Bs[r * 8 + lane];
-                    if (col < P) st_from(out + (t0 + r) * sot + col * sop, h);
-                }
-                sC[warp][lane] = h;
-            }
-        }
+        warp_chunk<S, TB>(b, out, t0, T, P, col0, sbt, sbp, sot, sop, lane, time_fast,
+                          prefetch && ch + 1 < nch, bad_a, pv, Bs, sC[warp], sE[warp], SmemDecay<ACC>{sD[buf]},
+                          [&](int i) { return sq[buf][i]; }, [&](int r) { return sa[buf][r]; });
         __syncwarp();
     }
 }
@@ -420,63 +436,10 @@ __global__ void __launch_bounds__(256, 3) matmulscan_warp_kernel(
         if (lane < 16) sA[warp][lane] = a_cur;
         const bool bad_a = __any_sync(0xffffffffu, !finite_acc(a_cur));
 
-        bool bad = false;
         if (!prefetch) load_chunk<TB, ACC>(b, t0, T, P, col0, sbt, sbp, lane, time_fast, pv);
-#pragma unroll
-        for (int k = 0; k < 4; ++k) {
-            const int e = lane + 32 * k;
-            const int r = time_fast ? (e & 15) : (e >> 3);
-            const int cc = time_fast ? (e >> 4) : (e & 7);
-            bad |= !finite_acc(pv[k]);
-            Bs[r * 8 + cc] = pv[k];
-        }
-        if (prefetch && ch + 1 < nch) load_chunk<TB, ACC>(b, t0 + 16, T, P, col0, sbt, sbp, lane, time_fast, pv);
-        if (lane < 8) bad |= !finite_acc(sC[warp][lane]);
-        __syncwarp();
-        const bool slow = __any_sync(0xffffffffu, bad) || bad_a;
-
-        if (!slow) {
-            ACC c[4];
-            c[0] = Bs[g * 8 + 2 * t4];
-            c[1] = Bs[g * 8 + 2 * t4 + 1];
-            c[2] = Bs[(g + 8) * 8 + 2 * t4];
-            c[3] = Bs[(g + 8) * 8 + 2 * t4 + 1];
-            TileMma<S, TB>::run(c, dec, Bs, g, t4);
-            __syncwarp();
-            Bs[g * 8 + 2 * t4] = c[0];
-            Bs[g * 8 + 2 * t4 + 1] = c[1];
-            Bs[(g + 8) * 8 + 2 * t4] = c[2];
-            Bs[(g + 8) * 8 + 2 * t4 + 1] = c[3];
-            __syncwarp();
-            if (lane < 8) {
-                ACC e = sC[warp][lane];
-#pragma unroll
-                for (int k = 0; k < NT; ++k) {
-                    sE[warp][k][lane] = e;
-                    e = Bs[(k * S + S - 1) * 8 + lane] + dec.q(k * S + S - 1) * e;
-                }
-                sC[warp][lane] = e;
-            }
-            __syncwarp();
-            const ACC q0 = dec.q(g), q1 = dec.q(g + 8);
-#pragma unroll
-            for (int k = 0; k < 4; ++k) {
-                const int r = g + 8 * (k >> 1), cc = 2 * t4 + (k & 1);
-                const long long t = t0 + r, col = col0 + cc;
-                const ACC h = c[k] + ((k >> 1) ? q1 : q0) * sE[warp][r / S][cc];
-                if (t < T && col < P) st_from(out + t * sot + col * sop, h);
-            }
-        } else {
-            if (lane < 8) {
-                const long long col = col0 + lane;
-                ACC h = sC[warp][lane];
-                for (int r = 0; r < 16 && t0 + r < T; ++r) {
-                    h = sA[warp][r] * h + Bs[r * 8 + lane];
-                    if (col < P) st_from(out + (t0 + r) * sot + col * sop, h);
-                }
-                sC[warp][lane] = h;
-            }
-        }
+        warp_chunk<S, TB>(b, out, t0, T, P, col0, sbt, sbp, sot, sop, lane, time_fast,
+                          prefetch && ch + 1 < nch, bad_a, pv, Bs, sC[warp], sE[warp], dec,
+                          [&](int i) { return dec.q(i); }, [&](int r) { return sA[warp][r]; });
         __syncwarp();
     }
 }
