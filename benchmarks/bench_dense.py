@@ -343,6 +343,49 @@ def with_kernel(kernel, stages, fn, exchange=None, diag=0, row_bytes=64):
     return run
 
 
+#: chunked method variants timed at the target shapes: (L, R, D), None = the default
+CHUNK_VARIANTS = {16: [(16, 4, None), (64, 4, None), (32, 2, None), (32, 4, 2), (32, 4, 3), (32, 8, None), (32, 1, None)],
+                  64: [(32, 8, None), (64, 4, None), (64, 8, None), (128, 8, None), (32, 4, None)]}
+
+
+def with_chunk(L, R, D, fn):
+    """``fn`` with the CuPy chunked method's chunk length, tile and depth forced (benchmarks only)."""
+    from scanarray.backends import _cupy_dense
+
+    names = ("CHUNK_L", "CHUNK_R", "CHUNK_D")
+
+    def run():
+        old = [getattr(_cupy_dense, k) for k in names]
+        for k, v in zip(names, (L, R, D)):
+            setattr(_cupy_dense, k, v)
+        try:
+            return fn()
+        finally:
+            for k, v in zip(names, old):
+                setattr(_cupy_dense, k, v)
+
+    return run
+
+
+def chunked_cases(A, b, n, log):
+    """Variants of the chunked method, and its host time per call (back-to-back calls, no sync)."""
+    import cupy
+
+    f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="chunked")  # noqa: E731
+    f()
+    cupy.cuda.get_current_stream().synchronize()
+    reps = 200
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        f()
+    host = (time.perf_counter() - t0) / reps * 1e3
+    cupy.cuda.get_current_stream().synchronize()
+    per = (time.perf_counter() - t0) / reps * 1e3
+    log(f"chunked host time per call (B*T*n={b.size}): {host * 1e3:.1f} us issued, {per * 1e3:.1f} us per call "
+        f"back-to-back incl. GPU ({reps} calls)")
+    return [(f"chunked [L={L}, R={R}, D={D or 'auto'}]", with_chunk(L, R, D, f)) for L, R, D in CHUNK_VARIANTS.get(n, [])]
+
+
 def targets(jax_results, log):
     import cupy
 
@@ -356,9 +399,11 @@ def targets(jax_results, log):
         if t_jax is not None:
             lines.append(f"| {B} | {T} | {n} | jax.lax.associative_scan | {t_jax:.3f} | 1.00 | {quoted} ms | {err:.1e} |")
         cases = [(m, lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
-                 for m in ("cyclic_reduction", "prefix", "sequential", "auto")]
+                 for m in ("cyclic_reduction", "prefix", "sequential", "chunked", "auto")]
         seq = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="sequential")  # noqa: E731
-        cases += [(f"sequential [{v[0]}]", with_kernel(v[1], v[2], seq, *v[3:])) for v in SEQ_VARIANTS]
+        if os.environ.get("BENCH_SEQ_VARIANTS", "1") != "0":
+            cases += [(f"sequential [{v[0]}]", with_kernel(v[1], v[2], seq, *v[3:])) for v in SEQ_VARIANTS]
+        cases += chunked_cases(A, b, n, log)
         # time-invariant A (one matrix per lane, never expanded): what is left without A's traffic
         A1 = cupy.ascontiguousarray(A[:, :1])
         cases.append(("sequential, A time-invariant (no A traffic; err not comparable)",

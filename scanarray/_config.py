@@ -104,6 +104,18 @@ DENSE_CR_NS = {4: 4, 16: 10, 32: 26, 64: 114, 128: 430}
 DENSE_PREFIX_MAX_WORK = 12 * 2**29
 #: Otherwise cyclic reduction: T n^3 work against T n^3 log2 T, 2.3x (n=32, B=16, T=1024)
 #: to 13x (n=32 and n=64, B=16, T=16384) faster than the prefix scan.
+#: ``chunked`` (products of chunks of about sqrt(T) steps, carries, rerun: three kernels), H200,
+#: 2026-11-21 08:47 UTC (tools/gpu_dense_chunked.sh; benchmarks/results/dense_chunked_2026-11-21.md):
+#: 0.176 ms at (B, T, n) = (64, 1024, 16) against sequential 0.409, and 1.102 ms at (8, 4096, 64)
+#: against sequential 2.502 (float32). Estimate: DENSE_FIXED_MS + 2 sqrt(T) DENSE_STEP_US (the
+#: carries and rerun passes, latency-bound) + lanes T n^3 / DENSE_CHUNK_FMA_PER_MS (the products
+#: pass), the rate fitted to those two rows (n = 16: 2.8e9 multiply-adds per ms, also used for
+#: smaller buckets; n = 64: 9.0e9). Only where it was measured or between: 16 <= n <= 64, at least
+#: DENSE_CHUNK_MIN_LANES lanes and DENSE_CHUNK_MIN_T steps (one lane, small n and n = 128 not timed).
+DENSE_CHUNK_FMA_PER_MS = {4: 2.8e9, 16: 2.8e9, 32: 2.8e9, 64: 9.0e9}
+DENSE_CHUNK_N = (16, 64)
+DENSE_CHUNK_MIN_LANES = 8
+DENSE_CHUNK_MIN_T = 1024
 
 
 def cupy_dense_auto_method(problem):
@@ -116,6 +128,12 @@ def cupy_dense_auto_method(problem):
     if bucket is not None:
         seq_ms = DENSE_FIXED_MS + T * DENSE_STEP_US[bucket] / 1e3
         alt_ms = DENSE_ONE_LANE_MS if lanes == 1 else max(DENSE_CR_FLOOR_MS, lanes * T * DENSE_CR_NS[bucket] / 1e6)
+        if (DENSE_CHUNK_N[0] <= n <= DENSE_CHUNK_N[1] and lanes >= DENSE_CHUNK_MIN_LANES
+                and T >= DENSE_CHUNK_MIN_T):
+            chunk_ms = (DENSE_FIXED_MS + 2 * T**0.5 * DENSE_STEP_US[bucket] / 1e3
+                        + lanes * T * n**3 / DENSE_CHUNK_FMA_PER_MS[bucket])
+            if chunk_ms < seq_ms and chunk_ms <= alt_ms:
+                return "chunked"
         if seq_ms <= alt_ms:
             return "sequential"
     if lanes == 1 and T * n**3 * max(1, T.bit_length() - 1) <= DENSE_PREFIX_MAX_WORK:

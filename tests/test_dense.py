@@ -465,16 +465,17 @@ def test_tf32_cannot_degrade_float32(backend, method, const, rng):
     "B,T,n,want",
     [
         (1, 1024, 4, "sequential"),  # all from the H200 tables in docs/dense.md
-        (64, 1024, 16, "sequential"),  # 0.35 ms against CR 1.56, prefix 5.1
+        (4, 4096, 16, "sequential"),  # chunked only from 8 lanes (measured at 8 and 64)
+        (64, 1024, 16, "chunked"),  # 0.176 ms against sequential 0.35-0.41, CR 1.56, prefix 5.1
         (1, 8192, 32, "prefix"),  # 1.46 against sequential 3.76
         (1, 2048, 64, "prefix"),
         (1, 16384, 32, "cyclic_reduction"),
-        (16, 1024, 32, "sequential"),  # 0.53 against CR 1.59
-        (16, 8192, 32, "cyclic_reduction"),  # 3.65 against sequential 3.78
+        (16, 1024, 32, "chunked"),  # estimate 0.28 against sequential 0.53, CR 1.59 (chunked not timed)
+        (16, 8192, 32, "chunked"),  # estimate 1.7 against CR 3.65, sequential 3.78 (chunked not timed)
         (256, 65536, 4, "sequential"),  # 16.7 against CR 67.1
         (1, 1024, 128, "cyclic_reduction"),  # 1.58 against sequential 3.92
         (16, 1024, 128, "sequential"),  # 3.91 against CR 7.03
-        (8, 4096, 64, "sequential"),  # 2.64 against CR 3.98
+        (8, 4096, 64, "chunked"),  # 1.10 against sequential 2.50-2.64, CR 3.98
     ],
 )
 def test_cupy_auto_rule(B, T, n, want):
@@ -652,3 +653,137 @@ def test_cupy_sequential_kernel_nonfinite(cupy_kernel, kernel, exchange, n):
         ref, _ = dense_ref(A, b, -1)
     assert np.array_equal(np.isnan(h), np.isnan(ref)) and np.array_equal(np.isinf(h), np.isinf(ref))
     assert np.array_equal(h[np.isfinite(h)], ref[np.isfinite(ref)].astype(np.float32))
+
+
+# --------------------------------------------------------------------------- CuPy chunked
+
+
+@pytest.fixture
+def cupy_chunk(monkeypatch):
+    """Set the CuPy chunked method's chunk length, tile, depth and minimum chunk count for the test."""
+    from scanarray.backends import _cupy_dense
+
+    def select(L=None, R=None, D=None, minimum=1):
+        monkeypatch.setattr(_cupy_dense, "CHUNK_L", L)
+        monkeypatch.setattr(_cupy_dense, "CHUNK_R", R)
+        monkeypatch.setattr(_cupy_dense, "CHUNK_D", D)
+        monkeypatch.setattr(_cupy_dense, "CHUNK_MIN", minimum)
+
+    return select
+
+
+def _check_chunked(A, b, h0, dtype, reverse=False, what="", out=None):
+    kw = {"initial": h0} if h0 is not None else {}
+    ref, g = dense_ref(A, b, -1, initial=h0, reverse=reverse)
+    h = call("cupy", "chunked", A, b, reverse=reverse, **kw)
+    T, n = b.shape[-2], b.shape[-1]
+    assert h.dtype == np.dtype(dtype)
+    assert rel_err(h, ref) <= RTOL[dtype], (what, rel_err(h, ref))
+    assert_matches(h, ref, g, tolerance(dtype, T, 64, n=n) * 4, what)
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("n", [1, 3, 16, 17, 33, 64])
+@pytest.mark.parametrize("T", [1, 31, 32, 33, 1000, 1024])
+def test_cupy_chunked_sizes(cupy_chunk, n, T, rng):
+    """L = 32: one short chunk, one chunk, a short last chunk (T = L + 1, 1000), exact chunks (1024)."""
+    cupy_chunk(L=32)
+    A, b, h0 = _seq_case(rng, "float32", 2, T, n)
+    _check_chunked(A, b, h0, "float32", T % 2 == 1, f"chunked n={n} T={T}")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("n", [3, 16, 33])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cupy_chunked_dtypes(cupy_chunk, dtype, n, reverse, rng):
+    """Every dtype, with and without initial, default chunk length (T = 1000: 32 chunks, last of 8)."""
+    cupy_chunk(minimum=3)
+    A, b, h0 = _seq_case(rng, dtype, 3, 1000, n)
+    _check_chunked(A, b, h0, dtype, reverse, f"chunked {dtype} n={n}")
+    _check_chunked(A, b, None, dtype, reverse, f"chunked {dtype} n={n} no initial")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("n", [5, 16, 64])
+@pytest.mark.parametrize("a_shape", ["invariant", "shared", "invariant per lane"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cupy_chunked_broadcast_a(cupy_chunk, n, a_shape, dtype, rng):
+    """A time-invariant (a_time = 0), shared by every lane (a_lane = 0) or both, read in place."""
+    cupy_chunk(L=20)
+    T, lanes = 300, 3
+    shape = {"invariant": (), "shared": (T,), "invariant per lane": (lanes, 1)}[a_shape]
+    A, b, h0 = _seq_case(rng, dtype, lanes, T, n, a_shape=shape)
+    _check_chunked(A, b, h0, dtype, False, f"chunked {a_shape} n={n}")
+    _check_chunked(A, b, h0, dtype, True, f"chunked {a_shape} n={n} reverse")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("lanes", [1, 64])
+@pytest.mark.parametrize("n", [4, 16])
+def test_cupy_chunked_lanes(cupy_chunk, lanes, n, rng):
+    """One lane (few groups: one per block) and 64 lanes (many groups per block)."""
+    cupy_chunk(minimum=3)
+    A, b, h0 = _seq_case(rng, "float32", lanes, 1024, n)
+    _check_chunked(A, b, h0, "float32", False, f"chunked lanes={lanes} n={n}")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("R", [1, 2, 4, 8])
+@pytest.mark.parametrize("D", [2, 4])
+@pytest.mark.parametrize("n", [2, 17, 33, 128])
+def test_cupy_chunked_tiles(cupy_chunk, R, D, n, rng):
+    """Every register tile and ring depth of the products kernel (n padded to R; R > n included)."""
+    cupy_chunk(L=16, R=R, D=D)
+    A, b, h0 = _seq_case(rng, "float32", 2, 100, n)
+    _check_chunked(A, b, h0, "float32", R == 2, f"chunked R={R} D={D} n={n}")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [8, 16])
+def test_cupy_chunked_in_place_unaligned(cupy_chunk, dtype, n, rng):
+    """out=b (in place) and A, b at an odd element offset (element copies instead of 16-byte ones)."""
+    import cupy
+
+    cupy_chunk(L=16)
+    T, lanes = 200, 2
+    A, b, h0 = _seq_case(rng, dtype, lanes, T, n)
+    ref, g = dense_ref(A, b, -1, initial=h0)
+    bb = cupy.asarray(b)
+    h = scanarray.linear_recurrence(cupy.asarray(A), bb, dense=True, initial=cupy.asarray(h0), backend="cupy",
+                                    method="chunked", out=bb)
+    assert h is bb or h.data.ptr == bb.data.ptr
+    assert_matches(to_numpy(bb), ref, g, tolerance(dtype, T, 64, n=n) * 4, "chunked in place")
+    Ab = cupy.empty(A.size + 1, A.dtype)[1:].reshape(A.shape)
+    Ab[...] = cupy.asarray(A)
+    bu = cupy.empty(b.size + 1, b.dtype)[1:].reshape(b.shape)
+    bu[...] = cupy.asarray(b)
+    h = scanarray.linear_recurrence(Ab, bu, dense=True, initial=cupy.asarray(h0), backend="cupy", method="chunked")
+    assert rel_err(to_numpy(h), ref) <= RTOL[dtype]
+    assert_matches(to_numpy(h), ref, g, tolerance(dtype, T, 64, n=n) * 4, "chunked unaligned")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+def test_cupy_chunked_nonfinite_no_wrong_finite(cupy_chunk):
+    """An infinite b: wherever the loop's state is not finite the result is not finite either
+    (the chunk products may turn inf into NaN, docs/dense.md), and finite entries match."""
+    cupy_chunk(L=4)
+    T, n = 40, 3
+    A = np.broadcast_to(np.eye(n, dtype=np.float32) * 0.5, (T, n, n)).copy()
+    b = np.ones((1, T, n), np.float32)
+    b[0, 9, 0] = np.inf
+    with np.errstate(all="ignore"):
+        h = call("cupy", "chunked", A, b)
+        ref, _ = dense_ref(A, b, -1)
+    ref = np.asarray(ref, np.float64)
+    assert not np.isfinite(h[~np.isfinite(ref)]).any()
+    fin = np.isfinite(h)
+    assert np.allclose(h[fin], ref[fin], rtol=1e-5)

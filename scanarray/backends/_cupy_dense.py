@@ -25,6 +25,14 @@ whatever the number of lanes up to about one per SM: the sequential method is
 latency-bound, far from the 10-80 ns a step's arithmetic and shuffles need
 (see docs/dense.md for what was ruled out).
 
+``chunked`` (:func:`chunked`) splits time into chunks of about ``sqrt(T)``
+steps and launches three kernels: every chunk's transition product and end
+state at once (``dense_chunk_products``), the carries over chunks and the
+rerun of every chunk (both the sequential kernels above, on reshaped lanes):
+a critical path of about ``2 sqrt(T)`` steps for ``T n^3`` multiply-adds.
+Measured on an H200: 0.176 ms at (B, T, n) = (64, 1024, 16), 1.10 ms at
+(8, 4096, 64), against 0.41 and 2.50 for ``sequential`` (docs/dense.md).
+
 Full float32 precision
 ----------------------
 cuBLAS may compute float32 (and complex64) products with TF32 tensor cores,
@@ -57,7 +65,7 @@ import numpy as np
 
 from .. import _dense
 
-__all__ = ["KERNEL", "full_precision", "linear_recurrence", "sequential"]
+__all__ = ["KERNEL", "chunked", "full_precision", "linear_recurrence", "sequential"]
 
 # cublasMath_t values (cublas_api.h); the low bits select the mode, higher
 # bits are flags such as CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION.
@@ -99,6 +107,8 @@ def linear_recurrence(p):
     """Compute the dense problem ``p`` (a :class:`scanarray._problem.Problem`) into ``p.out``."""
     if p.method == "sequential":
         return sequential(p.a, p.b, p.initial, p.dtype, p.reverse, p.out)
+    if p.method == "chunked":
+        return chunked(p.a, p.b, p.initial, p.dtype, p.reverse, p.out)
     with full_precision():
         h = _dense.METHODS[p.method](cupy, p.a, p.b, p.initial, p.dtype, reverse=p.reverse, out=p.out)
     if h is not p.out:  # out of another dtype (half precision storage): one casting copy
@@ -364,13 +374,236 @@ def sequential(A, b, h0, dt, reverse, out):
                 break
     if plan is not None:
         f, grid, block, shared, P = plan
-        f(grid, block, args + (np.int32(L), np.int32(P), np.int32(DIAG)), shared_mem=shared)
+        plain = (np.int32(1), np.int64(0), np.int64(T * n), np.int32(T))  # dense_lane: no chunks
+        f(grid, block, args + (np.int32(L), np.int32(P), np.int32(DIAG)) + plain, shared_mem=shared)
     elif L > 0 and T > 0:
         kernel, threads, shared = _kernel(dt, n)
         if KERNEL == "direct":
             threads = _round32(n)
             kernel, shared = _module().get_function(f"dense_sequential_direct<{_TYPENAMES[dt]}>"), 2 * n * dt.itemsize
         kernel((L,), (threads,), args, shared_mem=shared)
+    if not direct:
+        out[...] = H
+    return out
+
+
+# --------------------------------------------------------------------------- chunked
+
+
+#: Chunk length ``L`` of :func:`chunked`; None: about ``CHUNK_FACTOR * sqrt(T)`` (at least 4).
+#: The products pass costs ``T n^3`` multiply-adds whatever ``L``; the two latency-bound passes
+#: take ``T / L`` (carries) and ``L`` (rerun) steps, fewest at ``L = sqrt(T)``.
+CHUNK_L = None
+CHUNK_FACTOR = 1.0
+#: Register tile ``R`` (``R x R`` elements of the next product per thread) and ring depth ``D``
+#: of the products kernel; None: :func:`_chunk_tile` and the deepest of (4, 3, 2) that fits.
+CHUNK_R = None
+CHUNK_D = None
+#: Fewer chunks than this: the plain sequential kernel (nothing to gain from three passes).
+CHUNK_MIN = 3
+#: Benchmarks only: a list to which :func:`chunked` appends a CUDA event before each pass and after the last.
+PHASE_EVENTS = None
+
+_CHUNK_RS = (1, 2, 4, 8)
+_CHUNK_DS = (2, 3, 4)
+
+
+def _chunk_tile(dt, n):
+    """Default ``R``: enough multiply-adds per shared-memory load (``R^2`` per ``2 R``) without spills.
+
+    ``ptxas -v`` (sm_90): float32 R = 8 uses 167 registers, R = 4 87; float64 R = 4 106;
+    complex128 keeps R <= 2 (an R = 4 tile of complex128 is 64 registers of accumulators alone).
+    """
+    if n <= 2:
+        R = 1
+    elif n <= 8 or dt.itemsize >= 16:
+        R = 2
+    else:
+        R = 8 if (n > 64 and dt.itemsize == 4) else 4
+    top = 4 if dt.itemsize >= 16 else 8  # complex128 with R = 8: 256 registers of accumulators
+    while R < top and -(-n // R) * ((n + R) // R) > 1024:  # a group is at most one block
+        R *= 2
+    return R
+
+
+def _chunk_geometry(dt, n, R, D):
+    """``(threads per group, shared bytes per group)`` of ``dense_chunk_products`` (as in dense.cu)."""
+    size = dt.itemsize
+    V = 1 if size >= 16 else 16 // size
+    NR = -(-n // R)
+    NP, NC = NR * R, (n + R) // R
+    NPA = NP
+    while NPA % (2 * V) != V:
+        NPA += 1
+
+    def ru(x):
+        return -(-x // V) * V
+
+    return NR * NC, (ru(D * NP * NPA) + ru(D * NP) + ru(NP * NC * R)) * size
+
+
+@functools.cache
+def _chunk_group(dt):
+    Rs = _CHUNK_RS if dt.itemsize < 16 else _CHUNK_RS[:-1]
+    return tuple(f"dense_chunk_products<{_TYPENAMES[dt]}, {R}, {D}>" for R in Rs for D in _CHUNK_DS)
+
+
+def _product_plan(dt, n, total, R, D):
+    """``(function, blocks, threads, shared bytes, G)`` of the products kernel, or None where it does not fit."""
+    from ._cupy_common import get_function
+
+    optin, sms = _device_limits()
+    R = R or _chunk_tile(dt, n)
+    Ds = (D,) if D else (4, 3, 2)
+    for d in Ds:
+        NT, gbytes = _chunk_geometry(dt, n, R, d)
+        if gbytes <= optin:
+            break
+    else:
+        return None
+    f = get_function("dense.cu", f"dense_chunk_products<{_TYPENAMES[dt]}, {R}, {d}>", group=_chunk_group(dt))
+    # about 256 threads a block, but at least one block per SM while there is work for it
+    G = max(1, min(256 // NT, optin // gbytes, total // sms if total >= sms else 1))
+    while G > 1 and G * NT > f.max_threads_per_block:
+        G -= 1
+    if NT > f.max_threads_per_block:
+        return None
+    shared = G * gbytes
+    if shared > 48 * 1024:
+        f.max_dynamic_shared_size_bytes = shared
+    return f, (-(-total // G),), (G * NT,), shared, G
+
+
+_chunk_plans: dict = {}
+
+
+def _chunk_plans_for(dt, n, NL, C, vec, aligned):
+    """Plans of the three passes (products, carries, rerun), cached per shape; None where one does not fit."""
+    key = (cupy.cuda.runtime.getDevice(), dt, n, NL, C, vec, aligned, CHUNK_R, CHUNK_D, KERNEL, STAGES,
+           EXCHANGE, ROW_BYTES)
+    plans = _chunk_plans.get(key)
+    if plans is None:
+        m = _mapping(dt, n, aligned)
+        if KERNEL == "auto":
+            kinds = ("ring",) if m is None or m[0] else ("regs", "ring")
+        else:
+            kinds = {"ring": ("ring",), "regs": ("regs", "ring"), "bulk": ("ring",)}.get(KERNEL, ())
+
+        def seq_plan(lanes, al):
+            for kind in kinds:
+                p = _plan(dt, n, lanes, kind, al)
+                if p is not None:
+                    return p
+            return None
+
+        prod = _product_plan(dt, n, NL * C, CHUNK_R, CHUNK_D)
+        carry = seq_plan(NL, True)  # the work buffers are 256-byte aligned
+        rerun = seq_plan(NL * C, aligned)
+        plans = None if None in (prod, carry, rerun) else (prod, carry, rerun)
+        _chunk_plans[key] = plans
+    return plans
+
+
+@functools.lru_cache(maxsize=256)
+def _chunk_scalars(NL, C, L, T, n, a_lane, a_time, reverse, has_h0, G, vec, Pc, Pr, diag):
+    """The scalar kernel arguments of the three passes (built once per shape: host time per call)."""
+    i32, i64 = np.int32, np.int64
+    rev, nn = i32(reverse), n * n
+    products = (i64(a_lane), i64(a_time), i64(n), i32(has_h0), i32(NL), i32(C), i32(L), i32(T), i32(n), rev,
+                i32(G), i32(vec))
+    carries = (i64(C * nn), i64(nn), i32(0), i32(C), i32(n), rev, i32(NL), i32(Pc), i32(diag),
+               i32(1), i64(0), i64(C * n), i32(C))
+    rerun = (i64(a_lane), i64(a_time), i32(1), i32(L), i32(n), rev, i32(NL * C), i32(Pr), i32(diag),
+             i32(C), i64(L * a_time), i64(T * n), i32(T))
+    return products, carries, rerun
+
+
+def chunk_length(T):
+    """The default chunk length of :func:`chunked` (``CHUNK_L`` when set)."""
+    return CHUNK_L or max(4, round(CHUNK_FACTOR * T ** 0.5))
+
+
+def chunked(A, b, h0, dt, reverse, out):
+    """The dense scan in three kernel launches over chunks of ``L`` steps; writes ``out`` and returns it.
+
+    1. ``dense_chunk_products``: for every (lane, chunk) at once, the chunk's
+       transition product ``P_c = A[last] ... A[first]`` and its end state
+       ``e_c`` from a zero entering state (``T n^3`` multiply-adds in all);
+    2. the sequential kernel over the ``C`` chunks of each lane carries the
+       entering states ``s_c = P_{c-1} s_{c-1} + e_{c-1}`` (``s_0`` = the
+       initial state), ``C`` dependent steps;
+    3. the sequential kernel on ``lanes x C`` lanes of ``L`` steps reruns
+       every chunk from its entering state, writing ``h``.
+
+    Blelloch's two-level scan (1990, "Prefix sums and their applications",
+    CMU-CS-90-190) on the affine maps ``h -> A h + b``: the critical path is
+    about ``L + C`` steps instead of ``T``. ``A`` is never expanded along time
+    or over lanes that share it. Like cyclic reduction it multiplies ``A``
+    over a chunk: where those products overflow it returns NaN where the loop
+    may still be finite (docs/dense.md). Falls back to :func:`sequential`
+    with fewer than ``CHUNK_MIN`` chunks or where a pass's kernel does not fit.
+    """
+    dt = np.dtype(dt)
+    lanes = b.shape[:-2]
+    T, n = b.shape[-2], b.shape[-1]
+    NL = 1
+    for s in lanes:
+        NL *= s
+    L = min(chunk_length(T), max(T, 1))
+    C = -(-T // L) if T else 0
+    if C < CHUNK_MIN or NL == 0 or KERNEL not in ("auto", "ring", "regs", "bulk"):
+        return sequential(A, b, h0, dt, reverse, out)
+    Ac = _dense.compact(A)
+    TA = Ac.shape[-3]
+    if all(s == 1 for s in Ac.shape[:-3]):
+        A2 = Ac.reshape(TA, n, n)
+        a_lane = 0
+    else:
+        A2 = cupy.broadcast_to(Ac, lanes + (TA, n, n))  # only lane axes; time stays TA
+        a_lane = TA * n * n
+    if not A2.flags.c_contiguous or A2.dtype != dt:
+        A2 = cupy.ascontiguousarray(A2, dtype=dt)
+    a_time = 0 if TA == 1 else n * n
+    B2 = b if (b.dtype == dt and b.flags.c_contiguous) else cupy.ascontiguousarray(b, dtype=dt)
+    if B2.data.ptr % dt.itemsize:
+        return sequential(A, b, h0, dt, reverse, out)
+    aligned = A2.data.ptr % 16 == 0
+    V = 1 if dt.itemsize >= 16 else 16 // dt.itemsize
+    vec = aligned and n % V == 0
+    plans = _chunk_plans_for(dt, n, NL, C, vec, aligned)
+    if plans is None:
+        return sequential(A, b, h0, dt, reverse, out)
+    (fp, gp, bp, sp, G), (fc, gc, bc, sc, Pc), (fr, gr, br, sr, Pr) = plans
+    direct = out.dtype == dt and out.flags.c_contiguous
+    H = out if direct else cupy.empty(b.shape, dt)
+    nn = n * n
+    work = cupy.empty(NL * C * (nn + 2 * n), dt)
+    Pw, Ew, Sw = work[: NL * C * nn], work[NL * C * nn: NL * C * (nn + n)], work[NL * C * (nn + n):]
+    if h0 is not None:
+        h2 = h0 if (h0.dtype == dt and h0.flags.c_contiguous and h0.shape == lanes + (n,)) else \
+            cupy.ascontiguousarray(cupy.broadcast_to(h0, lanes + (n,)), dtype=dt)
+    else:
+        h2 = Sw  # never read
+    sp_, sc_, sr_ = _chunk_scalars(NL, C, L, T, n, a_lane, a_time, bool(reverse), h0 is not None, G, vec, Pc, Pr,
+                                   DIAG)
+    ev = PHASE_EVENTS
+    if ev is not None:
+        ev.append(cupy.cuda.Event())
+        ev[-1].record()
+    fp(gp, bp, (A2, sp_[0], sp_[1], B2, h2) + sp_[2:4] + (Pw, Ew) + sp_[4:], shared_mem=sp)
+    if ev is not None:
+        ev.append(cupy.cuda.Event())
+        ev[-1].record()
+    # entering states: a plain sequential scan over the chunk slots (zero initial state)
+    fc(gc, bc, (Pw, sc_[0], sc_[1], Ew, Sw, Sw) + sc_[2:], shared_mem=sc)
+    if ev is not None:
+        ev.append(cupy.cuda.Event())
+        ev[-1].record()
+    # every chunk again from its entering state: lanes x C lanes of L steps (the last may be short)
+    fr(gr, br, (A2, sr_[0], sr_[1], B2, H, Sw) + sr_[2:], shared_mem=sr)
+    if ev is not None:
+        ev.append(cupy.cuda.Event())
+        ev[-1].record()
     if not direct:
         out[...] = H
     return out

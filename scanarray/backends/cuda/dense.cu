@@ -232,6 +232,27 @@ __device__ __forceinline__ void dense_barrier() {
     if (WARP) __syncwarp(); else __syncthreads();
 }
 
+// Lane geometry (the chunked method runs these kernels on chunks of lanes): lane = o * cdiv + i
+// is chunk i of outer lane o. Its b and h rows start at o * x_out + i * steps * n, its A at
+// o * a_lane + i * a_in, its initial state at lane * n, and it runs min(steps, t_total - i * steps)
+// steps (a short last chunk). A plain scan passes cdiv = 1, a_in = 0, x_out = steps * n and
+// t_total = steps. a_lane and a_in are 0 for an A shared by the lanes or chunks they step over.
+struct DenseLane {
+    long long a_off, x_off;
+    int steps;
+};
+
+__device__ __forceinline__ DenseLane dense_lane(long long lane, int cdiv, long long a_lane, long long a_in,
+                                                long long x_out, int steps, int n, int t_total) {
+    const long long o = lane / cdiv;
+    const int i = static_cast<int>(lane - o * cdiv);
+    DenseLane q;
+    q.a_off = o * a_lane + i * a_in;
+    q.x_off = o * x_out + (long long)i * steps * n;
+    q.steps = min(steps, t_total - i * steps);
+    return q;
+}
+
 template<typename T>
 __device__ __forceinline__ T dense_shfl(T v, int src) {
     constexpr int W = sizeof(T) / 4;
@@ -343,7 +364,8 @@ template<typename T, int C, int U, int D, bool WARP, int X>
 __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane, long long a_time,
                                       const T* __restrict__ B, T* __restrict__ H,
                                       const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P, int diag) {
+                                      int steps, int n, int reverse, int lanes, int P, int diag,
+                                      int cdiv, long long a_in, long long x_out, int t_total) {
     constexpr int NU = C / U;
     static_assert(NU * U == C, "C is a multiple of U");
     static_assert(WARP || X != 1, "shuffled state needs a warp per lane");
@@ -351,12 +373,14 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
     const int NB = blockDim.x, tid = threadIdx.x;
     const DenseGroup d = dense_group<WARP>(lanes, P, C);
     if (WARP && !d.live) return;  // whole warps only; nothing below synchronises across warps
+    const DenseLane q = dense_lane(d.lane, cdiv, a_lane, a_in, x_out, steps, n, t_total);
+    steps = q.steps;
     const int N2 = P * C;
     T* ringA = reinterpret_cast<T*>(smem_raw);
     T* ringB = ringA + (size_t)D * NU * NB * U;
     T* state = ringB + (size_t)D * NB + (WARP ? (tid >> 5) : 0) * dense_state_elems(X, N2);
-    const T* Al = A + d.lane * a_lane + (long long)d.r * n + d.c0;
-    const T* Bl = B + d.lane * (long long)steps * n;
+    const T* Al = A + q.a_off + (long long)d.r * n + d.c0;
+    const T* Bl = B + q.x_off;
     const bool rv = d.r < n, owner = rv && d.c0 == 0;
     const bool varying = a_time != 0;
 
@@ -382,7 +406,7 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
         if (s < steps) issue(s, s);
         dense_cp_commit();
     }
-    DenseStep<T, C, WARP, X> st(d, state, state + 2 * N2, H + d.lane * (long long)steps * n, h0, has_h0,
+    DenseStep<T, C, WARP, X> st(d, state, state + 2 * N2, H + q.x_off, h0, has_h0,
                                 n, N2, P, steps, reverse, diag, owner);
     if (X != 1) dense_barrier<WARP>();
     int stage = 0, fill = D - 1;
@@ -416,7 +440,8 @@ template<typename T, int C, int U, int D, bool WARP, int X>
 __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane, long long a_time,
                                       const T* __restrict__ B, T* __restrict__ H,
                                       const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P, int diag) {
+                                      int steps, int n, int reverse, int lanes, int P, int diag,
+                                      int cdiv, long long a_in, long long x_out, int t_total) {
     constexpr int NU = C / U;
     static_assert(NU * U == C, "C is a multiple of U");
     static_assert(WARP || X != 1, "shuffled state needs a warp per lane");
@@ -424,10 +449,12 @@ __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane,
     const int tid = threadIdx.x;
     const DenseGroup d = dense_group<WARP>(lanes, P, C);
     if (WARP && !d.live) return;
+    const DenseLane q = dense_lane(d.lane, cdiv, a_lane, a_in, x_out, steps, n, t_total);
+    steps = q.steps;
     const int N2 = P * C;
     T* state = reinterpret_cast<T*>(smem_raw) + (WARP ? (tid >> 5) : 0) * dense_state_elems(X, N2);
-    const T* Al = A + d.lane * a_lane + (long long)d.r * n + d.c0;
-    const T* Bl = B + d.lane * (long long)steps * n;
+    const T* Al = A + q.a_off + (long long)d.r * n + d.c0;
+    const T* Bl = B + q.x_off;
     const bool rv = d.r < n, owner = rv && d.c0 == 0;
     const bool varying = a_time != 0;
 
@@ -463,7 +490,7 @@ __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane,
     for (int j = 0; j < D; ++j) {
         if (j < steps) load(abuf[j], bbuf[j], j);
     }
-    DenseStep<T, C, WARP, X> st(d, state, state + 2 * N2, H + d.lane * (long long)steps * n, h0, has_h0,
+    DenseStep<T, C, WARP, X> st(d, state, state + 2 * N2, H + q.x_off, h0, has_h0,
                                 n, N2, P, steps, reverse, diag, owner);
     if (X != 1) dense_barrier<WARP>();
     for (int s0 = 0; s0 < steps; s0 += D) {
@@ -504,18 +531,21 @@ template<typename T, int C, int D, int X>
 __global__ void dense_sequential_bulk(const T* __restrict__ A, long long a_lane, long long a_time,
                                       const T* __restrict__ B, T* __restrict__ H,
                                       const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P, int diag) {
+                                      int steps, int n, int reverse, int lanes, int P, int diag,
+                                      int cdiv, long long a_in, long long x_out, int t_total) {
     static_assert(X != 1, "the refill relies on a barrier every step");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int NB = blockDim.x, tid = threadIdx.x;
     const DenseGroup d = dense_group<false>(lanes, P, C);
+    const DenseLane q = dense_lane(d.lane, cdiv, a_lane, a_in, x_out, steps, n, t_total);
+    steps = q.steps;
     const int N2 = P * C, nn = n * n;
     const unsigned bars = dense_smem_addr(smem_raw);
     T* ringA = reinterpret_cast<T*>(smem_raw + ((D * 8 + 15) / 16) * 16);
     T* ringB = ringA + (size_t)D * nn;
     T* state = ringB + (size_t)D * NB;
-    const T* Al = A + d.lane * a_lane;
-    const T* Bl = B + d.lane * (long long)steps * n;
+    const T* Al = A + q.a_off;
+    const T* Bl = B + q.x_off;
     const bool rv = d.r < n, owner = rv && d.c0 == 0;
     const unsigned bytes = nn * sizeof(T);
     auto issue = [&](int s, int stage) {
@@ -533,7 +563,7 @@ __global__ void dense_sequential_bulk(const T* __restrict__ A, long long a_lane,
         if (s < steps) issue(s, s);
         dense_cp_commit();
     }
-    DenseStep<T, C, false, X> st(d, state, state + 2 * N2, H + d.lane * (long long)steps * n, h0, has_h0,
+    DenseStep<T, C, false, X> st(d, state, state + 2 * N2, H + q.x_off, h0, has_h0,
                                  n, N2, P, steps, reverse, diag, owner);
     __syncthreads();
     int stage = 0, fill = D - 1;
@@ -559,4 +589,220 @@ __global__ void dense_sequential_bulk(const T* __restrict__ A, long long a_lane,
         phase ^= (stage == 0);
     }
     dense_cp_wait<0>();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Chunked method (issue 6, third round): the transition product of a chunk of L steps and its end
+// state from a zero entering state, for every (lane, chunk) at once. With M = [P | e] (n x (n+1)),
+// M_0 = [I | 0] and M <- A[t] @ M + [0 | b[t]] over the chunk's steps, P = A[last] ... A[first] and
+// e = the chunk's end state from zero (Blelloch 1990, "Prefix sums and their applications", the
+// two-level scan, here over the affine maps h -> A h + b).
+//
+// A group of NT = NR * NC threads owns one (lane, chunk); a block holds G groups (the host picks G).
+// Thread (ti, tj) of a group computes the R x R tile rows ti + NR * i (i < R; strided, so that the
+// threads of a warp read R consecutive rows of A: no bank conflicts with the padded row stride NPA)
+// and columns tj * R ... tj * R + R - 1 (contiguous: vector loads of M) of the next M. n is padded
+// to NP = NR * R rows and NCP = NC * R >= n + 1 columns with zeros (zero rows and columns of A keep
+// the padding of M zero). A[t] and b[t] come through a ring of D shared-memory stages by cp.async
+// (D - 1 steps ahead); a time-invariant A (a_time = 0) is copied once and read in place, an A shared
+// by the lanes (a_lane = 0) is read where it lies. M is single-buffered: two barriers per step.
+//
+// Output slots (so that the carries pass is a plain sequential scan over chunks): in the forward
+// direction chunk c < C - 1 writes its (P, e) to slot c + 1 and the last chunk (whose product is never
+// needed) writes (0, initial) to slot 0; reverse: chunk c > 0 writes slot c - 1, chunk 0 writes
+// (0, initial) to slot C - 1. The sequential scan h_c = P'_c h_{c-1} + e'_c over the slots from a zero
+// state then yields in slot c the state entering chunk c.
+//
+// B: (lanes, steps, n) contiguous; A: offset o * a_lane + t * a_time; h0: o * h0_lane (has_h0);
+// Pout: (lanes, C, n, n), Eout: (lanes, C, n). vec: A's rows are 16-byte copyable (n a multiple of
+// 16 / sizeof(T), aligned base and strides; checked by the host).
+
+__host__ __device__ constexpr int dense_cp_units(int size) { return size >= 16 ? 1 : 16 / size; }
+
+// Padded row stride of A in shared memory: a multiple of the 16-byte unit V with an odd number of
+// units, so that rows r, r + 1, ... fall into different banks (16-byte loads, one per row).
+__host__ __device__ inline int dense_chunk_lda(int NP, int V) {
+    int a = NP;
+    while (a % (2 * V) != V) ++a;
+    return a;
+}
+
+__host__ __device__ inline int dense_round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+// Elements of shared memory per group: A ring (D x NP x NPA), b ring (D x NP), M (NP x NCP).
+__host__ __device__ inline int dense_chunk_group_elems(int n, int R, int D, int size) {
+    const int V = dense_cp_units(size);
+    const int NP = (n + R - 1) / R * R, NCP = (n + R) / R * R;
+    return dense_round_up(D * NP * dense_chunk_lda(NP, V), V) + dense_round_up(D * NP, V)
+           + dense_round_up(NP * NCP, V);
+}
+
+// N elements between shared memory and registers in 16-byte, 8-byte or element units (aligned by
+// construction); memcpy keeps the register arrays in registers.
+template<typename T, int N>
+__device__ __forceinline__ void dense_vload(T (&dst)[N], const T* src) {
+    if constexpr ((N * sizeof(T)) % 16 == 0) {
+        #pragma unroll
+        for (int i = 0; i < int(N * sizeof(T) / 16); ++i) {
+            const uint4 w = reinterpret_cast<const uint4*>(src)[i];
+            memcpy(reinterpret_cast<char*>(dst) + 16 * i, &w, 16);
+        }
+    } else if constexpr ((N * sizeof(T)) % 8 == 0) {
+        #pragma unroll
+        for (int i = 0; i < int(N * sizeof(T) / 8); ++i) {
+            const uint2 w = reinterpret_cast<const uint2*>(src)[i];
+            memcpy(reinterpret_cast<char*>(dst) + 8 * i, &w, 8);
+        }
+    } else {
+        #pragma unroll
+        for (int i = 0; i < N; ++i) dst[i] = src[i];
+    }
+}
+
+template<typename T, int N>
+__device__ __forceinline__ void dense_vstore(T* dst, const T (&src)[N]) {
+    if constexpr ((N * sizeof(T)) % 16 == 0) {
+        #pragma unroll
+        for (int i = 0; i < int(N * sizeof(T) / 16); ++i) {
+            uint4 w;
+            memcpy(&w, reinterpret_cast<const char*>(src) + 16 * i, 16);
+            reinterpret_cast<uint4*>(dst)[i] = w;
+        }
+    } else if constexpr ((N * sizeof(T)) % 8 == 0) {
+        #pragma unroll
+        for (int i = 0; i < int(N * sizeof(T) / 8); ++i) {
+            uint2 w;
+            memcpy(&w, reinterpret_cast<const char*>(src) + 8 * i, 8);
+            reinterpret_cast<uint2*>(dst)[i] = w;
+        }
+    } else {
+        #pragma unroll
+        for (int i = 0; i < N; ++i) dst[i] = src[i];
+    }
+}
+
+template<typename T, int R, int D>
+__global__ void dense_chunk_products(const T* __restrict__ A, long long a_lane, long long a_time,
+                                     const T* __restrict__ B, const T* __restrict__ h0, long long h0_lane,
+                                     int has_h0, T* __restrict__ Pout, T* __restrict__ Eout,
+                                     int lanes, int C, int L, int steps, int n, int reverse, int G, int vec) {
+    constexpr int V = dense_cp_units(sizeof(T));
+    constexpr int KV = R < V ? R : V;  // k per inner step: a 16-byte (or smaller) row piece of A
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int NR = (n + R - 1) / R, NP = NR * R, NC = (n + R) / R, NCP = NC * R, NT = NR * NC;
+    const int NPA = dense_chunk_lda(NP, V);
+    const int sizeA = NP * NPA;
+    const int g = threadIdx.x / NT, tt = threadIdx.x - g * NT;
+    const int ti = tt / NC, tj = tt - ti * NC, c0 = tj * R;
+    T* As = reinterpret_cast<T*>(smem_raw) + (size_t)g * dense_chunk_group_elems(n, R, D, sizeof(T));
+    T* bs = As + dense_round_up(D * sizeA, V);
+    T* Ms = bs + dense_round_up(D * NP, V);
+
+    const long long total = (long long)lanes * C;
+    const long long gid = (long long)blockIdx.x * G + g;
+    const long long o = gid / C;
+    const int c = static_cast<int>(gid - o * C);
+    const bool terminal = reverse ? c == 0 : c == C - 1;
+    const int start = c * L;
+    const int len = (gid < total && !terminal) ? min(L, steps - start) : 0;  // uniform per group
+    const bool varying = a_time != 0;
+    const T* Al = A + (gid < total ? o : 0) * a_lane;
+    const T* Bl = B + (gid < total ? o : 0) * (long long)steps * n;
+
+    // zero padding (and the initial M = [I | 0]) before any copy lands
+    for (int i = tt; i < D * sizeA; i += NT) As[i] = T(0);
+    for (int i = tt; i < D * NP; i += NT) bs[i] = T(0);
+    for (int i = tt; i < NP * NCP; i += NT) {
+        const int r = i / NCP, k = i - r * NCP;
+        Ms[i] = (r == k && r < n) ? T(1) : T(0);
+    }
+    __syncthreads();
+
+    auto issue_a = [&](long long t, int stage) {
+        const T* src = Al + t * a_time;
+        T* dst = As + stage * sizeA;
+        if (vec) {
+            const int units = n * n / V;
+            for (int u = tt; u < units; u += NT) {
+                const int e = u * V, r = e / n, k = e - r * n;
+                dense_cp_async<16>(dst + r * NPA + k, src + e, true);
+            }
+        } else {
+            for (int e = tt; e < n * n; e += NT) {
+                const int r = e / n, k = e - r * n;
+                dense_cp_async<sizeof(T)>(dst + r * NPA + k, src + e, true);
+            }
+        }
+    };
+    auto issue = [&](int s, int stage) {
+        const long long t = reverse ? start + len - 1 - s : start + s;
+        if (varying) issue_a(t, stage);
+        for (int r = tt; r < n; r += NT) dense_cp_async<sizeof(T)>(bs + stage * NP + r, Bl + t * n + r, true);
+    };
+    if (!varying && len > 0) issue_a(0, 0);
+    #pragma unroll 1
+    for (int s = 0; s < D - 1; ++s) {
+        if (s < len) issue(s, s);
+        dense_cp_commit();
+    }
+    const bool ecol = c0 <= n && n < c0 + R;  // this thread's tile holds the e column
+    for (int s = 0; s < L; ++s) {
+        if (s + D - 1 < len) issue(s + D - 1, (s + D - 1) % D);
+        dense_cp_commit();
+        dense_cp_wait<D - 1>();
+        __syncthreads();  // step s's A and b have landed for every thread; M of step s - 1 is written
+        T acc[R][R];
+        const bool live = s < len;
+        if (live) {
+            const T* Ax = As + (varying ? s % D : 0) * sizeA;
+            #pragma unroll
+            for (int i = 0; i < R; ++i) {
+                #pragma unroll
+                for (int j = 0; j < R; ++j) acc[i][j] = T(0);
+            }
+            if (ecol) {
+                const T* bx = bs + (s % D) * NP;
+                #pragma unroll
+                for (int j = 0; j < R; ++j) {
+                    if (c0 + j == n) {
+                        #pragma unroll
+                        for (int i = 0; i < R; ++i) acc[i][j] = bx[ti + NR * i];
+                    }
+                }
+            }
+            #pragma unroll 2
+            for (int k0 = 0; k0 < NP; k0 += KV) {
+                T a[R][KV], m[KV][R];
+                #pragma unroll
+                for (int i = 0; i < R; ++i) dense_vload<T, KV>(a[i], Ax + (ti + NR * i) * NPA + k0);
+                #pragma unroll
+                for (int kk = 0; kk < KV; ++kk) dense_vload<T, R>(m[kk], Ms + (k0 + kk) * NCP + c0);
+                #pragma unroll
+                for (int kk = 0; kk < KV; ++kk) {
+                    #pragma unroll
+                    for (int i = 0; i < R; ++i) {
+                        #pragma unroll
+                        for (int j = 0; j < R; ++j) acc[i][j] += a[i][kk] * m[kk][j];
+                    }
+                }
+            }
+        }
+        __syncthreads();  // every read of M and of this stage is done
+        if (live) {
+            #pragma unroll
+            for (int i = 0; i < R; ++i) dense_vstore<T, R>(Ms + (ti + NR * i) * NCP + c0, acc[i]);
+        }
+    }
+    dense_cp_wait<0>();
+    __syncthreads();
+    if (gid < total) {
+        const int slot = reverse ? (c == 0 ? C - 1 : c - 1) : (c == C - 1 ? 0 : c + 1);
+        T* P = Pout + ((long long)o * C + slot) * n * n;
+        T* E = Eout + ((long long)o * C + slot) * n;
+        for (int e = tt; e < n * n; e += NT) {
+            const int r = e / n, k = e - r * n;
+            P[e] = terminal ? T(0) : Ms[r * NCP + k];
+        }
+        for (int r = tt; r < n; r += NT) E[r] = terminal ? (has_h0 ? h0[o * h0_lane + r] : T(0)) : Ms[r * NCP + n];
+    }
 }

@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Issue 6, CuPy dense method "chunked", on the CUDA host (one device call): smoke check against a
+# float64 NumPy loop with per-pass GPU times, the CuPy chunked tests, then the target shapes against
+# JAX (bench_dense.py --targets; JAX in a child process of the same run). Usage:
+#   source tools/gpu_env.sh; bash tools/gpu_dense_chunked.sh      # logs and tables under $OUT
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+date -u +"start %H:%M:%S UTC"
+timeout ${SMOKE_S:-100} python3 - <<'PY' 2>&1 | tee "$OUT/smoke.txt"
+import time, numpy as np, cupy, scanarray
+from scanarray.backends import _cupy_dense as cd
+def loop(A, b, h0, reverse):
+    c = A.dtype.kind == "c" or b.dtype.kind == "c"
+    A, b = A.astype(np.complex128 if c else np.float64), b.astype(np.complex128 if c else np.float64)
+    L, T, n = b.shape
+    A = np.broadcast_to(A, (L, T, n, n)); h = np.zeros((L, n), b.dtype) if h0 is None else h0.astype(b.dtype)
+    H = np.empty_like(b)
+    for s in range(T):
+        t = T - 1 - s if reverse else s
+        h = np.einsum("lij,lj->li", A[:, t], h) + b[:, t]; H[:, t] = h
+    return H
+rng = np.random.default_rng(0)
+bad = 0
+for dt, L, T, n, inv, rev, h0on in [("float32", 64, 1024, 16, False, False, True), ("float32", 8, 1000, 64, False, True, True),
+                              ("float32", 3, 50, 5, True, False, False), ("float64", 5, 333, 34, False, True, True),
+                              ("complex64", 2, 170, 16, False, False, True), ("complex128", 2, 170, 7, False, True, True),
+                              ("float32", 2, 200, 128, False, False, True), ("float64", 2, 200, 128, False, False, True),
+                              ("float32", 130, 100, 3, False, False, False), ("float64", 4, 1024, 16, True, True, True)]:
+    A = rng.standard_normal((L, 1 if inv else T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))
+    b = rng.standard_normal((L, T, n)); h0 = rng.standard_normal((L, n)) if h0on else None
+    if dt.startswith("complex"):
+        A, b = A + 0.3j * A[..., ::-1, :], b + 1j * b[..., ::-1]
+        h0 = None if h0 is None else h0 + 0.5j
+    A, b = A.astype(dt), b.astype(dt)
+    h0 = None if h0 is None else h0.astype(dt)
+    t0 = time.perf_counter()
+    try:
+        h = scanarray.linear_recurrence(cupy.asarray(A), cupy.asarray(b), dense=True, backend="cupy", method="chunked",
+                                        initial=None if h0 is None else cupy.asarray(h0), reverse=rev).get()
+        ref = loop(A, b, h0, rev)
+        err = float(np.linalg.norm(h - ref) / np.linalg.norm(ref))
+    except Exception as e:  # noqa: BLE001
+        err, h = float("nan"), repr(e)[:300]
+    limit = 1e-5 if dt in ("float32", "complex64") else 1e-12
+    ok = err <= limit
+    bad += not ok
+    print(f"smoke chunked {dt:10s} L={L:3d} T={T:4d} n={n:3d} inv={inv:d} rev={rev:d} h0={h0on:d} err={err:.1e} "
+          f"{'ok' if ok else 'FAIL'} ({time.perf_counter() - t0:.1f} s)" + ("" if ok else f" {h}"))
+print("SMOKE", "ok" if bad == 0 else f"{bad} FAILED")
+# per-pass GPU time (events between the three launches), the plans, and host time per call
+for B, T, n, inv in ((64, 1024, 16, False), (8, 4096, 64, False), (64, 1024, 16, True)):
+    rs = cupy.random.RandomState(1)
+    A = (rs.standard_normal((B, 1 if inv else T, n, n), dtype=cupy.float32) * (0.9 / (2 * np.sqrt(n) + 1)))
+    b = rs.standard_normal((B, T, n), dtype=cupy.float32)
+    f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="chunked")
+    for _ in range(3):
+        f()
+    cupy.cuda.Device().synchronize()
+    ph = []
+    for _ in range(20):
+        cd.PHASE_EVENTS = ev = []
+        f()
+        ev[-1].synchronize()
+        ph.append([cupy.cuda.get_elapsed_time(ev[i], ev[i + 1]) for i in range(3)])
+    cd.PHASE_EVENTS = None
+    med = np.median(np.array(ph), axis=0) * 1e3
+    reps = 300
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        f()
+    issued = (time.perf_counter() - t0) / reps * 1e6
+    cupy.cuda.Device().synchronize()
+    per = (time.perf_counter() - t0) / reps * 1e6
+    L = cd.chunk_length(T)
+    key = [k for k in cd._chunk_plans if k[2] == n and k[3] == B][0]
+    (fp, gp, bp, sp, G), carry, rerun = cd._chunk_plans[key]
+    print(f"phases (B={B}, T={T}, n={n}, A {'invariant' if inv else 'varying'}, L={L}): products {med[0]:.1f} us, "
+          f"carries {med[1]:.1f} us, rerun {med[2]:.1f} us (GPU, events, median of 20); host {issued:.1f} us issued "
+          f"per call, {per:.1f} us per call back-to-back ({reps} calls); products grid {gp} block {bp} smem {sp} G {G} "
+          f"regs {fp.num_regs}; carries block {carry[2]} rerun grid {rerun[1]} block {rerun[2]}")
+PY
+date -u +"tests %H:%M:%S UTC"
+NX=""; python3 -c "import xdist" 2>/dev/null && NX="-n 4"
+# the CuPy chunked cases of the dense tests and of the shared contract suite (--maxfail: one device call)
+timeout ${TEST_S:-140} python3 -m pytest tests/test_dense.py tests/test_contract.py -q --maxfail=15 -k "cupy and chunked" $NX \
+  -p no:cacheprovider -rf \
+  > "$OUT/pytest_dense_chunked.txt" 2>&1
+echo "pytest rc=$?"; grep -E "^FAILED|^E  |passed|failed|error" "$OUT/pytest_dense_chunked.txt" | cut -c1-300 | tail -20
+date -u +"bench %H:%M:%S UTC"
+BENCH_SEQ_VARIANTS=0 BENCH_JAX_S=${BENCH_JAX_S:-70} timeout ${BENCH_S:-150} python3 benchmarks/bench_dense.py --gpu --targets \
+  --out "$OUT/dense_chunked_targets.md" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
+grep -E "host time|JAX worker" "$OUT/bench.log"
+date -u +"end %H:%M:%S UTC"
+grep -E "phases" "$OUT/smoke.txt" | cut -c1-200
+grep -E "^\| (8|64) \| (4096|1024|8) \|" "$OUT/dense_chunked_targets.md"
