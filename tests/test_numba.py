@@ -101,12 +101,18 @@ def test_chunked_in_place(small_superblocks, scheme, rng):
 # --------------------------------------------------------------------------- scan-then-fix-up
 
 
-@pytest.fixture
-def fixup(monkeypatch):
-    """Scan-then-fix-up forced; one superblock of 16 segments (2 groups of 4 per thread on 2 threads)."""
+@pytest.fixture(params=["stores", "non-temporal"])
+def fixup(request, monkeypatch):
+    """Scan-then-fix-up forced; one superblock of 16 segments (2 groups of 4 per thread on 2 threads).
+
+    Pass 1 with plain stores, and with the non-temporal bursts that large
+    rows take (``NT_MIN_BYTES`` lowered so that small rows take them too).
+    """
     monkeypatch.setattr(nb, "CHUNKED_SCHEME", "fixup")
     monkeypatch.setattr(nb, "_threads", lambda: 2)
     monkeypatch.setattr(nb, "SEGMENT_GROUPS", 2)
+    monkeypatch.setattr(nb, "NT_MIN_BYTES", 0 if request.param == "non-temporal" else 1 << 62)
+    return request.param
 
 
 def _check_fixup(a, b, what, initial=None, reverse=False, dtype="float64"):
@@ -181,13 +187,38 @@ def test_fixup_growing_a_runs_to_the_end(fixup, dtype, a_kind, rng):
     assert np.all(np.isfinite(ref))
 
 
-@pytest.mark.parametrize("T", [1, 2, 15, 16, 17, 31, 33, 64, 250, 1601])
-def test_fixup_segment_boundaries(fixup, T, rng):
-    """Lengths around the 16 segments: empty segments, segments of one step, uneven remainders."""
-    a = coefficients(rng, (2, T), "float64")
-    b = values(rng, (2, T), "float64")
-    _check_fixup(a, b, f"T={T}", initial=values(rng, (2,), "float64"))
-    _check_fixup(a, b, f"T={T} reverse", reverse=True)
+@pytest.mark.parametrize("T", [1, 2, 15, 16, 17, 31, 33, 64, 250, 1601, 16 * 64 * 3 + 17])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fixup_segment_boundaries(fixup, T, dtype, rng):
+    """Lengths around the 16 segments and the 64-step bursts: empty segments, one step, uneven remainders."""
+    a = coefficients(rng, (2, T), dtype)
+    b = values(rng, (2, T), dtype)
+    _check_fixup(a, b, f"T={T}", initial=values(rng, (2,), dtype), dtype=dtype)
+    _check_fixup(a, b, f"T={T} reverse", reverse=True, dtype=dtype)
+    _check_fixup(a[:, :1], b, f"T={T} per-lane a", dtype=dtype)
+
+
+def test_fixup_in_place(fixup, rng):
+    """``out=b`` through the fix-up (no non-temporal stores then: the lines are in cache)."""
+    T = 16 * 200 + 9
+    a = coefficients(rng, (1, T), "float64")
+    b = values(rng, (1, T), "float64")
+    ref, g = recurrence_ref(a, b)
+    assert not nb._non_temporal(b, b)
+    h = lr(a, b, out=b, method="chunked")
+    assert h is b
+    assert_matches(b, ref, g, tolerance("float64", T, 64), "fix-up in place")
+
+
+def test_non_temporal_choice(monkeypatch):
+    """Non-temporal stores only for long contiguous real rows that are not ``b``."""
+    monkeypatch.setattr(nb, "NT_MIN_BYTES", 1024)
+    x, y = np.zeros((1, 256)), np.zeros((1, 256))
+    assert nb._non_temporal(x, y)
+    assert not nb._non_temporal(x[:, :100], y[:, :100])  # too short
+    assert not nb._non_temporal(x, x)  # in place
+    assert not nb._non_temporal(x, np.zeros((1, 512))[:, ::2])  # strided
+    assert not nb._non_temporal(x, np.zeros((1, 256), complex))
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])

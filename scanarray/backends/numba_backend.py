@@ -11,8 +11,14 @@ Diagonal form (kernels in :mod:`._numba_kernels`):
     contiguous run of memory -- in place, no transposing copy (measured
     faster: ``docs/numba.md``).
 ``chunked``
-    reduce-then-scan along time (chunk aggregates, a serial scan of the
-    carries, a parallel rescan), so that a single long row uses every thread.
+    along time, so that a single long row uses every thread. Scan-then-fix-up
+    (segments scanned from 0 straight into ``out``, a serial scan of the
+    segment carries, then each carry's share added until it falls below the
+    smallest normal number: for ``|a| < 1`` a few thousand steps) reads
+    ``a`` and ``b`` and writes ``out`` once; reduce-then-scan (segment
+    aggregates, carries, a full rescan: 5 streams) is kept for a
+    time-invariant ``a`` whose fix-up would be long (``|a|`` near or above
+    1, see ``_fixup_pays``).
 
 ``method="auto"`` takes ``chunked`` when there are fewer lanes than threads
 and the rows are long, ``sequential`` otherwise. Broadcast ``a`` (scalar,
@@ -61,6 +67,10 @@ FIXUP_SHARE = 0.5
 #: chunked: force ``"fixup"`` (scan-then-fix-up) or ``"reduce"`` (reduce-then-scan);
 #: ``None`` chooses by ``_fixup_pays`` (tests and benchmarks set it)
 CHUNKED_SCHEME = None
+#: scan-then-fix-up: rows of at least this many bytes are written with
+#: non-temporal stores (``_non_temporal``): twice the 32 MiB L3 of the
+#: measuring machine, so that nothing the next step could find in cache is evicted
+NT_MIN_BYTES = 1 << 26
 
 _kernels = None
 
@@ -235,12 +245,27 @@ def _fixup_pays(a, T, nseg) -> bool:
     return steps < FIXUP_SHARE * seg
 
 
+def _non_temporal(b, out) -> bool:
+    """Whether pass 1 of the fix-up writes ``out`` with non-temporal stores.
+
+    Only for real dtypes (a complex number would be two stores), rows
+    contiguous along time, at least ``NT_MIN_BYTES`` per row (far beyond the
+    cache, where a write-allocating store reads every line first), and an
+    ``out`` that is not ``b`` (in place, the lines are in cache already).
+    """
+    return bool(
+        out.dtype.kind == "f" and out.strides[-1] == out.itemsize and out.shape[-1] * out.itemsize >= NT_MIN_BYTES
+        and not np.may_share_memory(b, out)
+    )
+
+
 def _chunked(k, a, b, out, h):
     ng = max(1, _threads()) * SEGMENT_GROUPS
     unit = np.ones(1, h.dtype)
     scheme = CHUNKED_SCHEME or ("fixup" if _fixup_pays(a, out.shape[-1], 4 * ng) else "reduce")
     if scheme == "fixup":
-        k.chunked_fixup(a, b, out, h, ng, SUPERBLOCK, unit, np.array([np.finfo(h.dtype).tiny]).astype(unit.real.dtype))
+        tiny = np.array([np.finfo(h.dtype).tiny]).astype(unit.real.dtype)
+        k.chunked_fixup(a, b, out, h, ng, SUPERBLOCK, unit, tiny, _non_temporal(b, out))
     else:
         k.chunked(a, b, out, h, ng, SUPERBLOCK, unit)
 
