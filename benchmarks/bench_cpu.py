@@ -19,6 +19,12 @@ timed the same way). Workloads (issue 3):
 4. scalar ``a`` on one row of 2**24 float64 against
    ``scipy.signal.lfilter([1], [1, -a], x)`` and
    ``pandas.Series(x).ewm(alpha=1 - a, adjust=False).mean()``; results checked.
+
+Workloads 2 and 4 also time both chunked schemes of the numba backend
+(scan-then-fix-up, the default, and reduce-then-scan, forced through
+``numba_backend.CHUNKED_SCHEME``) on decaying ``a`` and on ``a = 1`` (a
+running sum, where the fix-up never stops early), and workload 4 the ewm with
+the scan written in place (``out=b``).
 """
 
 from __future__ import annotations
@@ -140,7 +146,7 @@ def main(argv=None):
     ref_loop = out.copy()
     t2 = best(lambda: lr(a, b, out=out))
     err = np.max(np.abs(out - ref_loop)) / np.max(np.abs(ref_loop))
-    row(f"2. one row 2**{int(np.log2(T))} f64, full a", 3 * b.nbytes, t2, t2, f"auto: chunked; max rel. diff to loop {err:.1e}")
+    row(f"2. one row 2**{int(np.log2(T))} f64, full a", 3 * b.nbytes, t2, t2, f"auto: chunked (scan-then-fix-up); max rel. diff to loop {err:.1e}")
     row("   single-thread numba loop (baseline)", 3 * b.nbytes, t_loop, t2)
     t2s = best(lambda: lr(a, b, out=out, method="sequential"))
     row("   method='sequential' (one lane, one thread)", 3 * b.nbytes, t2s, t2)
@@ -266,7 +272,8 @@ def main(argv=None):
             f"Measured {stamp} with `python benchmarks/bench_cpu.py`.\n\n"
             f"Machine: {machine()}.\n\n"
             f"Load average (1, 5, 15 min) before the run {tuple(round(x, 1) for x in load0)}, after "
-            f"{tuple(round(x, 1) for x in load1)}: other jobs shared the cores, so parallel rows are pessimistic.\n\n"
+            f"{tuple(round(x, 1) for x in load1)} (this run itself adds up to ~1; above that other jobs shared "
+            "the cores, and parallel rows are pessimistic).\n\n"
             "Effective bandwidth = (bytes of `a` read + `b` read + `h` written) / time; a scalar `a` "
             "counts 0 bytes. Copy bandwidth = (bytes read + written) / time of `numpy.copyto`, same run. "
             f"Best of {REPEAT} calls (3 for SciPy and pandas) into a preallocated `out`. "

@@ -183,7 +183,7 @@ def test_fixup_growing_a_runs_to_the_end(fixup, dtype, a_kind, rng):
         a = rng.uniform(1.0, 1.001, (2, T)) * (np.exp(1j * rng.uniform(-np.pi, np.pi, (2, T))) if dtype == "complex128" else 1)
         a = a.astype(dtype)
     b = values(rng, (2, T), dtype)
-    h, ref = _check_fixup(a, b, f"|a| >= 1 {a_kind}", initial=values(rng, (2,), dtype), dtype=dtype)
+    _, ref = _check_fixup(a, b, f"|a| >= 1 {a_kind}", initial=values(rng, (2,), dtype), dtype=dtype)
     assert np.all(np.isfinite(ref))
 
 
@@ -241,7 +241,7 @@ def test_fixup_nonfinite_in_a_later_segment(fixup, rng):
     b[2, 9 * 300 + 100] = np.nan
     b[3, 3 * 300 + 10], b[3, 12 * 300 + 5] = np.inf, -np.inf
     a[0, 9 * 300] = 0.0  # a reset after the infinity: 0 * inf is NaN in the loop
-    h, ref = _check_fixup(a, b, "non-finite", initial=values(rng, (4,), "float64"))
+    _, ref = _check_fixup(a, b, "non-finite", initial=values(rng, (4,), "float64"))
     assert np.isinf(ref).any() and np.isnan(ref).any()
 
 
