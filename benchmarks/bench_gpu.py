@@ -60,22 +60,9 @@ WORKLOADS = [
 ]
 
 
-def timed(fn, reps, budget_s=1.5, events=True):
-    """Median milliseconds of ``fn()`` over up to ``reps`` runs (after one warm-up)."""
-    fn()
-    cupy.cuda.Device().synchronize()
-    out = []
-    start = time.perf_counter()
-    e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
-    for _ in range(reps):
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        out.append(cupy.cuda.get_elapsed_time(e0, e1))
-        if time.perf_counter() - start > budget_s and len(out) >= 3:
-            break
-    return statistics.median(out), out
+def timed(fn, reps, budget_s=1.5):
+    """Median milliseconds of ``fn()`` over up to ``reps`` single calls (after one warm-up)."""
+    return timed_burst(fn, reps, burst=1, budget_s=budget_s)
 
 
 def timed_burst(fn, reps, burst=10, budget_s=1.5):

@@ -23,11 +23,10 @@ Usage: python benchmarks/diag_lookback.py
 
 from __future__ import annotations
 
-import statistics
-
 import cupy
 import numpy as np
 
+from bench_gpu import timed_burst  # noqa: E402  (this directory: run as benchmarks/diag_lookback.py)
 from scanarray import _config
 from scanarray.backends import _cupy_common, _cupy_scan
 
@@ -37,17 +36,7 @@ WORK = [("(1,1,2**24)", (1, 2**24), {}), ("(1,1,2**28)", (1, 2**28), {}),
 
 
 def timed(fn, reps=15):
-    fn()
-    cupy.cuda.Device().synchronize()
-    e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
-    out = []
-    for _ in range(reps):
-        e0.record()
-        fn()
-        e1.record()
-        e1.synchronize()
-        out.append(cupy.cuda.get_elapsed_time(e0, e1))
-    return statistics.median(out)
+    return timed_burst(fn, reps, burst=1, budget_s=60)[0]
 
 
 VARIANTS = [  # (label, compile definitions, CUPY_SCAN["rows_long"] for float32)
