@@ -244,13 +244,29 @@ template <class C> struct Status {
 struct LaneMap {
   int nd;
   i64 n[4], sa[4], sb[4], so[4];
+  // Every kernel computes this before its first load, so on a kernel that runs in one wave it
+  // is on the critical path: one lane axis (the common case after merging) needs no division,
+  // and indices that fit 32 bits divide in 32 bits (a 64-bit division is a long subroutine).
   __device__ __forceinline__ void offsets(i64 l, i64& oa, i64& ob, i64& oo) const {
+    if (nd <= 1) {
+      oa = nd ? l * sa[0] : 0;
+      ob = nd ? l * sb[0] : 0;
+      oo = nd ? l * so[0] : 0;
+      return;
+    }
     oa = ob = oo = 0;
 #pragma unroll
     for (int d = 3; d >= 0; --d) {
       if (d < nd) {
-        i64 i = l % n[d];
-        l /= n[d];
+        i64 i;
+        if ((u64)l <= 0xffffffffull && (u64)n[d] <= 0xffffffffull) {
+          const u32 q = (u32)l / (u32)n[d];
+          i = (i64)((u32)l - q * (u32)n[d]);
+          l = q;
+        } else {
+          i = l % n[d];
+          l /= n[d];
+        }
         oa += i * sa[d];
         ob += i * sb[d];
         oo += i * so[d];
