@@ -391,7 +391,8 @@ __global__ void __launch_bounds__(NT, MINB)
   status.init(ws + 16);
 
   const i64 id = take_tile(ws, ctr_base, KT, s_id);
-  const i64 row = id / KT, k = id - row * KT;
+  i64 k;
+  const i64 row = divmod(id, KT, k);
   i64 oa, ob, oo;
   lm.offsets(row, oa, ob, oo);
   const TA* pa = a + oa;
@@ -592,7 +593,8 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   Status<C> status;
   status.init(ws + 16);
   const i64 id = take_tile(ws, ctr_base, KT, s_id);
-  const i64 k = id / NG, g = id - k * NG;  // all lane groups of time tile k come before k + 1
+  i64 g;
+  const i64 k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
   const i64 l = g * 32 + lane;
   const bool valid = l < nlanes;
   i64 oa = 0, ob = 0, oo = 0;

@@ -238,6 +238,19 @@ template <class C> struct Status {
   }
 };
 
+// x / d and x % d for non-negative x, d: 32-bit when both fit (a 64-bit division is a long
+// subroutine, and every thread of a tile computes its indices before its first load).
+__device__ __forceinline__ i64 divmod(i64 x, i64 d, i64& r) {
+  if ((u64)x <= 0xffffffffull && (u64)d <= 0xffffffffull) {
+    const u32 q = (u32)x / (u32)d;
+    r = (i64)((u32)x - q * (u32)d);
+    return (i64)q;
+  }
+  const i64 q = x / d;
+  r = x - q * d;
+  return q;
+}
+
 // ------------------------------------------------------------------ strided lanes
 // Lane l of the flattened lane axes -> element offsets of a, b, out (up to 4 axes after the
 // driver merged what merges; strides in elements, any sign, 0 where broadcast).
@@ -259,14 +272,7 @@ struct LaneMap {
     for (int d = 3; d >= 0; --d) {
       if (d < nd) {
         i64 i;
-        if ((u64)l <= 0xffffffffull && (u64)n[d] <= 0xffffffffull) {
-          const u32 q = (u32)l / (u32)n[d];
-          i = (i64)((u32)l - q * (u32)n[d]);
-          l = q;
-        } else {
-          i = l % n[d];
-          l /= n[d];
-        }
+        l = divmod(l, n[d], i);
         oa += i * sa[d];
         ob += i * sb[d];
         oo += i * so[d];
