@@ -82,6 +82,20 @@ def _reduce(a, b, t0, t1, p, s):
     return p, s
 
 
+@njit(**_OPTS)
+def _split(bnd, s0, n, nseg):
+    """Bounds of ``nseg`` near-equal segments of the ``n`` steps from ``s0`` (``bnd``: nseg + 1)."""
+    for i in range(nseg + 1):
+        bnd[i] = s0 + (n * i) // nseg
+
+
+@njit(**_OPTS)
+def _quad(bnd, i):
+    """Starts of segments i..i+3 and the length ``m`` they all have (the interleaved part)."""
+    u0, u1, u2, u3 = bnd[i], bnd[i + 1], bnd[i + 2], bnd[i + 3]
+    return u0, u1, u2, u3, min(min(u1 - u0, u2 - u1), min(u3 - u2, bnd[i + 4] - u3))
+
+
 @njit(parallel=True, **_OPTS)
 def chunked(a, b, out, h, ng, sb, unit):
     """Reduce-then-scan along time in superblocks, so that few long lanes use every thread.
@@ -122,15 +136,10 @@ def chunked(a, b, out, h, ng, sb, unit):
         c = h[l]
         for s0 in range(0, T, sb):
             n = min(T, s0 + sb) - s0
-            for i in range(nseg + 1):
-                bnd[i] = s0 + (n * i) // nseg
+            _split(bnd, s0, n, nseg)
             for g in prange(ng):
                 i = 4 * g
-                u0 = bnd[i]
-                u1 = bnd[i + 1]
-                u2 = bnd[i + 2]
-                u3 = bnd[i + 3]
-                m = min(min(u1 - u0, u2 - u1), min(u3 - u2, bnd[i + 4] - u3))
+                u0, u1, u2, u3, m = _quad(bnd, i)
                 one = unit[0]
                 zero = one - one
                 p0 = p1 = p2 = p3 = one
@@ -159,11 +168,7 @@ def chunked(a, b, out, h, ng, sb, unit):
                 C[i + 1] = P[i] * C[i] + H[i]
             for g in prange(ng):
                 i = 4 * g
-                u0 = bnd[i]
-                u1 = bnd[i + 1]
-                u2 = bnd[i + 2]
-                u3 = bnd[i + 3]
-                m = min(min(u1 - u0, u2 - u1), min(u3 - u2, bnd[i + 4] - u3))
+                u0, u1, u2, u3, m = _quad(bnd, i)
                 q0 = C[i]
                 q1 = C[i + 1]
                 q2 = C[i + 2]
@@ -380,15 +385,10 @@ def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt):
         c = h[l]
         for s0 in range(0, T, sb):
             n = min(T, s0 + sb) - s0
-            for i in range(nseg + 1):
-                bnd[i] = s0 + (n * i) // nseg
+            _split(bnd, s0, n, nseg)
             for g in prange(ng):
                 i = 4 * g
-                u0 = bnd[i]
-                u1 = bnd[i + 1]
-                u2 = bnd[i + 2]
-                u3 = bnd[i + 3]
-                m = min(min(u1 - u0, u2 - u1), min(u3 - u2, bnd[i + 4] - u3))
+                u0, u1, u2, u3, m = _quad(bnd, i)
                 zero = unit[0] - unit[0]
                 q0 = c if i == 0 else zero
                 b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
