@@ -90,25 +90,58 @@ __device__ __forceinline__ void unpack(const Vec<S, G> (&v)[NV], C (&x)[NV][G]) 
     for (int g = 0; g < G; ++g) x[i][g] = To<C>::f(v[i].v[DIR > 0 ? g : G - 1 - g]);
 }
 
+// Whether this thread's groups of a tile take the aligned vector path: all its groups inside the
+// row, b (and a unless constant in time) aligned for vectors, time stride +1 or -1.
+template <bool AC, int G, int NV>
+__device__ __forceinline__ bool rows_fast(i64 tw, i64 T, i64 sta, i64 stb, int vec_a, int vec_b) {
+  const bool whole = tw + (NV - 1) * 32 * G + G <= T;
+  const bool va = AC || (vec_a != 0 && sta == stb);
+  return whole && vec_b && va && (stb == 1 || stb == -1);
+}
+
+// A thread's groups of a and b as raw vectors: issued by issue(), converted by unpack(). Split so
+// that a kernel can keep the next tile's loads in flight while it scans the current one.
+template <class TA, class TB, int G, int NV, bool AC>
+struct RawGroups {
+  Vec<TB, G> b[NV];
+  Vec<TA, G> a[AC ? 1 : NV];
+  __device__ __forceinline__ Vec<TA, G> (&av())[NV] { return reinterpret_cast<Vec<TA, G>(&)[NV]>(a); }
+  __device__ __forceinline__ void issue(const TA* pa, const TB* pb, i64 stb, i64 tw) {
+    if (stb == 1) {
+      load_vecs<TB, G, NV, 1>(pb, tw, b);
+      if (!AC) load_vecs<TA, G, NV, 1>(pa, tw, av());
+    } else {
+      load_vecs<TB, G, NV, -1>(pb, tw, b);
+      if (!AC) load_vecs<TA, G, NV, -1>(pa, tw, av());
+    }
+  }
+  template <class C>
+  __device__ __forceinline__ void unpack_to(i64 stb, C (&xa)[NV][G], C (&xb)[NV][G]) {
+    if (stb == 1) {
+      unpack<TB, C, G, NV, 1>(b, xb);
+      if (!AC) unpack<TA, C, G, NV, 1>(av(), xa);
+    } else {
+      unpack<TB, C, G, NV, -1>(b, xb);
+      if (!AC) unpack<TA, C, G, NV, -1>(av(), xa);
+    }
+  }
+};
+
+template <class C, int G, int NV>
+__device__ __forceinline__ void fill_a(C a_val, C (&xa)[NV][G]) {
+#pragma unroll
+  for (int v = 0; v < NV; ++v)
+#pragma unroll
+    for (int g = 0; g < G; ++g) xa[v][g] = a_val;
+}
+
 template <class TA, class TB, class C, int G, int NV, bool AC>
 __device__ __forceinline__ void load_thread(const TA* pa, const TB* pb, i64 sta, i64 stb, i64 tw, i64 T, int vec_a,
                                             int vec_b, C a_val, C (&xa)[NV][G], C (&xb)[NV][G]) {
-  const bool whole = tw + (NV - 1) * 32 * G + G <= T;
-  const bool va = AC || (vec_a != 0 && sta == stb);
-  if (whole && vec_b && va && (stb == 1 || stb == -1)) {
-    Vec<TB, G> vb[NV];
-    Vec<TA, G> vaa[AC ? 1 : NV];
-    if (stb == 1) {
-      load_vecs<TB, G, NV, 1>(pb, tw, vb);
-      if (!AC) load_vecs<TA, G, NV, 1>(pa, tw, reinterpret_cast<Vec<TA, G>(&)[NV]>(vaa));
-      unpack<TB, C, G, NV, 1>(vb, xb);
-      if (!AC) unpack<TA, C, G, NV, 1>(reinterpret_cast<Vec<TA, G>(&)[NV]>(vaa), xa);
-    } else {
-      load_vecs<TB, G, NV, -1>(pb, tw, vb);
-      if (!AC) load_vecs<TA, G, NV, -1>(pa, tw, reinterpret_cast<Vec<TA, G>(&)[NV]>(vaa));
-      unpack<TB, C, G, NV, -1>(vb, xb);
-      if (!AC) unpack<TA, C, G, NV, -1>(reinterpret_cast<Vec<TA, G>(&)[NV]>(vaa), xa);
-    }
+  if (rows_fast<AC, G, NV>(tw, T, sta, stb, vec_a, vec_b)) {
+    RawGroups<TA, TB, G, NV, AC> r;
+    r.issue(pa, pb, stb, tw);
+    r.unpack_to(stb, xa, xb);
   } else {
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
@@ -117,12 +150,7 @@ __device__ __forceinline__ void load_thread(const TA* pa, const TB* pb, i64 sta,
       if (!AC) load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
     }
   }
-  if (AC) {
-#pragma unroll
-    for (int v = 0; v < NV; ++v)
-#pragma unroll
-      for (int g = 0; g < G; ++g) xa[v][g] = a_val;
-  }
+  if (AC) fill_a<C, G, NV>(a_val, xa);
 }
 
 // Exact replay of one warp's stretch from state h (warp-uniform): the sequential loop itself,
@@ -408,14 +436,6 @@ __global__ void __launch_bounds__(NT, MINB)
 }
 
 // --------------------------------------------------------------------------------------- rows_block
-// Whether this thread's groups of a tile take the aligned vector path of load_thread.
-template <bool AC, int G, int NV>
-__device__ __forceinline__ bool rows_fast(i64 tw, i64 T, i64 sta, i64 stb, int vec_a, int vec_b) {
-  const bool whole = tw + (NV - 1) * 32 * G + G <= T;
-  const bool va = AC || (vec_a != 0 && sta == stb);
-  return whole && vec_b && va && (stb == 1 || stb == -1);
-}
-
 // Many long rows: a block per row, looping along it tile after tile with the state carried in
 // shared memory. Enough rows fill the device without any look-back.
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
@@ -446,18 +466,11 @@ __global__ void __launch_bounds__(NT, MINB)
   // The next tile's loads are issued before this tile's reduction, barriers and stores (raw
   // vectors in registers, unpacked when it starts): a block walks its row without the memory
   // system idling between tiles. Tiles off the aligned vector path load when they start.
-  Vec<TB, G> nb[NV];
-  Vec<TA, G> na[AC ? 1 : NV];
+  RawGroups<TA, TB, G, NV, AC> next;
   auto prefetch = [&](i64 tbase) -> bool {
     const i64 tw = tbase + (i64)w * 32 * ITEMS + (i64)lane * G;
     if (tbase >= T || !rows_fast<AC, G, NV>(tw, T, sta, stb, vec_a, vec_b)) return false;
-    if (stb == 1) {
-      load_vecs<TB, G, NV, 1>(pb, tw, nb);
-      if (!AC) load_vecs<TA, G, NV, 1>(pa, tw, reinterpret_cast<Vec<TA, G>(&)[NV]>(na));
-    } else {
-      load_vecs<TB, G, NV, -1>(pb, tw, nb);
-      if (!AC) load_vecs<TA, G, NV, -1>(pa, tw, reinterpret_cast<Vec<TA, G>(&)[NV]>(na));
-    }
+    next.issue(pa, pb, stb, tw);
     return true;
   };
   bool have = prefetch(0);
@@ -468,19 +481,8 @@ __global__ void __launch_bounds__(NT, MINB)
     C xa[NV][G], xb[NV][G];
     const i64 tw = tbase + (i64)w * 32 * ITEMS + (i64)lane * G;
     if (have) {
-      if (stb == 1) {
-        unpack<TB, C, G, NV, 1>(nb, xb);
-        if (!AC) unpack<TA, C, G, NV, 1>(reinterpret_cast<Vec<TA, G>(&)[NV]>(na), xa);
-      } else {
-        unpack<TB, C, G, NV, -1>(nb, xb);
-        if (!AC) unpack<TA, C, G, NV, -1>(reinterpret_cast<Vec<TA, G>(&)[NV]>(na), xa);
-      }
-      if (AC) {
-#pragma unroll
-        for (int v = 0; v < NV; ++v)
-#pragma unroll
-          for (int g = 0; g < G; ++g) xa[v][g] = a_val;
-      }
+      next.unpack_to(stb, xa, xb);
+      if (AC) fill_a<C, G, NV>(a_val, xa);
     } else {
       load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
     }
