@@ -519,14 +519,19 @@ def _seq_case(rng, dtype, lanes, T, n, a_shape=None, initial=True):
     return A, b, h0
 
 
-def _check_seq(A, b, h0, dtype, reverse=False, what=""):
+def _check_cupy(method, A, b, h0, dtype, reverse=False, what=""):
+    """CuPy dense ``method`` against the extended-precision loop oracle."""
     kw = {"initial": h0} if h0 is not None else {}
-    h = call("cupy", "sequential", A, b, reverse=reverse, **kw)
+    h = call("cupy", method, A, b, reverse=reverse, **kw)
     ref, g = dense_ref(A, b, -1, initial=h0, reverse=reverse)
     T, n = b.shape[-2], b.shape[-1]
     assert h.dtype == np.dtype(dtype)
     assert rel_err(h, ref) <= RTOL[dtype], (what, rel_err(h, ref))
     assert_matches(h, ref, g, tolerance(dtype, T, 64, n=n) * 4, what)
+
+
+def _check_seq(*args, **kw):
+    _check_cupy("sequential", *args, **kw)
 
 
 @pytest.mark.gpu
@@ -672,14 +677,8 @@ def cupy_chunk(monkeypatch):
     return select
 
 
-def _check_chunked(A, b, h0, dtype, reverse=False, what="", out=None):
-    kw = {"initial": h0} if h0 is not None else {}
-    ref, g = dense_ref(A, b, -1, initial=h0, reverse=reverse)
-    h = call("cupy", "chunked", A, b, reverse=reverse, **kw)
-    T, n = b.shape[-2], b.shape[-1]
-    assert h.dtype == np.dtype(dtype)
-    assert rel_err(h, ref) <= RTOL[dtype], (what, rel_err(h, ref))
-    assert_matches(h, ref, g, tolerance(dtype, T, 64, n=n) * 4, what)
+def _check_chunked(*args, **kw):
+    _check_cupy("chunked", *args, **kw)
 
 
 @pytest.mark.gpu
