@@ -31,7 +31,8 @@ def mend_nonfinite(a, b, h0, out, last, dt):
             return
         a = np.broadcast_to(a, out.shape)
         b = np.broadcast_to(b, out.shape)
-        for lane in zip(*np.nonzero(bad)):
+        # argwhere, not nonzero: a single row has no lane axes (0-d `bad`, lane index ())
+        for lane in map(tuple, np.argwhere(bad)):
             _mend_lane(a[lane], b[lane], None if h0 is None else np.broadcast_to(h0, bad.shape)[lane], out[lane], dt)
 
 
@@ -53,7 +54,9 @@ def mend_nonfinite_on(xp, a, b, h0, out, dt):
         return
     h0 = None if h0 is None else xp.broadcast_to(h0, out.shape[:-1])
     with np.errstate(all="ignore"):
-        for lane in zip(*(i.tolist() for i in xp.nonzero(bad))):
+        # flat indices, unravelled on the host: a single row has no lane axes (lane index ())
+        for k in xp.nonzero(bad.reshape(-1))[0].tolist():
+            lane = tuple(int(i) for i in np.unravel_index(k, bad.shape))
             row = out[lane].get()
             _mend_lane(a[lane].get(), b[lane].get(), None if h0 is None else h0[lane].get(), row, dt)
             out[lane] = xp.asarray(row)

@@ -158,6 +158,20 @@ def test_nonfinite_where_the_loop_puts_them(backend, method, rng):
 
 
 @pytest.mark.parametrize("backend,method", DIAG)
+@pytest.mark.parametrize("where", ["a", "b"])
+def test_nonfinite_one_row(backend, method, where, rng):
+    """A 1-d row (no lane axes) whose state ends non-finite: the mend has a 0-d lane index."""
+    T = 4 * CHUNK + 9
+    a = coefficients(rng, (T,), "float64", reset=0.02)
+    b = values(rng, (T,), "float64")
+    (a if where == "a" else b)[100] = np.inf
+    h = run_case(backend, method, a, b, -1)
+    ref, g = recurrence_ref(a, b)
+    assert not np.isfinite(ref[-1])
+    assert_matches(h, ref, g, tolerance("float64", T, CHUNK), f"non-finite 1-d ({where})")
+
+
+@pytest.mark.parametrize("backend,method", DIAG)
 def test_length_one_and_empty(backend, method, rng):
     a = coefficients(rng, (4, 1), "float64")
     b = values(rng, (4, 1), "float64")
