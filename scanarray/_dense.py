@@ -181,6 +181,11 @@ def _prepare(xp, A, b, h0, dt, reverse, out):
         # h[0] = A[0] h0 + b[0]: the recurrence from a zero state on the corrected b.
         h0 = xp.broadcast_to(h0.astype(dt, copy=False), H.shape[:-2] + H.shape[-1:])
         H[..., 0, :] += _matvec(xp, A[..., 0:1, :, :], h0[..., None, :])[..., 0, :]
+    elif H.shape[-2] > 0:
+        # The zero state still meets A[0]: the loop's h[0] = A[0] @ 0 + b[0] is NaN in a row of
+        # A[0] holding an infinity or NaN (inf * 0), which starting from b[0] would miss.
+        # Elementwise rather than a matvec: a BLAS may skip the zero entries of the vector.
+        H[..., 0, :] += (A[..., 0, :, :] * dt.type(0)).sum(axis=-1)
     return A, H, result
 
 

@@ -202,6 +202,23 @@ def test_dense(backend, method, T, n, dtype, rng):
 
 
 @pytest.mark.parametrize("backend,method", DENSE)
+@pytest.mark.parametrize("dtype", ["float64", "complex128"])
+def test_dense_nonfinite_first_step(backend, method, dtype, rng):
+    """An infinite entry of A[0] with no initial state: the loop's h[0] = A[0] @ 0 + b[0] is NaN
+    in that row (inf * 0), and non-finite from there on, not the finite b[0]."""
+    n, T = 3, CHUNK + 5
+    A = contractive(rng, (2, T, n, n), dtype)
+    b = values(rng, (2, T, n), dtype)
+    A[1, 0, 2, 0] = np.inf
+    with np.errstate(all="ignore"):
+        h = run_case(backend, method, A, b, -1, dense=True)
+        ref, g = dense_ref(A, b, -1)
+    assert np.isnan(ref[1, 0, 2]) and np.isfinite(ref[0]).all()
+    np.testing.assert_array_equal(np.isfinite(h), np.isfinite(ref))
+    assert_matches(h, ref, g, tolerance(dtype, T, CHUNK, n=n) * 4, f"dense non-finite {backend}/{method}")
+
+
+@pytest.mark.parametrize("backend,method", DENSE)
 @pytest.mark.parametrize("reverse", [False, True])
 def test_dense_time_invariant_axis0_reverse(backend, method, reverse, rng):
     """A single (n, n) matrix for every step, time on axis 0 of b (T, lanes, n)."""
