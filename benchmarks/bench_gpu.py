@@ -486,11 +486,12 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
     ap.add_argument("--reps", type=int, default=0, help="repetitions per timing (median)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--only", default=None)
+    ap.add_argument("--only", default=None, help="workloads whose label contains one of these ;-separated strings")
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="tile-shape sweep first (kernel-only timings)")
     ap.add_argument("--sweep-one-tile", action="store_true", help="one-tile rows and time-major sweep")
     ap.add_argument("--sweep-prefetch", action="store_true", help="prefetch/look-back sweep (kernel only)")
+    ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
     ap.add_argument("--profile", action="store_true", help="cProfile of the public function's host time")
     args = ap.parse_args(argv)
     reps = args.reps or (7 if args.quick else 25)
@@ -515,6 +516,8 @@ def main(argv=None):
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_ONE_TILE)
     if args.sweep_prefetch:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH)
+    if args.sweep_long:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[:2])
 
     peers = Peers(log) if not args.no_peers else None
     if peers is None:
@@ -523,7 +526,7 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     rows = []
     for w in WORKLOADS:
-        if args.only and args.only not in w[0]:
+        if args.only and not any(o in w[0] for o in args.only.split(";")):
             continue
         try:
             t0 = time.perf_counter()

@@ -23,6 +23,8 @@ Usage: python benchmarks/diag_lookback.py
 
 from __future__ import annotations
 
+import os
+
 import cupy
 import numpy as np
 
@@ -46,6 +48,12 @@ VARIANTS = [  # (label, compile definitions, CUPY_SCAN["rows_long"] for float32)
 ] + [
     ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
 ]
+# A/B against another version of the kernel source: DIAG_OTHER_SOURCE=path (compiled in place of
+# scan.cu, with and without histograms).
+OTHER = os.environ.get("DIAG_OTHER_SOURCE")
+if OTHER:
+    VARIANTS += [("other source", {"@source": OTHER}, None),
+                 ("histograms, other source", {"@source": OTHER, "SCANARRAY_LB_DIAG": 2}, None)]
 
 
 def main():
@@ -68,10 +76,15 @@ def main():
             plan = _cupy_scan.plan(a, b, out, np.dtype(np.float32), "lookback")
             key = (plan.name, tuple(sorted(defs.items())))
             if key not in modules:
-                opts = _cupy_common.compile_options(*(f"-D{k}={v}" for k, v in defs.items()))
-                modules[key] = cupy.RawModule(code=_cupy_common.read_source("scan.cu"), options=opts,
-                                              name_expressions=[plan.name])
+                opts = _cupy_common.compile_options(*(f"-D{k}={v}" for k, v in defs.items() if k[0] != "@"))
+                if "@source" in defs:
+                    with open(defs["@source"]) as fh:
+                        code = fh.read()
+                else:
+                    code = _cupy_common.read_source("scan.cu")
+                modules[key] = cupy.RawModule(code=code, options=opts, name_expressions=[plan.name])
             mod = modules[key]
+            plan.fns.clear()  # plans keep their compiled kernel: take this variant's
             _cupy_common.get_function = lambda src, name, options=(), group=(), _m=mod: _m.get_function(name)
             try:
                 if defs.get("SCANARRAY_LB_DIAG") == 2:
@@ -97,6 +110,7 @@ def main():
                 lines.append(f"| {label} | {vlabel} ({','.join(kern)}) | {nb / (ms * 1e-3) / GB:.0f} | {ms:.3f} | {same} |")
                 print(lines[-1], flush=True)
             finally:
+                plan.fns.clear()
                 _cupy_common.get_function = real_get
                 for k, v in saved.items():
                     _config.CUPY_SCAN[k] = dict(v) if isinstance(v, dict) else v
