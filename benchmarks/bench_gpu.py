@@ -193,6 +193,22 @@ def host_overhead_us(n=200):
             f()
         res[name] = (time.perf_counter() - t) / n * 1e6
         cupy.cuda.Device().synchronize()
+    # the same launch through CuPy's RawKernel call instead of the packed parameter buffer
+    from scanarray.backends import _cupy_common
+
+    _cupy_common.PACKED_LAUNCH = False
+    launch.plan.fns.clear()
+    try:
+        for _ in range(5):
+            launch()
+        t = time.perf_counter()
+        for _ in range(n):
+            launch()
+        res["launch via RawKernel call"] = (time.perf_counter() - t) / n * 1e6
+        cupy.cuda.Device().synchronize()
+    finally:
+        _cupy_common.PACKED_LAUNCH = True
+        launch.plan.fns.clear()
     return res
 
 
@@ -261,8 +277,13 @@ SWEEP_PREFETCH = [
 # rows of exactly one tile (rows_tiles without look-back) and time-major tiles
 _ROWS1 = [{"rows": c} for c in ((256, 16, 4), (512, 8, 4), (1024, 4, 2), (512, 8, 3), (128, 32, 4), (256, 16, 3))]
 _LANES = [{"lanes": c} for c in ((4, 16, 4), (4, 16, 6), (4, 32, 2), (8, 16, 2), (8, 8, 4), (16, 4, 2))]
+# rows of 4096 split into tiles of a block looping along its row: reads of the next tile overlap
+# the writes of the current one, which a one-wave launch of one-tile rows cannot do
+_ROWS_SPLIT = [{"rows": r, "rows_block": b} for r, b in
+               (((256, 8, 4), (256, 8, 4)), ((128, 16, 8), (128, 16, 4)), ((256, 4, 4), (256, 4, 4)),
+                ((256, 8, 4), (128, 8, 8)))]
 SWEEP_ONE_TILE = [
-    ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1),
+    ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1 + _ROWS_SPLIT),
     ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", _ROWS1),
     ("time-major (65536,4096)", (65536, 4096), 0, "float32", _LANES),
 ]

@@ -28,6 +28,12 @@ CUPY_SCAN = {
     # float32 time-major: (4,16,6) 76.7% of the copy on (65536,4096) against 72.3% for (4,16,4)
     # (H200, 2026-11-21 08:21 UTC, bench_gpu.py --sweep-one-tile; 12 bytes of spills)
     "lanes": {4: (4, 16, 6), 8: (4, 8, 4), 16: (4, 4, 4)},
+    # rows of one ``rows`` tile that fit one wave of this shape (SMs x its min blocks): a block per
+    # row looping over tiles of this shape, so that the reads of a row's next tile overlap the
+    # writes of its first (a one-wave launch of one-tile rows reads everything, then writes).
+    # (2,256,4096) float32, kernel only, H200 2026-11-21 10:17 UTC: 59.1% of the copy against
+    # 49.2% for one-tile rows (bench_gpu.py --sweep-one-tile); other itemsizes not measured: off.
+    "rows_split": {4: (128, 16, 4)},
     "seq_threads": 128,
     # rows longer than a tile use ``rows_block`` (a block per row, no look-back) when there are
     # at least this many times (SMs x rows_block min blocks) of them, else ``rows_tiles`` with

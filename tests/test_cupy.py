@@ -37,6 +37,7 @@ def small_tiles(monkeypatch):
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_long", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_block", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "lanes", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
+    monkeypatch.setitem(_config.CUPY_SCAN, "rows_split", {4: (32, 8, 1)})
 
 
 def _scan(a, b, axis=-1, **kw):
@@ -107,6 +108,26 @@ def test_many_long_rows_block_per_row(small_tiles, dtype, reverse, rng):
     init = values(rng, (300,), dtype)
     h = _scan(a, b, method="lookback", initial=cupy.asarray(init), reverse=reverse)
     _check(h, a, b, what=f"block per row {dtype}", initial=init, reverse=reverse)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("offset", [0, 1])
+def test_one_tile_rows_split(small_tiles, reverse, offset, rng):
+    """Few rows of exactly one tile: a block per row over shorter tiles (the one-wave plan)."""
+    from scanarray.backends import _cupy_scan
+
+    T = 32 * 16  # one float32 tile of small_tiles' "rows"
+    a = coefficients(rng, (20, T + offset), "float32", reset=0.01, high=1.1)[:, offset:]  # unaligned for 1
+    b = values(rng, (20, T + offset), "float32")[:, offset:]
+    b[4, 300] = np.inf
+    init = values(rng, (20,), "float32")
+    a_d, b_d = cupy.asarray(a), cupy.asarray(b)
+    out = cupy.empty(b.shape, cupy.float32)
+    p = _cupy_scan.plan(a_d, b_d, out, np.dtype(np.float32), "lookback")
+    assert p.kind == "rows_block" and p.threads == 32, (p.kind, p.name)
+    h = scanarray.linear_recurrence(a_d, b_d, initial=cupy.asarray(init), reverse=reverse, backend="cupy",
+                                    method="lookback")
+    _check(h, a, b, what=f"one-tile rows split reverse={reverse}", initial=init, reverse=reverse)
 
 
 def test_many_long_rows_block_per_row_complex(small_tiles, rng):

@@ -23,7 +23,9 @@ import threading
 import numpy as np
 
 __all__ = [
+    "PACKED_LAUNCH",
     "SOURCE_DIR",
+    "PackedLauncher",
     "compile_options",
     "ctype",
     "cuda_include_dirs",
@@ -133,3 +135,84 @@ def get_function(source: str, name_expression: str, options: tuple[str, ...] = (
                     _modules[(dev, source, name, options)] = mod.get_function(name)
                 fn = _modules[key]
     return fn
+
+
+#: Launch kernels through :class:`PackedLauncher` where it applies (benchmarks set False to compare).
+PACKED_LAUNCH = True
+
+# struct codes of the NumPy scalar types our kernels take
+_STRUCT_CODES = {np.dtype(np.int32): "i", np.dtype(np.uint32): "I", np.dtype(np.int64): "q",
+                 np.dtype(np.uint64): "Q", np.dtype(np.float32): "f", np.dtype(np.float64): "d"}
+
+
+class PackedLauncher:
+    """Launches one compiled kernel with all its arguments packed into a single buffer.
+
+    ``RawKernel.__call__`` converts its arguments one by one, which costs about
+    10 µs for the ~30 arguments of the scan kernels (CUDA host, docs/gpu.md),
+    a third of a small call's host time. ``cuLaunchKernel`` also takes the
+    parameters as one buffer (``CU_LAUNCH_PARAM_BUFFER_POINTER``) laid out as
+    the kernel's parameter list, each parameter at a multiple of its size; one
+    :func:`struct.pack_into` call builds it. Same stream, device and
+    (asynchronous) semantics as CuPy's launch.
+
+    :meth:`create` takes a sample argument tuple (device arrays, which pass
+    their pointer, and NumPy scalars); :meth:`launch` must get arguments of the
+    same kinds in the same order. ``create`` returns None where this does not
+    apply (an argument of another type, a CuPy without ``Function.ptr``);
+    callers then use the ``RawKernel`` call.
+    """
+
+    def __init__(self, fptr, fmt, size, arrays):
+        import struct
+
+        self._fptr = fptr
+        self._pack = struct.Struct(fmt).pack_into
+        self._size = size
+        self._arrays = arrays
+        self._local = threading.local()
+
+    @classmethod
+    def create(cls, fn, sample):
+        if not PACKED_LAUNCH:
+            return None
+        try:
+            fptr = int(fn.kernel.ptr)
+        except (AttributeError, TypeError, ValueError):  # pragma: no cover - a CuPy without it
+            return None
+        fmt, off, arrays = "<", 0, []
+        for i, x in enumerate(sample):
+            if isinstance(x, np.generic):
+                code = _STRUCT_CODES.get(x.dtype)
+                if code is None:
+                    return None
+                size = x.dtype.itemsize
+            elif hasattr(x, "data") and hasattr(x.data, "ptr"):
+                code, size = "Q", 8
+                arrays.append(i)
+            else:
+                return None
+            pad = -off % size
+            fmt += "x" * pad + code
+            off += pad + size
+        return cls(fptr, fmt, max(8, off + (-off % 8)), tuple(arrays))
+
+    def _buffers(self):
+        # one parameter buffer per thread: two threads may launch the same plan at once
+        bufs = getattr(self._local, "bufs", None)
+        if bufs is None:
+            buf = np.zeros(self._size, np.uint8)
+            size = np.array([self._size], np.uint64)
+            # CU_LAUNCH_PARAM_BUFFER_POINTER (1), buffer, CU_LAUNCH_PARAM_BUFFER_SIZE (2), &size, END (0)
+            extra = np.array([1, buf.ctypes.data, 2, size.ctypes.data, 0], np.uint64)
+            bufs = self._local.bufs = (buf, size, extra, int(extra.ctypes.data))
+        return bufs
+
+    def launch(self, cupy, grid, threads, args, shared_mem=0):
+        buf, _, _, extra = self._buffers()
+        vals = list(args)
+        for i in self._arrays:
+            vals[i] = vals[i].data.ptr
+        self._pack(buf, 0, *vals)
+        cupy.cuda.driver.launchKernel(self._fptr, grid, 1, 1, threads, 1, 1, shared_mem,
+                                      cupy.cuda.get_current_stream().ptr, 0, extra)

@@ -118,7 +118,7 @@ class _Plan:
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
-        self.fns = {}  # compiled kernel per device
+        self.fns = {}  # (compiled kernel, packed launcher or None) per device
 
     def launch(self, cupy, a, b, out, h0):
         sc = self.__dict__.get("_scalars")
@@ -135,19 +135,14 @@ class _Plan:
             sc = self._scalars = (times, vec, lane_args)
         times, vec, lane_args = sc
         head = [a, b, out, b if h0 is None else h0, _ONE if h0 is not None else _ZERO] + times
-        dev = cupy.cuda.runtime.getDevice()
-        fn = self.fns.get(dev)
-        if fn is None:
-            fn = self.fns[dev] = _common.get_function("scan.cu", self.name, group=self.group)
         if self.kind == "seq":
-            fn((self.grid,), (self.threads,), tuple(head + lane_args + [np.int64(self.nlanes)]))
+            self._call(cupy, head + lane_args + [np.int64(self.nlanes)])
             return
         if self.kind == "rows_warp":
-            args = head + vec + lane_args + [np.int64(self.nlanes)]
-            fn((self.grid,), (self.threads,), tuple(args))
+            self._call(cupy, head + vec + lane_args + [np.int64(self.nlanes)])
             return
         if self.kind == "rows_block":
-            fn((self.grid,), (self.threads,), tuple(head + vec + lane_args))
+            self._call(cupy, head + vec + lane_args)
             return
         ws = _workspace(cupy, self.rec_size, self.slots) if self.kt > 1 else None
         with ws or _nullctx():
@@ -160,9 +155,22 @@ class _Plan:
                 args = head + vec + lane_args + tail
             else:
                 args = head + lane_args + [np.int64(self.nlanes), np.int64(self.ng)] + tail
-            fn((self.grid,), (self.threads,), tuple(args))
+            self._call(cupy, args)
             if ws is not None:
                 ws.advance(self.grid)
+
+    def _call(self, cupy, args):
+        # the compiled kernel and its packed launcher (None: CuPy's call) per device
+        dev = cupy.cuda.runtime.getDevice()
+        entry = self.fns.get(dev)
+        if entry is None:
+            fn = _common.get_function("scan.cu", self.name, group=self.group)
+            entry = self.fns[dev] = (fn, _common.PackedLauncher.create(fn, args))
+        fn, packed = entry
+        if packed is not None:
+            packed.launch(cupy, self.grid, self.threads, args)
+        else:
+            fn((self.grid,), (self.threads,), tuple(args))
 
 
 class _nullctx:
@@ -197,7 +205,7 @@ def plan(a, b, out, dt, method, ns=None, ss=None):
         ns, ss = _merge(list(b.shape[:-1]), [_estrides(x)[:-1] for x in (a, b, out)])
     cs = dt.itemsize
     tunables = (cfg["rows"][cs], cfg["rows_long"][cs], cfg["rows_block"][cs], cfg["lanes"][cs], cfg["seq_threads"],
-                cfg["rows_block_fill"])
+                cfg["rows_block_fill"], cfg.get("rows_split", {}).get(cs))
     key = (tuple(b.shape), a.strides, b.strides, out.strides, a.dtype, b.dtype, out.dtype, dt, method,
            tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, tunables,
            b.device.id)
@@ -231,6 +239,9 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     NT, tile, targs = rows_args("rows")
     NT_l, tile_l, targs_l = rows_args("rows_long")
     NT_b, tile_b, targs_b = rows_args("rows_block")
+    split = cfg.get("rows_split", {}).get(csize)
+    if split is not None:
+        NT_s, tile_s, targs_s = rows_args("rows_split")
     nw_l, S, minb_l = cfg["lanes"][csize]
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
@@ -238,6 +249,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         "rows_tiles": f"scanarray::rows_tiles<{targs}>",
         "rows_block": f"scanarray::rows_block<{targs_b}>",
         "rows_long": f"scanarray::rows_tiles<{targs_l}>",
+        **({"rows_split": f"scanarray::rows_block<{targs_s}>"} if split is not None else {}),
         "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}>",
     }
     group = tuple(dict.fromkeys(names.values()))
@@ -265,6 +277,9 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         return _Plan(kind="rows_warp", name=names["rows_warp"], grid=-(-nlanes // nw), threads=NT, vec=vec,
                      **common)
     if T == tile:  # one tile per row, no look-back
+        if split is not None and tile_s < T and nlanes <= split[2] * _sm_count(cupy_mod()):
+            # one wave: a block per row over shorter tiles (see _config.CUPY_SCAN["rows_split"])
+            return _Plan(kind="rows_block", name=names["rows_split"], grid=nlanes, threads=NT_s, vec=vec, **common)
         return _Plan(kind="rows_tiles", name=names["rows_tiles"], grid=nlanes, threads=NT, vec=vec, kt=1,
                      rec_size=_rec_size(dt), slots=nlanes, **common)
     minb = cfg["rows_block"][csize][2]
