@@ -177,7 +177,11 @@ def test_length_one_and_empty(backend, method, rng):
     b = values(rng, (4, 1), "float64")
     init = values(rng, (4,), "float64")
     h = run_case(backend, method, a, b, -1, initial=init)
-    np.testing.assert_allclose(h[:, 0], a[:, 0] * init + b[:, 0], rtol=1e-15)
+    # One step, a*init + b: two roundings in NumPy, one where a backend fuses the multiply-add, so
+    # the bound scales with the terms (a result that cancels is not relative to itself).
+    terms = np.abs(a[:, 0] * init) + np.abs(b[:, 0])
+    err = np.abs(h[:, 0] - (a[:, 0] * init + b[:, 0]))
+    np.testing.assert_array_less(err, 2 * np.finfo(np.float64).eps * terms + 1e-300)
     for shape in [(4, 0), (0, 9)]:
         h = run_case(backend, method, np.ones(shape), np.ones(shape), -1)
         assert h.shape == shape
