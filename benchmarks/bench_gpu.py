@@ -262,7 +262,8 @@ def profile_host(log, n=3000):
 _LONG = [{"rows_long": c} for c in ((256, 16, 4), (256, 16, 3), (512, 16, 2), (128, 16, 8), (256, 8, 6))]
 _BLOCK = [{"rows_block": c, "rows_block_fill": f} for c, f in
           (((512, 16, 2), 0.45), ((256, 16, 2), 0.45), ((512, 8, 2), 0.45), ((256, 8, 4), 0.45),
-           ((1024, 8, 1), 0.45), ((256, 16, 2), 0.2))] + [{"rows_block_fill": 1e9}]
+           ((1024, 8, 1), 0.45), ((256, 16, 2), 0.2), ((128, 16, 4), 0.45), ((128, 16, 3), 0.45),
+           ((128, 32, 2), 0.45))] + [{"rows_block_fill": 1e9}]
 _BLOCK8 = [{"rows_block": c} for c in ((128, 8, 6), (128, 8, 4), (256, 8, 2), (256, 4, 4))]
 SWEEP_PREFETCH = [
     ("(1,1,2**28)", (1, 1, 2**28), -1, "float32", _LONG),
@@ -512,6 +513,7 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true", help="tile-shape sweep first (kernel-only timings)")
     ap.add_argument("--sweep-one-tile", action="store_true", help="one-tile rows and time-major sweep")
     ap.add_argument("--sweep-prefetch", action="store_true", help="prefetch/look-back sweep (kernel only)")
+    ap.add_argument("--sweep-block", action="store_true", help="block-per-row tile shapes (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
     ap.add_argument("--profile", action="store_true", help="cProfile of the public function's host time")
     args = ap.parse_args(argv)
@@ -539,6 +541,8 @@ def main(argv=None):
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH)
     if args.sweep_long:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[:2])
+    if args.sweep_block:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[2:4])
 
     peers = Peers(log) if not args.no_peers else None
     if peers is None:

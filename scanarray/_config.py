@@ -24,7 +24,10 @@ CUPY_SCAN = {
     # (4,64,262144) where the kernel without prefetch gave 80.7% / 86.1% (512,16,2) at 08:02;
     # 8-byte (128,8,4) 95.4% f64 / 89.3% c64 on (8,1024,4096) against 94.5% / 91.0% (128,8,6).
     # 16-byte: (128,4,3), the largest shape that compiles without spilling (not timed).
-    "rows_block": {4: (256, 16, 2), 8: (128, 8, 4), 16: (128, 4, 3)},
+    # f32 (128,16,3) since 10:24 UTC (bench_gpu.py --sweep-block, H200): 94.2% / 93.0% of the copy
+    # on (2,256,65536) / (4,64,262144) against 89.9% / 91.2% for (256,16,2) in the same run (half
+    # the threads a block, more blocks a wave: 512 rows fit one wave); (128,16,4) 93.6% / 93.1%.
+    "rows_block": {4: (128, 16, 3), 8: (128, 8, 4), 16: (128, 4, 3)},
     # float32 time-major: (4,16,6) 76.7% of the copy on (65536,4096) against 72.3% for (4,16,4)
     # (H200, 2026-11-21 08:21 UTC, bench_gpu.py --sweep-one-tile; 12 bytes of spills)
     "lanes": {4: (4, 16, 6), 8: (4, 8, 4), 16: (4, 4, 4)},
@@ -32,7 +35,8 @@ CUPY_SCAN = {
     # row looping over tiles of this shape, so that the reads of a row's next tile overlap the
     # writes of its first (a one-wave launch of one-tile rows reads everything, then writes).
     # (2,256,4096) float32, kernel only, H200 2026-11-21 10:17 UTC: 59.1% of the copy against
-    # 49.2% for one-tile rows (bench_gpu.py --sweep-one-tile); other itemsizes not measured: off.
+    # 49.2% for one-tile rows (bench_gpu.py --sweep-one-tile; 83.5% at 10:21 with the packed
+    # launch, _cupy_common.PackedLauncher); other itemsizes not measured: off.
     "rows_split": {4: (128, 16, 4)},
     "seq_threads": 128,
     # rows longer than a tile use ``rows_block`` (a block per row, no look-back) when there are
