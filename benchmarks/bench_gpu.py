@@ -278,6 +278,8 @@ SWEEP_PREFETCH = [
 # rows of exactly one tile (rows_tiles without look-back) and time-major tiles
 _ROWS1 = [{"rows": c} for c in ((256, 16, 4), (512, 8, 4), (1024, 4, 2), (512, 8, 3), (128, 32, 4), (256, 16, 3))]
 _LANES = [{"lanes": c} for c in ((4, 16, 4), (4, 16, 6), (4, 32, 2), (8, 16, 2), (8, 8, 4), (16, 4, 2))]
+_LANES_FEW_WARPS = [{"lanes": c} for c in ((4, 16, 6), (2, 16, 12), (2, 16, 8), (2, 32, 6), (2, 32, 4), (1, 32, 12),
+                                           (3, 16, 8))]
 # rows of 4096 split into tiles of a block looping along its row: reads of the next tile overlap
 # the writes of the current one, which a one-wave launch of one-tile rows cannot do
 _ROWS_SPLIT = [{"rows": r, "rows_block": b} for r, b in
@@ -514,6 +516,7 @@ def main(argv=None):
     ap.add_argument("--sweep-one-tile", action="store_true", help="one-tile rows and time-major sweep")
     ap.add_argument("--sweep-prefetch", action="store_true", help="prefetch/look-back sweep (kernel only)")
     ap.add_argument("--sweep-block", action="store_true", help="block-per-row tile shapes (kernel only)")
+    ap.add_argument("--sweep-lanes", action="store_true", help="time-major tile shapes, few warps (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
     ap.add_argument("--profile", action="store_true", help="cProfile of the public function's host time")
     args = ap.parse_args(argv)
@@ -541,6 +544,9 @@ def main(argv=None):
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH)
     if args.sweep_long:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[:2])
+    if args.sweep_lanes:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, [("time-major (65536,4096)", (65536, 4096), 0, "float32",
+                                                              _LANES_FEW_WARPS)])
     if args.sweep_block:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[2:4])
 
