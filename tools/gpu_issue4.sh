@@ -38,13 +38,14 @@ for shape, axis in [((3, 10007), -1), ((5, 100), -1), ((10007, 3), 0), ((1, 2**2
         err = np.abs(np.moveaxis(h, axis, -1)[..., :n] - ref[..., :n]).max()
         print(shape, axis, m, "max err", err, f"{time.time()-t:.1f}s", flush=True)
 PY
+NX=""; python3 -c "import xdist" 2>/dev/null && NX="-n 4"
 [ "$MODE" = bench ] || {
 el "tests/test_cupy.py"
-timeout 150 python3 -m pytest tests/test_cupy.py -q -m "not slow" --tb=short -p no:cacheprovider 2>&1 | tail -40 | tee "$OUT/test_cupy.log"
+timeout 150 python3 -m pytest tests/test_cupy.py -q -m "not slow" $NX --tb=short -p no:cacheprovider 2>&1 | tail -40 | tee "$OUT/test_cupy.log"
 el "slow tests (over 2**31 elements)"
 timeout 90 python3 -m pytest tests/test_cupy.py -q -m slow --tb=short -p no:cacheprovider 2>&1 | tail -15 | tee "$OUT/test_slow.log"
 el "shared suite -k cupy"
-timeout 170 python3 -m pytest tests -k "cupy and not dense" -q --maxfail=10 --tb=line -p no:cacheprovider 2>&1 | tail -30 | tee "$OUT/test_shared.log"
+timeout 170 python3 -m pytest tests -k "cupy and not dense" -q $NX --maxfail=10 --tb=line -p no:cacheprovider 2>&1 | tail -30 | tee "$OUT/test_shared.log"
 }
 if [ -n "$PEERS" ]; then el "waiting for peer builds"; timeout 60 tail --pid=$PEERS -f /dev/null; fi
 tail -3 "$OUT/peer_fpscan.log" "$OUT/peer_acc.log" 2>/dev/null
