@@ -386,6 +386,44 @@ def chunked_cases(A, b, n, log):
     return [(f"chunked [L={L}, R={R}, D={D or 'auto'}]", with_chunk(L, R, D, f)) for L, R, D in CHUNK_VARIANTS.get(n, [])]
 
 
+#: lookback method variants timed at the target shapes: (L, W), None = the default
+LOOKBACK_VARIANTS = {16: [(16, 2), (16, 4), (32, 2), (32, 8), (64, 4), (64, 8)], 64: []}
+
+
+def with_lookback(L, W, fn):
+    """``fn`` with the CuPy lookback method's chunk length and warps per block forced (benchmarks only)."""
+    from scanarray.backends import _cupy_dense
+
+    def run():
+        old = _cupy_dense.LOOKBACK_L, _cupy_dense.LOOKBACK_W
+        _cupy_dense.LOOKBACK_L, _cupy_dense.LOOKBACK_W = L, W
+        try:
+            return fn()
+        finally:
+            _cupy_dense.LOOKBACK_L, _cupy_dense.LOOKBACK_W = old
+
+    return run
+
+
+def lookback_cases(A, b, n, log):
+    """Variants of the lookback method, and its host time per call (back-to-back calls, no sync)."""
+    import cupy
+
+    f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="lookback")  # noqa: E731
+    f()
+    cupy.cuda.get_current_stream().synchronize()
+    reps = 200
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        f()
+    host = (time.perf_counter() - t0) / reps * 1e3
+    cupy.cuda.get_current_stream().synchronize()
+    per = (time.perf_counter() - t0) / reps * 1e3
+    log(f"lookback host time per call (B*T*n={b.size}): {host * 1e3:.1f} us issued, {per * 1e3:.1f} us per call "
+        f"back-to-back incl. GPU ({reps} calls)")
+    return [(f"lookback [L={L}, W={W}]", with_lookback(L, W, f)) for L, W in LOOKBACK_VARIANTS.get(n, [])]
+
+
 def targets(jax_results, log):
     import cupy
 
@@ -399,11 +437,12 @@ def targets(jax_results, log):
         if t_jax is not None:
             lines.append(f"| {B} | {T} | {n} | jax.lax.associative_scan | {t_jax:.3f} | 1.00 | {quoted} ms | {err:.1e} |")
         cases = [(m, lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
-                 for m in ("cyclic_reduction", "prefix", "sequential", "chunked", "auto")]
+                 for m in ("cyclic_reduction", "prefix", "sequential", "chunked", "lookback", "auto")]
         seq = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="sequential")  # noqa: E731
         if os.environ.get("BENCH_SEQ_VARIANTS", "1") != "0":
             cases += [(f"sequential [{v[0]}]", with_kernel(v[1], v[2], seq, *v[3:])) for v in SEQ_VARIANTS]
         cases += chunked_cases(A, b, n, log)
+        cases += lookback_cases(A, b, n, log)
         # time-invariant A (one matrix per lane, never expanded): what is left without A's traffic
         A1 = cupy.ascontiguousarray(A[:, :1])
         cases.append(("sequential, A time-invariant (no A traffic; err not comparable)",

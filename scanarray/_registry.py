@@ -71,7 +71,7 @@ BACKENDS: dict[str, BackendSpec] = {
             "scanarray.backends.cupy_backend",
             arrays=("cupy",),
             methods=("lookback", "sequential", "matmulscan"),
-            dense_methods=("cyclic_reduction", "prefix", "sequential", "chunked"),
+            dense_methods=("cyclic_reduction", "prefix", "sequential", "chunked", "lookback"),
             requires=("cupy",),
             extra="cupy",
             needs_gpu=True,

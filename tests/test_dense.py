@@ -786,3 +786,150 @@ def test_cupy_chunked_nonfinite_no_wrong_finite(cupy_chunk):
     assert not np.isfinite(h[~np.isfinite(ref)]).any()
     fin = np.isfinite(h)
     assert np.allclose(h[fin], ref[fin], rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- CuPy lookback
+
+
+@pytest.fixture
+def cupy_lookback(monkeypatch):
+    """Set the CuPy lookback method's chunk length and warps per block for the test."""
+    from scanarray.backends import _cupy_dense
+
+    def select(L=None, W=None):
+        monkeypatch.setattr(_cupy_dense, "LOOKBACK_L", L)
+        monkeypatch.setattr(_cupy_dense, "LOOKBACK_W", W)
+
+    return select
+
+
+def _check_lookback(*args, **kw):
+    _check_cupy("lookback", *args, **kw)
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 8, 16, 17, 32, 33])
+@pytest.mark.parametrize("T", [1, 7, 8, 9, 100, 1024])
+def test_cupy_lookback_sizes(cupy_lookback, n, T, rng):
+    """L = 8: one short chunk, one chunk, a short last chunk, many chunks; n padded to 4, 8, 16, 32
+    (and n = 33: the chunked method)."""
+    cupy_lookback(L=8)
+    A, b, h0 = _seq_case(rng, "float32", 2, T, n)
+    _check_lookback(A, b, h0, "float32", T % 2 == 1, f"lookback n={n} T={T}")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
+@pytest.mark.parametrize("n", [3, 16, 32])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cupy_lookback_dtypes(dtype, n, reverse, rng):
+    """Every dtype, with and without initial, default shape (T = 1000; complex128 n = 32: chunked)."""
+    A, b, h0 = _seq_case(rng, dtype, 3, 1000, n)
+    _check_lookback(A, b, h0, dtype, reverse, f"lookback {dtype} n={n}")
+    _check_lookback(A, b, None, dtype, reverse, f"lookback {dtype} n={n} no initial")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("W", [1, 2, 4, 8])
+@pytest.mark.parametrize("L", [2, 5, 16, 40])
+@pytest.mark.parametrize("n", [4, 16])
+def test_cupy_lookback_warps(cupy_lookback, W, L, n, rng):
+    """Every warp count per block, with sub-chunks of one step, short and empty ones (W > L)."""
+    cupy_lookback(L=L, W=W)
+    A, b, h0 = _seq_case(rng, "float32", 3, 301, n)
+    _check_lookback(A, b, h0, "float32", L == 5, f"lookback L={L} W={W} n={n}")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("n", [5, 16])
+@pytest.mark.parametrize("a_shape", ["invariant", "shared", "invariant per lane"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cupy_lookback_broadcast_a(cupy_lookback, n, a_shape, dtype, rng):
+    """A time-invariant (staged once per block), shared by every lane, or both, read in place."""
+    cupy_lookback(L=20)
+    T, lanes = 300, 3
+    shape = {"invariant": (), "shared": (T,), "invariant per lane": (lanes, 1)}[a_shape]
+    A, b, h0 = _seq_case(rng, dtype, lanes, T, n, a_shape=shape)
+    _check_lookback(A, b, h0, dtype, False, f"lookback {a_shape} n={n}")
+    _check_lookback(A, b, h0, dtype, True, f"lookback {a_shape} n={n} reverse")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("n", [8, 16])
+def test_cupy_lookback_in_place_unaligned_out(cupy_lookback, dtype, n, rng):
+    """out=b (in place); A and b at an odd element offset (element copies); a strided out."""
+    import cupy
+
+    cupy_lookback(L=16)
+    T, lanes = 200, 2
+    A, b, h0 = _seq_case(rng, dtype, lanes, T, n)
+    ref, g = dense_ref(A, b, -1, initial=h0)
+    tol = tolerance(dtype, T, 64, n=n) * 4
+    bb = cupy.asarray(b)
+    h = scanarray.linear_recurrence(cupy.asarray(A), bb, dense=True, initial=cupy.asarray(h0), backend="cupy",
+                                    method="lookback", out=bb)
+    assert h is bb or h.data.ptr == bb.data.ptr
+    assert_matches(to_numpy(bb), ref, g, tol, "lookback in place")
+    Ab = cupy.empty(A.size + 1, A.dtype)[1:].reshape(A.shape)
+    Ab[...] = cupy.asarray(A)
+    bu = cupy.empty(b.size + 1, b.dtype)[1:].reshape(b.shape)
+    bu[...] = cupy.asarray(b)
+    h = scanarray.linear_recurrence(Ab, bu, dense=True, initial=cupy.asarray(h0), backend="cupy", method="lookback")
+    assert rel_err(to_numpy(h), ref) <= RTOL[dtype]
+    assert_matches(to_numpy(h), ref, g, tol, "lookback unaligned")
+    out = cupy.zeros((lanes, T, 2 * n), dtype)[..., ::2]  # not contiguous: through a temporary
+    scanarray.linear_recurrence(cupy.asarray(A), cupy.asarray(b), dense=True, initial=cupy.asarray(h0),
+                                backend="cupy", method="lookback", out=out)
+    assert rel_err(to_numpy(out), ref) <= RTOL[dtype]
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("W", [1, 2])
+def test_cupy_lookback_stress_identical(cupy_lookback, W, rng):
+    """Many small chunks (L = 2: 500 per lane, look-backs past the 32-status window), 20 runs:
+    bit-identical results whatever the timing, matching the oracle."""
+    import cupy
+
+    cupy_lookback(L=2, W=W)
+    A, b, h0 = _seq_case(rng, "float32", 16, 1000, 16)
+    Ad, bd, hd = cupy.asarray(A), cupy.asarray(b), cupy.asarray(h0)
+    runs = [to_numpy(scanarray.linear_recurrence(Ad, bd, dense=True, initial=hd, backend="cupy",
+                                                 method="lookback")) for _ in range(20)]
+    ref, g = dense_ref(A, b, -1, initial=h0)
+    assert rel_err(runs[0], ref) <= RTOL["float32"]
+    assert_matches(runs[0], ref, g, tolerance("float32", 1000, 64, n=16) * 4, "lookback stress")
+    for r in runs[1:]:
+        assert np.array_equal(r, runs[0])
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("where", ["b inf", "A nan", "A inf"])
+@pytest.mark.parametrize("n", [3, 16])
+def test_cupy_lookback_nonfinite_as_the_loop(cupy_lookback, where, n):
+    """One non-finite value: its chunk and every later one replay the loop from the exact entering
+    state, so NaN and inf land exactly where the loop puts them (finite entries match)."""
+    cupy_lookback(L=4, W=2)
+    T = 40
+    A = np.broadcast_to(np.eye(n, dtype=np.float32) * 0.5, (2, T, n, n)).copy()
+    b = np.ones((2, T, n), np.float32)
+    if where == "b inf":
+        b[0, 9, 0] = np.inf
+    elif where == "A nan":
+        A[0, 13, 1, 1] = np.nan
+    else:
+        A[1, 22, 0, n - 1] = np.inf
+    with np.errstate(all="ignore"):
+        h = call("cupy", "lookback", A, b)
+        ref, _ = dense_ref(A, b, -1)
+    ref = np.asarray(ref, np.float64)
+    assert np.array_equal(np.isnan(h), np.isnan(ref)) and np.array_equal(np.isinf(h), np.isinf(ref))
+    fin = np.isfinite(ref)
+    assert np.allclose(h[fin], ref[fin], rtol=1e-5)

@@ -134,13 +134,22 @@ def _dense_unit():
     return text, "float and double"
 
 
+def _dense_lookback_unit():
+    # dense_lookback<T, N, W>: every (N, W) _cupy_dense compiles, float and double (complex needs CuPy)
+    refs = "".join(f"    (void*)&dense_lookback<{t}, {N}, {W}>,\n"
+                   for t in ("float", "double") for N in (4, 8, 16, 32) for W in (1, 2, 4, 8))
+    text = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense_lookback.cu"\nvoid* scanarray_instances[] = {\n' + refs + "};\n"
+    return text, "float and double, N 4-32, W 1-8"
+
+
 def _matmulscan_unit():
     text = '#include "matmulscan.cu"\n' + _matmulscan_instances()
     return text, f"radix 4/8/16 x {len(_MATMULSCAN_TYPES)} type pairs x 2 kernels"
 
 
 #: per source, a translation unit that instantiates the templates the drivers name
-_INSTANCE_UNITS = {"scan.cu": _scan_unit, "dense.cu": _dense_unit, "matmulscan.cu": _matmulscan_unit}
+_INSTANCE_UNITS = {"scan.cu": _scan_unit, "dense.cu": _dense_unit, "matmulscan.cu": _matmulscan_unit,
+                   "dense_lookback.cu": _dense_lookback_unit}
 
 
 def main(argv=None):
@@ -155,7 +164,7 @@ def main(argv=None):
     failed = []
     for name in sources:
         path = os.path.join(CUDA_DIR, name)
-        rc = _nvcc(path, args.arch, ["-DSCANARRAY_NO_CUPY_COMPLEX"] if name == "dense.cu" else [], args.verbose)
+        rc = _nvcc(path, args.arch, ["-DSCANARRAY_NO_CUPY_COMPLEX"] if name in ("dense.cu", "dense_lookback.cu") else [], args.verbose)
         print(f"{'ok  ' if rc == 0 else 'FAIL'} {name}", flush=True)
         if rc:
             failed.append(name)

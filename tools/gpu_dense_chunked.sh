@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Issue 6, CuPy dense method "chunked", on the CUDA host (one device call): smoke check against a
-# float64 NumPy loop with per-pass GPU times, the CuPy chunked tests, then the target shapes against
-# JAX (bench_dense.py --targets; JAX in a child process of the same run). Usage:
+# Issue 6, CuPy dense method "chunked" (or METHOD=lookback), on the CUDA host (one device call):
+# smoke check against a float64 NumPy loop with per-pass GPU times (chunked) or kernel time, plan
+# and host time (lookback), the CuPy tests of the method, then the target shapes against JAX
+# (bench_dense.py --targets; JAX in a child process of the same run). Usage:
 #   source tools/gpu_env.sh; bash tools/gpu_dense_chunked.sh      # logs and tables under $OUT
+#   source tools/gpu_env.sh; METHOD=lookback bash tools/gpu_dense_chunked.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export METHOD=${METHOD:-chunked}
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 date -u +"start %H:%M:%S UTC"
 timeout ${SMOKE_S:-100} python3 - <<'PY' 2>&1 | tee "$OUT/smoke.txt"
-import time, numpy as np, cupy, scanarray
+import os, time, numpy as np, cupy, scanarray
 from scanarray.backends import _cupy_dense as cd
+METHOD = os.environ["METHOD"]
 def loop(A, b, h0, reverse):
     c = A.dtype.kind == "c" or b.dtype.kind == "c"
     A, b = A.astype(np.complex128 if c else np.float64), b.astype(np.complex128 if c else np.float64)
@@ -22,11 +26,18 @@ def loop(A, b, h0, reverse):
     return H
 rng = np.random.default_rng(0)
 bad = 0
-for dt, L, T, n, inv, rev, h0on in [("float32", 64, 1024, 16, False, False, True), ("float32", 8, 1000, 64, False, True, True),
-                              ("float32", 3, 50, 5, True, False, False), ("float64", 5, 333, 34, False, True, True),
-                              ("complex64", 2, 170, 16, False, False, True), ("complex128", 2, 170, 7, False, True, True),
-                              ("float32", 2, 200, 128, False, False, True), ("float64", 2, 200, 128, False, False, True),
-                              ("float32", 130, 100, 3, False, False, False), ("float64", 4, 1024, 16, True, True, True)]:
+CASES = [("float32", 64, 1024, 16, False, False, True), ("float32", 8, 1000, 64, False, True, True),
+         ("float32", 3, 50, 5, True, False, False), ("float64", 5, 333, 34, False, True, True),
+         ("complex64", 2, 170, 16, False, False, True), ("complex128", 2, 170, 7, False, True, True),
+         ("float32", 2, 200, 128, False, False, True), ("float64", 2, 200, 128, False, False, True),
+         ("float32", 130, 100, 3, False, False, False), ("float64", 4, 1024, 16, True, True, True)]
+if METHOD == "lookback":  # n <= 32 (n = 64: the chunked fallback)
+    CASES = [("float32", 64, 1024, 16, False, False, True), ("float32", 8, 1000, 32, False, True, True),
+             ("float32", 3, 50, 5, True, False, False), ("float64", 5, 333, 13, False, True, True),
+             ("complex64", 2, 170, 16, False, False, True), ("complex128", 2, 170, 7, False, True, True),
+             ("float32", 130, 100, 3, False, False, False), ("float64", 4, 1024, 16, True, True, True),
+             ("float32", 16, 4096, 8, False, False, True), ("float32", 2, 200, 64, False, False, True)]
+for dt, L, T, n, inv, rev, h0on in CASES:
     A = rng.standard_normal((L, 1 if inv else T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))
     b = rng.standard_normal((L, T, n)); h0 = rng.standard_normal((L, n)) if h0on else None
     if dt.startswith("complex"):
@@ -36,7 +47,7 @@ for dt, L, T, n, inv, rev, h0on in [("float32", 64, 1024, 16, False, False, True
     h0 = None if h0 is None else h0.astype(dt)
     t0 = time.perf_counter()
     try:
-        h = scanarray.linear_recurrence(cupy.asarray(A), cupy.asarray(b), dense=True, backend="cupy", method="chunked",
+        h = scanarray.linear_recurrence(cupy.asarray(A), cupy.asarray(b), dense=True, backend="cupy", method=METHOD,
                                         initial=None if h0 is None else cupy.asarray(h0), reverse=rev).get()
         ref = loop(A, b, h0, rev)
         err = float(np.linalg.norm(h - ref) / np.linalg.norm(ref))
@@ -45,9 +56,61 @@ for dt, L, T, n, inv, rev, h0on in [("float32", 64, 1024, 16, False, False, True
     limit = 1e-5 if dt in ("float32", "complex64") else 1e-12
     ok = err <= limit
     bad += not ok
-    print(f"smoke chunked {dt:10s} L={L:3d} T={T:4d} n={n:3d} inv={inv:d} rev={rev:d} h0={h0on:d} err={err:.1e} "
+    print(f"smoke {METHOD} {dt:10s} L={L:3d} T={T:4d} n={n:3d} inv={inv:d} rev={rev:d} h0={h0on:d} err={err:.1e} "
           f"{'ok' if ok else 'FAIL'} ({time.perf_counter() - t0:.1f} s)" + ("" if ok else f" {h}"))
 print("SMOKE", "ok" if bad == 0 else f"{bad} FAILED")
+if METHOD == "lookback":
+    # GPU time per call (events), the launch, host time per call; a few chunk shapes (L, W)
+    for B, T, n, inv in ((64, 1024, 16, False), (64, 1024, 16, True), (8, 4096, 32, False)):
+        rs = cupy.random.RandomState(1)
+        A = (rs.standard_normal((B, 1 if inv else T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))).astype(cupy.float32)
+        b = rs.standard_normal((B, T, n), dtype=cupy.float32)
+        out = cupy.empty_like(b)
+        variants = [(None, None, 1), (None, None, 0), (32, 2, 1), (64, 4, 1), (64, 8, 1), (16, 4, 1)]
+        for L, W, mode in variants if n == 16 and not inv else variants[:2]:
+            cd.LOOKBACK_L, cd.LOOKBACK_W, cd.LOOKBACK_MODE = L, W, mode
+            try:
+                f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="lookback", out=out)
+                for _ in range(3):
+                    f()
+                cupy.cuda.Device().synchronize()
+                e0, e1, ts = cupy.cuda.Event(), cupy.cuda.Event(), []
+                for _ in range(20):
+                    e0.record(); f(); e1.record(); e1.synchronize()
+                    ts.append(cupy.cuda.get_elapsed_time(e0, e1) * 1e3)
+                reps = 300
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    f()
+                issued = (time.perf_counter() - t0) / reps * 1e6
+                cupy.cuda.Device().synchronize()
+                per = (time.perf_counter() - t0) / reps * 1e6
+                key = [k for k in cd._lb_plans if k[3] == b.shape and k[6] == L and k[7] == W][-1]
+                p = cd._lb_plans[key]
+                print(f"lookback (B={B}, T={T}, n={n}, A {'invariant' if inv else 'varying'}) L={p[10]} W={p[3] // 32} mode={mode}: "
+                      f"{np.median(ts):.1f} us per call (events, median of 20, min {min(ts):.1f}); host {issued:.1f} us "
+                      f"issued, {per:.1f} us back-to-back; grid {p[2]} block {p[3]} smem {p[1]} regs {p[0].num_regs}")
+            except Exception as e:  # noqa: BLE001
+                print(f"lookback (B={B}, T={T}, n={n}) L={L} W={W}: {e!r}"[:300])
+            if L is None and n == 16 and not inv:  # where the time goes: per-tile phase timestamps
+                grid = p[2]
+                cd.LOOKBACK_DIAG = dg = cupy.zeros(grid * 10, cupy.int64)
+                f()
+                cupy.cuda.Device().synchronize()
+                cd.LOOKBACK_DIAG = None
+                d = dg.get().reshape(grid, 10).astype(np.float64)
+                t0 = d[:, 0].min()
+                ph = np.diff(d[:, [0, 1, 2, 3, 4, 5, 6, 7]], axis=1) / 1e3
+                names = ["stage", "maps", "agg+publish", "poll", "apply", "hend+chain", "rerun+store"]
+                print(f"  diag mode={mode}: makespan {(d[:, 7].max() - t0) / 1e3:.1f} us; tile start median "
+                      f"{np.median(d[:, 0] - t0) / 1e3:.1f} max {(d[:, 0].max() - t0) / 1e3:.1f} us; tile life median "
+                      f"{np.median(d[:, 7] - d[:, 0]) / 1e3:.1f} us; look-back depth median {np.median(d[:, 8]):.0f} "
+                      f"max {d[:, 8].max():.0f}; SMs {len(np.unique(d[:, 9]))}")
+                print("  phase us median/p90: " + ", ".join(f"{nm} {np.median(ph[:, i]):.2f}/{np.percentile(ph[:, i], 90):.2f}"
+                                                          for i, nm in enumerate(names)))
+    cd.LOOKBACK_L = cd.LOOKBACK_W = None
+    cd.LOOKBACK_MODE = 1
+    raise SystemExit(0)
 # per-pass GPU time (events between the three launches), the plans, and host time per call
 for B, T, n, inv in ((64, 1024, 16, False), (8, 4096, 64, False), (64, 1024, 16, True)):
     rs = cupy.random.RandomState(1)
@@ -82,15 +145,15 @@ for B, T, n, inv in ((64, 1024, 16, False), (8, 4096, 64, False), (64, 1024, 16,
 PY
 date -u +"tests %H:%M:%S UTC"
 NX=""; python3 -c "import xdist" 2>/dev/null && NX="-n 4"
-# the CuPy chunked cases of the dense tests and of the shared contract suite (--maxfail: one device call)
-timeout ${TEST_S:-140} python3 -m pytest tests/test_dense.py tests/test_contract.py -q --maxfail=15 -k "cupy and chunked" $NX \
+# the CuPy cases of the method in the dense tests and the shared contract suite (--maxfail: one device call)
+timeout ${TEST_S:-140} python3 -m pytest tests/test_dense.py tests/test_contract.py -q --maxfail=15 -k "cupy and $METHOD" $NX \
   -p no:cacheprovider -rf \
-  > "$OUT/pytest_dense_chunked.txt" 2>&1
-echo "pytest rc=$?"; grep -E "^FAILED|^E  |passed|failed|error" "$OUT/pytest_dense_chunked.txt" | cut -c1-300 | tail -20
+  > "$OUT/pytest_dense_$METHOD.txt" 2>&1
+echo "pytest rc=$?"; grep -E "^FAILED|^E  |passed|failed|error" "$OUT/pytest_dense_$METHOD.txt" | cut -c1-300 | tail -20
 date -u +"bench %H:%M:%S UTC"
 BENCH_SEQ_VARIANTS=0 BENCH_JAX_S=${BENCH_JAX_S:-70} timeout ${BENCH_S:-150} python3 benchmarks/bench_dense.py --gpu --targets \
-  --out "$OUT/dense_chunked_targets.md" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
+  --out "$OUT/dense_${METHOD}_targets.md" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
 grep -E "host time|JAX worker" "$OUT/bench.log"
 date -u +"end %H:%M:%S UTC"
-grep -E "phases" "$OUT/smoke.txt" | cut -c1-200
-grep -E "^\| (8|64) \| (4096|1024|8) \|" "$OUT/dense_chunked_targets.md"
+grep -E "^phases|^lookback|^  " "$OUT/smoke.txt" | cut -c1-240
+grep -E "^\| (8|64) \| (4096|1024|8) \|" "$OUT/dense_${METHOD}_targets.md"

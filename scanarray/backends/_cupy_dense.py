@@ -65,7 +65,7 @@ import numpy as np
 
 from .. import _dense
 
-__all__ = ["KERNEL", "chunked", "full_precision", "linear_recurrence", "sequential"]
+__all__ = ["KERNEL", "chunked", "full_precision", "linear_recurrence", "lookback", "sequential"]
 
 # cublasMath_t values (cublas_api.h); the low bits select the mode, higher
 # bits are flags such as CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION.
@@ -109,6 +109,8 @@ def linear_recurrence(p):
         return sequential(p.a, p.b, p.initial, p.dtype, p.reverse, p.out)
     if p.method == "chunked":
         return chunked(p.a, p.b, p.initial, p.dtype, p.reverse, p.out)
+    if p.method == "lookback":
+        return lookback(p.a, p.b, p.initial, p.dtype, p.reverse, p.out)
     with full_precision():
         h = _dense.METHODS[p.method](cupy, p.a, p.b, p.initial, p.dtype, reverse=p.reverse, out=p.out)
     if h is not p.out:  # out of another dtype (half precision storage): one casting copy
@@ -607,3 +609,177 @@ def chunked(A, b, h0, dt, reverse, out):
     if not direct:
         out[...] = H
     return out
+
+
+# --------------------------------------------------------------------------- lookback
+
+
+#: Chunk length ``L`` and warps per block ``W`` of :func:`lookback`; None: :func:`lookback_shape`.
+LOOKBACK_L = None
+LOOKBACK_W = None
+_LB_WS = (1, 2, 4, 8)
+#: How a tile applies its predecessors' aggregates: 1 warp 0 reads them from L2 into registers,
+#: several in flight; 0 the block copies them to shared memory in batches, then warp 0 applies them.
+LOOKBACK_MODE = 1
+#: Benchmarks only: a CuPy int64 array of 10 per tile (phase timestamps, look-back depth, SM) or None.
+LOOKBACK_DIAG = None
+#: n (padded to N, a power of two >= 4) up to which :func:`lookback` runs; complex128 up to 16
+#: (an N = 32 register tile of complex128 spills); larger n go to :func:`chunked`.
+LOOKBACK_MAX_N = 32
+
+
+def _lb_pad(dt, n):
+    """``N`` of the lookback kernel for ``n``, or None where it does not apply."""
+    N = max(4, 1 << max(0, (n - 1).bit_length()))
+    top = 16 if dt.itemsize >= 16 else LOOKBACK_MAX_N
+    return N if N <= top else None
+
+
+def _lb_smem(dt, N, L, W, inv):
+    """Dynamic shared memory bytes of ``dense_lookback`` (the layout in dense_lookback.cu)."""
+    V = max(1, 16 // dt.itemsize)
+    MT = (N + 1) * (N + V)
+    return ((1 if inv else L) * N * N + L * N + (W + 1) * 2 * MT + W * 2 * N) * dt.itemsize
+
+
+def lookback_shape(dt, n, T, inv=False):
+    """``(L, W)`` of :func:`lookback` for ``T`` steps: ``LOOKBACK_L``/``LOOKBACK_W`` when set.
+
+    Default: chunks of a power of two steps <= ``sqrt(T)`` (at least 8), a warp per 8 of them (1 to 4),
+    halved until the block's shared memory fits a quarter of the opt-in limit (several blocks
+    per SM hide each other's latency); None where even 4 steps do not fit.
+    """
+    dt = np.dtype(dt)
+    N = _lb_pad(dt, n)
+    if N is None:
+        return None
+    optin, _ = _device_limits()
+    L = LOOKBACK_L or max(8, 1 << ((max(T, 2) - 1).bit_length() // 2))
+    W = LOOKBACK_W or min(4, max(1, L // 8))
+    budget = optin if LOOKBACK_L else max(optin // 4, 48 * 1024)
+    while L > 4 and _lb_smem(dt, N, L, W, inv) > budget:
+        L //= 2
+        W = LOOKBACK_W or min(4, max(1, L // 8))
+    if _lb_smem(dt, N, L, W, inv) > optin:
+        return None
+    return L, W
+
+
+@functools.cache
+def _lb_group(dt):
+    Ns = [N for N in (4, 8, 16, 32) if _lb_pad(dt, N) == N]
+    return tuple(f"dense_lookback<{_TYPENAMES[dt]}, {N}, {W}>" for N in Ns for W in _LB_WS)
+
+
+def _lb_function(dt, N, W, smem):
+    from ._cupy_common import get_function
+
+    f = get_function("dense_lookback.cu", f"dense_lookback<{_TYPENAMES[dt]}, {N}, {W}>", group=_lb_group(dt))
+    if smem > 48 * 1024 and f.max_dynamic_shared_size_bytes < smem:
+        f.max_dynamic_shared_size_bytes = smem
+    return f
+
+
+def lookback(A, b, h0, dt, reverse, out):
+    """The dense scan in ONE kernel launch: chunk products and a decoupled look-back.
+
+    A block per (lane, chunk of ``L`` steps) stages the chunk's ``A[t]`` and
+    ``b[t]`` in shared memory, computes the chunk's affine map ``(P_c, e_c)``
+    (``P_c`` the product of its ``A[t]``, ``e_c`` its end state from zero:
+    ``W`` warps on sub-chunks, then composed), publishes it, finds its entering
+    state by a decoupled look-back over its predecessors' published maps and
+    states (Merrill & Garland 2016, NVR-2016-002; matvecs only), publishes its
+    end state and reruns its steps from shared memory, writing ``h``: ``A`` is
+    read once, ``T n^3`` multiply-adds, one launch. Tile statuses live in the
+    diagonal scan's workspace (``_cupy_scan._workspace``: epochs, no memset per
+    call). A chunk whose map or states are non-finite publishes no map and
+    replays its steps exactly (the loop), so NaN/inf appear where the loop puts
+    them given the entering state. ``n`` up to 32 (complex128: 16); larger
+    ``n`` go to :func:`chunked`. Results do not depend on timing: every
+    entering state is computed by the same function whichever predecessor's
+    state the look-back found.
+    """
+    dt = np.dtype(dt)
+    key = (A.shape, A.strides, A.dtype, b.shape, dt, bool(reverse), LOOKBACK_L, LOOKBACK_W,
+           cupy.cuda.runtime.getDevice())
+    plan = _lb_plans.get(key)
+    if plan is None:
+        if len(_lb_plans) > 1024:
+            _lb_plans.clear()
+        plan = _lb_plans[key] = _lb_plan(A, b, dt, reverse)
+    if plan is False:
+        return chunked(A, b, h0, dt, reverse, out)
+    f, smem, grid, threads, full_a, a_lane, inv, rec, N, C, _L, tail = plan
+    lanes, n = b.shape[:-2], b.shape[-1]
+    if grid == 0:
+        return out
+    if full_a:  # A materialised over lanes and time, contiguous: read as it is
+        A2 = A
+    else:
+        Ac = _dense.compact(A)
+        A2 = Ac.reshape(Ac.shape[-3:]) if a_lane == 0 else cupy.broadcast_to(Ac, lanes + Ac.shape[-3:])
+        if not A2.flags.c_contiguous or A2.dtype != dt:
+            A2 = cupy.ascontiguousarray(A2, dtype=dt)
+    B2 = b if (b.dtype == dt and b.flags.c_contiguous) else cupy.ascontiguousarray(b, dtype=dt)
+    direct = out.dtype == dt and out.flags.c_contiguous
+    H = out if direct else cupy.empty(b.shape, dt)
+    size = dt.itemsize
+    pa, pb, ph = A2.data.ptr, B2.data.ptr, H.data.ptr
+    if pa % size or pb % size or ph % size:
+        return chunked(A, b, h0, dt, reverse, out)
+    fast = _ONE if (n == N and (pa | pb | ph) % 16 == 0) else _ZERO
+    if h0 is not None:
+        h2 = h0 if (h0.dtype == dt and h0.flags.c_contiguous and h0.shape == lanes + (n,)) else \
+            cupy.ascontiguousarray(cupy.broadcast_to(h0, lanes + (n,)), dtype=dt)
+    else:
+        h2 = B2  # never read
+    head = (A2, a_lane, inv, B2, H, h2, _ONE if h0 is not None else _ZERO) + tail
+    extra = (_MODES[LOOKBACK_MODE], _NULL if LOOKBACK_DIAG is None else LOOKBACK_DIAG)
+    if C > 1:
+        from ._cupy_scan import _workspace
+
+        ws = _workspace(cupy, rec[0], grid)
+        with ws:
+            f((grid,), (threads,), head + (fast, ws.buffer, np.uint64(ws.counter), np.uint32(ws.epoch), rec[1]) + extra,
+              shared_mem=smem)
+            ws.advance(grid)
+    else:
+        f((grid,), (threads,), head + (fast, B2, np.uint64(0), np.uint32(0), rec[1]) + extra, shared_mem=smem)
+    if not direct:
+        out[...] = H
+    return out
+
+
+_ONE, _ZERO = np.int32(1), np.int32(0)
+_MODES = (_ZERO, _ONE)
+_NULL = np.uint64(0)  # a null pointer argument
+_lb_plans: dict = {}
+
+
+def _lb_plan(A, b, dt, reverse):
+    """What :func:`lookback` launches for these shapes (cached: host time per call), or False: chunked."""
+    lanes = b.shape[:-2]
+    T, n = b.shape[-2], b.shape[-1]
+    NL = 1
+    for s in lanes:
+        NL *= s
+    zero = 0 in A.strides[:-2]
+    full_a = A.shape[:-3] == lanes and A.flags.c_contiguous and A.dtype == dt and not zero and T > 1
+    Ac = _dense.compact(A)
+    TA = Ac.shape[-3]
+    inv = TA == 1
+    shape = lookback_shape(dt, n, T, inv)
+    if shape is None:
+        return False
+    L, W = shape
+    N = _lb_pad(dt, n)
+    a_lane = TA * n * n if (full_a or not all(s == 1 for s in Ac.shape[:-3])) else 0
+    C = -(-T // L) if T else 0
+    grid = NL * C
+    if grid >= 2**31:
+        return False
+    smem = _lb_smem(dt, N, L, W, inv)
+    f = _lb_function(dt, N, W, smem) if grid else None
+    rec = 16 + -(-(N + 2) * N * dt.itemsize // 16) * 16
+    tail = (np.int32(T), np.int32(n), np.int32(L), np.int32(C), np.int32(bool(reverse)))
+    return (f, smem, grid, 32 * W, full_a, np.int64(a_lane), np.int32(inv), (rec, np.int64(rec)), N, C, L, tail)

@@ -1,0 +1,619 @@
+// Dense scan h[t] = A[t] @ h[t-1] + b[t] in ONE launch for small n (n <= 32): chunk products and a
+// decoupled look-back (issue 6, CuPy dense method "lookback"; loaded by _cupy_dense.py).
+//
+// One block of W warps per (lane, chunk of L steps), tile index from the workspace's atomic
+// counter (so a tile only waits on tiles that already started, whatever the block scheduling).
+//   1. The block stages its chunk's A[t] (L x N x N, zero-padded to N = the next power of two
+//      >= max(n, 4)) and b[t] in shared memory with cp.async (16-byte copies where n == N).
+//   2. Warp g takes sub-chunk g (about L / W steps) and computes its affine map M_g = [P_g | e_g]
+//      (P_g the product of its A[t], e_g its end state from zero): one N x (N + 1) product per
+//      step, each thread an RI x RJ register tile (plus one row of e), k in 16-byte pieces.
+//   3. Warp 0 composes the W maps into the chunk's aggregate Q = M_{W-1} o ... o M_0 and the
+//      block publishes it (status A) unless it is non-finite.
+//   4. Decoupled look-back (Merrill & Garland, NVR-2016-002; the status words carry the call's
+//      epoch as scan.cuh's do, so the workspace is never cleared): warp 0 polls the flags of the
+//      32 nearest predecessors until one shows its inclusive state (P) with no empty status
+//      before it; the block copies the aggregates in between to shared memory in batches and
+//      warp 0 applies them in order (matvecs only) to that state: the entering state h_in.
+//   5. h_end = Q h_in is published (status P) by the same function successors use to apply Q,
+//      so every tile's entering state is bit-identical whichever P its look-back found.
+//   6. Warp 0 carries h_in through the sub-chunk maps (W - 1 matvecs) and every warp reruns
+//      its sub-chunk's steps from its entering state out of shared memory, writing h into the
+//      staged b (each b[t] is read once, by the thread that overwrites it); the block then
+//      stores the chunk's h with coalesced copies.
+// Non-finite values: a chunk whose maps hold a non-finite value, or whose entering state or
+// end state is non-finite, never publishes an aggregate; it replays its steps from the exact
+// entering state with one warp (the loop itself) and publishes the state it ends in, so its
+// successors always progress and only ever build on the loop's own state there.
+#ifndef SCANARRAY_NO_CUPY_COMPLEX
+#include <cupy/complex.cuh>
+#endif
+
+// ------------------------------------------------------------------ arithmetic (explicit FMAs)
+// The look-back recomputes published states with lb_apply; bit-identical results across runs
+// rely on identical rounding, hence fused multiply-adds spelled out rather than contracted.
+__device__ __forceinline__ float lb_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ __forceinline__ double lb_fma(double a, double b, double c) { return __fma_rn(a, b, c); }
+__device__ __forceinline__ bool lb_finite(float x) { return isfinite(x); }
+__device__ __forceinline__ bool lb_finite(double x) { return isfinite(x); }
+#ifndef SCANARRAY_NO_CUPY_COMPLEX
+template<typename R>
+__device__ __forceinline__ complex<R> lb_fma(complex<R> a, complex<R> b, complex<R> c) {
+    const R re = lb_fma(a.real(), b.real(), lb_fma(-a.imag(), b.imag(), c.real()));
+    const R im = lb_fma(a.real(), b.imag(), lb_fma(a.imag(), b.real(), c.imag()));
+    return complex<R>(re, im);
+}
+template<typename R>
+__device__ __forceinline__ bool lb_finite(complex<R> x) { return isfinite(x.real()) && isfinite(x.imag()); }
+#endif
+
+// ------------------------------------------------------------------ memory helpers
+template<typename T>
+__device__ __forceinline__ T lb_shfl_xor(T v, int off) {
+    constexpr int K = sizeof(T) / 4;
+    int w[K];
+    memcpy(w, &v, sizeof(T));
+    #pragma unroll
+    for (int i = 0; i < K; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], off);
+    memcpy(&v, w, sizeof(T));
+    return v;
+}
+template<typename T>
+__device__ __forceinline__ T lb_shfl_idx(T v, int src) {
+    constexpr int K = sizeof(T) / 4;
+    int w[K];
+    memcpy(w, &v, sizeof(T));
+    #pragma unroll
+    for (int i = 0; i < K; ++i) w[i] = __shfl_sync(0xffffffffu, w[i], src);
+    memcpy(&v, w, sizeof(T));
+    return v;
+}
+__device__ __forceinline__ long long lb_clock() {
+    long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+__device__ __forceinline__ unsigned lb_saddr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
+
+// cp.async of BYTES (4, 8 or 16) bytes global -> shared
+template<int BYTES>
+__device__ __forceinline__ void lb_cp(void* dst, const void* src) {
+    const unsigned d = lb_saddr(dst);
+    if constexpr (BYTES == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(d), "l"(src) : "memory");
+    } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(d), "l"(src), "n"(BYTES) : "memory");
+    }
+}
+
+// K elements (K * sizeof(T) a multiple of 16, src 16-byte aligned) from shared memory
+template<typename T, int K>
+__device__ __forceinline__ void lb_ld(T (&dst)[K], const T* src) {
+    static_assert((K * sizeof(T)) % 16 == 0, "16-byte pieces");
+    #pragma unroll
+    for (int i = 0; i < int(K * sizeof(T) / 16); ++i) {
+        const uint4 raw = reinterpret_cast<const uint4*>(src)[i];
+        memcpy(reinterpret_cast<char*>(dst) + 16 * i, &raw, 16);
+    }
+}
+
+template<typename T>
+__device__ __forceinline__ T lb_ldcg(const T* p) {
+    T v;
+    if constexpr (sizeof(T) == 4) {
+        const float x = __ldcg(reinterpret_cast<const float*>(p));
+        memcpy(&v, &x, 4);
+    } else if constexpr (sizeof(T) == 8) {
+        const double x = __ldcg(reinterpret_cast<const double*>(p));
+        memcpy(&v, &x, 8);
+    } else {
+        const double2 x = __ldcg(reinterpret_cast<const double2*>(p));
+        memcpy(&v, &x, 16);
+    }
+    return v;
+}
+
+template<typename T>
+__device__ __forceinline__ void lb_stcg(T* p, T v) {
+    if constexpr (sizeof(T) == 4) {
+        float x;
+        memcpy(&x, &v, 4);
+        __stcg(reinterpret_cast<float*>(p), x);
+    } else if constexpr (sizeof(T) == 8) {
+        double x;
+        memcpy(&x, &v, 8);
+        __stcg(reinterpret_cast<double*>(p), x);
+    } else {
+        double2 x;
+        memcpy(&x, &v, 16);
+        __stcg(reinterpret_cast<double2*>(p), x);
+    }
+}
+
+// Polls of one look-back before giving up with a launch error (__trap) instead of hanging: a
+// predecessor always publishes within microseconds (it started before this tile, see the tile
+// counter), so reaching this (about 2^24 L2 round trips, seconds) means a broken invariant.
+#ifndef LB_SPIN_LIMIT
+#define LB_SPIN_LIMIT (1u << 24)
+#endif
+
+// Status word of a tile: (epoch << 2) | state, state 0 = nothing yet, 1 = aggregate, 2 = inclusive.
+enum { LB_X = 0, LB_A = 1, LB_P = 2 };
+__device__ __forceinline__ void lb_flag_put(unsigned* p, unsigned v) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ unsigned lb_flag_get(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+// ------------------------------------------------------------------ geometry
+// An affine map [P | e] is kept transposed ("Mt"): row j < N holds column j of P, row N holds e,
+// rows SM elements apart (N plus 16 bytes: conflict-free 16-byte reads of 8 consecutive rows).
+// The product of one step is split over a warp: thread (ri, cj) owns rows ri*RI .. ri*RI+RI-1 of
+// columns cj, cj + NCJ, ..., and threads cj < RI also row ri*RI + cj of e.
+template<typename T, int N>
+struct LbGeom {
+    static constexpr int V = sizeof(T) >= 16 ? 1 : 16 / int(sizeof(T));  // elements per 16 bytes
+    static constexpr int RI = N == 4 ? 1 : (N == 8 ? 2 : 4);
+    static constexpr int NRI = N / RI;
+    static constexpr int NCJ = (32 / NRI) < N ? (32 / NRI) : N;
+    static constexpr int RJ = N / NCJ;
+    static constexpr int SM = N + V;
+    static constexpr int MT = (N + 1) * SM;  // one map, Mt layout, in shared memory
+    static constexpr int AGG = (N + 1) * N;  // one map as published (rows N apart)
+    static constexpr int NN = N * N;
+    // Applying a map from registers (look-back): thread (part p = lane / N, row r = lane % N)
+    // holds P[r][j] for its JP columns j = p*JP ... (p+1)*JP-1, part 0 also e[r]; D maps in flight.
+    static constexpr int NP = 32 / N;
+    static constexpr int JP = (N * N / 32) > 0 ? N * N / 32 : 1;
+    static constexpr int NPA = N / JP;  // parts with columns (N = 4: 4 of 8)
+    static constexpr int RA = (JP + 1) * int(sizeof(T)) / 4;  // registers per map
+    static constexpr int D = RA <= 10 ? 4 : (RA <= 20 ? 3 : (RA <= 40 ? 2 : 1));
+    static_assert(NRI * NCJ <= 32 && NCJ >= RI && N % V == 0, "tile geometry");
+};
+
+// Mout = Ar Min + [0 | bias]: Ar row-major N x N (rows N apart), Min/Mout in Mt layout.
+template<typename T, int N>
+__device__ __forceinline__ void lb_product(const T* Ar, const T* bias, const T* Min, T* Mout, int g) {
+    using G = LbGeom<T, N>;
+    constexpr int V = G::V, RI = G::RI, RJ = G::RJ, NCJ = G::NCJ, NRI = G::NRI, SM = G::SM;
+    const int ri = g / NCJ, cj = g - ri * NCJ;
+    if (ri >= NRI) return;
+    const bool et = cj < RI;
+    T acc[RI][RJ], ae[V];
+    #pragma unroll
+    for (int r = 0; r < RI; ++r) {
+        #pragma unroll
+        for (int c = 0; c < RJ; ++c) acc[r][c] = T(0);
+    }
+    #pragma unroll
+    for (int v = 0; v < V; ++v) ae[v] = T(0);
+    #pragma unroll
+    for (int k0 = 0; k0 < N; k0 += V) {
+        T a[RI][V], m[RJ][V];
+        #pragma unroll
+        for (int r = 0; r < RI; ++r) lb_ld<T, V>(a[r], Ar + (ri * RI + r) * N + k0);
+        #pragma unroll
+        for (int c = 0; c < RJ; ++c) lb_ld<T, V>(m[c], Min + (cj + c * NCJ) * SM + k0);
+        #pragma unroll
+        for (int v = 0; v < V; ++v) {
+            #pragma unroll
+            for (int r = 0; r < RI; ++r) {
+                #pragma unroll
+                for (int c = 0; c < RJ; ++c) acc[r][c] = lb_fma(a[r][v], m[c][v], acc[r][c]);
+            }
+        }
+        if (et) {
+            T x[V], y[V];
+            lb_ld<T, V>(x, Ar + (ri * RI + cj) * N + k0);
+            lb_ld<T, V>(y, Min + N * SM + k0);
+            #pragma unroll
+            for (int v = 0; v < V; ++v) ae[v] = lb_fma(x[v], y[v], ae[v]);
+        }
+    }
+    #pragma unroll
+    for (int c = 0; c < RJ; ++c) {
+        #pragma unroll
+        for (int r = 0; r < RI; ++r) Mout[(cj + c * NCJ) * SM + ri * RI + r] = acc[r][c];
+    }
+    if (et) {
+        T s = bias[ri * RI + cj];
+        #pragma unroll
+        for (int v = 0; v < V; ++v) s += ae[v];
+        Mout[N * SM + ri * RI + cj] = s;
+    }
+}
+
+// A map's columns for thread (p, r) from Mt rows S apart (global memory through L2, or shared).
+template<typename T, int N, bool GLOBAL>
+__device__ __forceinline__ void lb_take(const T* Mt, int S, int lane, T (&c)[LbGeom<T, N>::JP], T& e) {
+    using G = LbGeom<T, N>;
+    const int p = lane / N, r = lane - p * N;
+    #pragma unroll
+    for (int jj = 0; jj < G::JP; ++jj) {
+        const T* q = Mt + (p * G::JP + jj) * S + r;
+        c[jj] = p < G::NPA ? (GLOBAL ? lb_ldcg(q) : *q) : T(0);
+    }
+    e = p == 0 ? (GLOBAL ? lb_ldcg(Mt + N * S + r) : Mt[N * S + r]) : T(0);
+}
+
+// Row r of a map held as lb_take left it, applied to x (shared): every lane of the warp gets
+// e[r] + sum_j P[r][j] x[j] for its r (parts summed by a butterfly: the same bits in each part).
+// The one function that computes published states and the look-back's states (same rounding).
+template<typename T, int N>
+__device__ __forceinline__ T lb_apply_regs(const T (&c)[LbGeom<T, N>::JP], T e, const T* x, int lane) {
+    using G = LbGeom<T, N>;
+    const int p = lane / N;
+    T s[2] = {T(0), T(0)};
+    if (p < G::NPA) {
+        #pragma unroll
+        for (int jj = 0; jj < G::JP; ++jj) s[jj & 1] = lb_fma(c[jj], x[p * G::JP + jj], s[jj & 1]);
+    }
+    T v = s[0] + s[1];
+    #pragma unroll
+    for (int off = 16; off >= N; off >>= 1) v = v + lb_shfl_xor(v, off);
+    return lb_shfl_idx(e, lane % N) + v;
+}
+
+// init + A[r] . x with A's row r contiguous (16-byte aligned) and x in shared memory.
+template<typename T, int N>
+__device__ __forceinline__ T lb_rowdot(const T* Arow, const T* x, T init) {
+    constexpr int V = LbGeom<T, N>::V;
+    T s[4] = {init, T(0), T(0), T(0)};
+    #pragma unroll
+    for (int k0 = 0; k0 < N; k0 += V) {
+        T a[V], h[V];
+        lb_ld<T, V>(a, Arow + k0);
+        lb_ld<T, V>(h, x + k0);
+        #pragma unroll
+        for (int v = 0; v < V; ++v) s[(k0 + v) & 3] = lb_fma(a[v], h[v], s[(k0 + v) & 3]);
+    }
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// Shared memory (elements of T, in this order): A (inv ? 1 : L) x N x N, b/h L x N, per warp two
+// maps (2 MT), two maps for the composition (2 MT), per warp a state double buffer (2 N).
+// Workspace: 16-byte counter, then per tile a 16-byte status word and AGG + N elements (the
+// aggregate in published layout, then the inclusive state).
+template<typename T, int N, int W>
+__global__ void __launch_bounds__(32 * W)
+dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __restrict__ B, T* __restrict__ H,
+               const T* __restrict__ h0, int has_h0, int steps, int n, int L, int C, int reverse, int fast,
+               char* ws, unsigned long long ctr_base, unsigned epoch, long long rec_bytes, int lbmode,
+               long long* diag) {
+    using G = LbGeom<T, N>;
+    constexpr int V = G::V, SM = G::SM, MT = G::MT, AGG = G::AGG, NN = G::NN, NT = 32 * W;
+    extern __shared__ __align__(16) unsigned char lb_smem[];
+    __shared__ long long s_id;
+    __shared__ int s_found, s_bad, s_slow;
+    __shared__ int s_cur[W];
+
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    if (tid == 0) {
+        s_bad = 0;
+        if (C > 1) s_id = (long long)(atomicAdd(reinterpret_cast<unsigned long long*>(ws), 1ull) - ctr_base);
+    }
+    __syncthreads();
+    const long long id = C > 1 ? s_id : (long long)blockIdx.x;
+    // benchmarks only (diag != nullptr): globaltimer at the phase ends, look-back depth, SM
+    long long* dg = diag ? diag + id * 10 : nullptr;
+    auto mark = [&](int i) {
+        if (dg && tid == 0) dg[i] = lb_clock();
+    };
+    mark(0);
+    const long long li = id / C;
+    const int k = (int)(id - li * C);
+    const int u0 = k * L;
+    const int Lk = min(L, steps - u0);
+    const int t_lo = reverse ? steps - u0 - Lk : u0;  // lowest time index of the chunk
+    const int slotsA = inv ? 1 : Lk;
+
+    T* sA = reinterpret_cast<T*>(lb_smem);
+    T* sb = sA + (inv ? 1 : L) * NN;
+    T* gbuf = sb + L * N;
+    T* qbuf = gbuf + W * 2 * MT;
+    T* sh = qbuf + 2 * MT;
+    auto flag = [&](long long p) { return reinterpret_cast<unsigned*>(ws + 16 + p * rec_bytes); };
+    auto payload = [&](long long p) { return reinterpret_cast<T*>(ws + 32 + p * rec_bytes); };
+
+    // 1. staging
+    const T* Ag = A + li * a_lane + (inv ? 0ll : (long long)t_lo * n * n);
+    const T* Bg = B + (li * steps + t_lo) * (long long)n;
+    if (fast) {
+        const int ua = slotsA * NN / V, ub = Lk * N / V;
+        for (int u = tid; u < ua; u += NT) lb_cp<16>(sA + u * V, Ag + u * V);
+        for (int u = tid; u < ub; u += NT) lb_cp<16>(sb + u * V, Bg + u * V);
+    } else {
+        for (int e = tid; e < slotsA * NN; e += NT) {
+            const int m = e / NN, rem = e - m * NN, i = rem / N, kk = rem - i * N;
+            if (i < n && kk < n) lb_cp<int(sizeof(T))>(sA + e, Ag + ((long long)m * n + i) * n + kk);
+            else sA[e] = T(0);
+        }
+        for (int e = tid; e < Lk * N; e += NT) {
+            const int m = e / N, i = e - m * N;
+            if (i < n) lb_cp<int(sizeof(T))>(sb + e, Bg + (long long)m * n + i);
+            else sb[e] = T(0);
+        }
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    __syncthreads();
+    mark(1);
+
+    // processing step s (0 .. Lk-1) -> staged slot
+    auto slot = [&](int s) { return reverse ? Lk - 1 - s : s; };
+    const int Ls = (Lk + W - 1) / W;
+    const int s0 = min(w * Ls, Lk), s1 = min(s0 + Ls, Lk);
+    T* mb = gbuf + w * 2 * MT;
+    const T* q = nullptr;  // the chunk's aggregate (Mt layout), C > 1
+
+    if (C > 1) {
+        // 2. the sub-chunk's map
+        int cur = 0;
+        if (s0 < s1) {
+            const int m = slot(s0);
+            const T* Ar = sA + (inv ? 0 : m) * NN;
+            for (int e = lane; e < NN; e += 32) {
+                const int j = e / N, i = e - j * N;
+                mb[j * SM + i] = Ar[i * N + j];
+            }
+            if (lane < N) mb[N * SM + lane] = sb[m * N + lane];
+            __syncwarp();
+            for (int s = s0 + 1; s < s1; ++s) {
+                const int ms = slot(s);
+                lb_product<T, N>(sA + (inv ? 0 : ms) * NN, sb + ms * N, mb + cur * MT, mb + (1 - cur) * MT, lane);
+                __syncwarp();
+                cur ^= 1;
+            }
+        } else {
+            for (int e = lane; e < (N + 1) * N; e += 32) {
+                const int j = e / N, i = e - j * N;
+                mb[j * SM + i] = (i == j) ? T(1) : T(0);
+            }
+            __syncwarp();
+        }
+        const T* mc = mb + cur * MT;
+        T* rm = mb + (1 - cur) * MT;  // the same map row-major: rows of P, then e
+        bool bad = false;
+        for (int e = lane; e < (N + 1) * N; e += 32) {
+            const int j = e / N, i = e - j * N;
+            const T x = mc[j * SM + i];
+            bad |= !lb_finite(x);
+            if (j < N) rm[i * N + j] = x;
+            else rm[NN + i] = x;
+        }
+        if (__any_sync(0xffffffffu, bad) && lane == 0) s_bad = 1;
+        if (lane == 0) s_cur[w] = cur;
+        __syncthreads();
+
+        mark(2);
+        // 3. the chunk's aggregate: warp 0 composes the sub-chunk maps in order
+        q = W == 1 ? gbuf + s_cur[0] * MT : qbuf + ((W - 2) & 1) * MT;
+        if (w == 0 && W > 1) {
+            const T* qi = gbuf + s_cur[0] * MT;
+            for (int g = 1; g < W; ++g) {
+                const T* rg = gbuf + g * 2 * MT + (1 - s_cur[g]) * MT;
+                T* qo = qbuf + ((g - 1) & 1) * MT;
+                lb_product<T, N>(rg, rg + NN, qi, qo, lane);
+                __syncwarp();
+                qi = qo;
+            }
+            bool qbad = false;
+            for (int e = lane; e < (N + 1) * N; e += 32) qbad |= !lb_finite(q[(e / N) * SM + e % N]);
+            if (__any_sync(0xffffffffu, qbad) && lane == 0) s_bad = 1;
+        }
+        __syncthreads();
+        if (k > 0 && !s_bad) {  // publish the aggregate (16-byte L2 stores, then the flag)
+            T* pg = payload(id);
+            for (int u = tid; u < AGG / V; u += NT) {
+                const int e = u * V, j = e / N, i = e - j * N;
+                __stcg(reinterpret_cast<uint4*>(pg + e), *reinterpret_cast<const uint4*>(q + j * SM + i));
+            }
+            __threadfence();
+            __syncthreads();
+            if (tid == 0) lb_flag_put(flag(id), (epoch << 2) | LB_A);
+        }
+        mark(3);
+    } else if (tid == 0) {
+        s_bad = 1;  // a single chunk: the loop itself
+    }
+
+    // 4. entering state, in warp 0's state buffer sh[0 .. N)
+    T* hs = sh;
+    if (k == 0) {
+        if (tid < N) hs[tid] = (has_h0 && tid < n) ? h0[li * n + tid] : T(0);
+    } else {
+        if (w == 0) {
+            int found = -1;
+            unsigned polls = 0;
+            while (found < 0) {
+                if (++polls > LB_SPIN_LIMIT) __trap();
+                const int j = lane;
+                int st = LB_X;
+                if (j < k) {
+                    const unsigned f = lb_flag_get(flag(id - 1 - j));
+                    st = (f >> 2) == epoch ? int(f & 3u) : LB_X;
+                }
+                const unsigned live = j < k ? 1u : 0u;
+                const unsigned pm = __ballot_sync(0xffffffffu, live && st == LB_P);
+                const unsigned xm = __ballot_sync(0xffffffffu, live && st == LB_X);
+                if (pm) {
+                    const int f0 = __ffs(pm) - 1;
+                    if (!(xm & ((1u << f0) - 1u))) found = f0;  // no gap before the P
+                }
+            }
+            if (lane < N) hs[lane] = lb_ldcg(payload(id - 1 - found) + AGG + lane);
+            if (lane == 0) s_found = found;
+        }
+        __syncthreads();
+        mark(4);
+        if (dg && tid == 0) dg[8] = s_found;
+        int hc = 0;
+        if (lbmode == 1) {
+            // warp 0 alone, the aggregates read from L2 straight into registers, D maps in flight
+            using Gm = LbGeom<T, N>;
+            constexpr int D = Gm::D;
+            if (w == 0) {
+                T c[D][Gm::JP], e[D];
+                const int top = s_found - 1;
+                #pragma unroll
+                for (int d = 0; d < D; ++d) {
+                    if (top - d >= 0) lb_take<T, N, true>(payload(id - 1 - (top - d)), N, lane, c[d], e[d]);
+                }
+                for (int base = top; base >= 0; base -= D) {
+                    #pragma unroll
+                    for (int d = 0; d < D; ++d) {
+                        const int idx = base - d;
+                        if (idx >= 0) {
+                            const T y = lb_apply_regs<T, N>(c[d], e[d], hs + hc * N, lane);
+                            if (lane < N) hs[(1 - hc) * N + lane] = y;
+                            if (idx - D >= 0) lb_take<T, N, true>(payload(id - 1 - (idx - D)), N, lane, c[d], e[d]);
+                            __syncwarp();
+                            hc ^= 1;
+                        }
+                    }
+                }
+            }
+        }
+        // the aggregates of tiles found-1 ... 0 back, in batches, into the maps no longer needed
+        const int nslots = W == 1 ? 2 : W + 1;
+        auto slot_ptr = [&](int i) -> T* {
+            if (W == 1) return qbuf + i * MT;
+            return i < W ? gbuf + i * 2 * MT + s_cur[i] * MT : qbuf + ((W - 1) & 1) * MT;
+        };
+        for (int j = lbmode == 1 ? -1 : s_found - 1; j >= 0;) {
+            const int nb = min(nslots, j + 1);
+            constexpr int U = AGG / V;
+            for (int e = tid; e < nb * U; e += NT) {
+                const int i = e / U, u = e - i * U;
+                const uint4* src = reinterpret_cast<const uint4*>(payload(id - 1 - (j - i))) + u;
+                reinterpret_cast<uint4*>(slot_ptr(i))[u] = __ldcg(src);
+            }
+            __syncthreads();
+            if (w == 0) {
+                for (int i = 0; i < nb; ++i) {
+                    T c[LbGeom<T, N>::JP], e;
+                    lb_take<T, N, false>(slot_ptr(i), N, lane, c, e);
+                    const T y = lb_apply_regs<T, N>(c, e, hs + hc * N, lane);
+                    if (lane < N) hs[(1 - hc) * N + lane] = y;
+                    __syncwarp();
+                    hc ^= 1;
+                }
+            }
+            j -= nb;
+            __syncthreads();
+        }
+        if (w == 0) {
+            T h = lane < N ? hs[hc * N + lane] : T(0);
+            if (__any_sync(0xffffffffu, !lb_finite(h))) {
+                // a non-finite state: only tile k-1's own (replayed) state is the loop's
+                if (lane == 0) {
+                    unsigned f, polls = 0;
+                    do {
+                        if (++polls > LB_SPIN_LIMIT) __trap();
+                        f = lb_flag_get(flag(id - 1));
+                    } while ((f >> 2) != epoch || (f & 3u) != LB_P);
+                }
+                __syncwarp();
+                h = lane < N ? lb_ldcg(payload(id - 1) + AGG + lane) : T(0);
+            }
+            __syncwarp();
+            if (lane < N) hs[lane] = h;
+            __syncwarp();
+        }
+    }
+
+    __syncthreads();
+    mark(5);
+
+    // 5. the chunk's end state; 6. entering states of the sub-chunks
+    int published = 0;  // (warp 0) whether this tile's P is out
+    if (w == 0) {
+        int slow = s_bad;
+        if (!slow) {
+            const bool hb = lane < N && !lb_finite(hs[lane]);
+            slow = __any_sync(0xffffffffu, hb);
+        }
+        if (!slow) {
+            T c[LbGeom<T, N>::JP], e;
+            lb_take<T, N, false>(q, SM, lane, c, e);
+            const T he = lb_apply_regs<T, N>(c, e, hs, lane);
+            slow = __any_sync(0xffffffffu, !lb_finite(he));
+            if (!slow && k + 1 < C) {
+                if (lane < N) lb_stcg(payload(id) + AGG + lane, he);
+                __threadfence();
+                __syncwarp();
+                if (lane == 0) lb_flag_put(flag(id), (epoch << 2) | LB_P);
+                published = 1;
+            }
+        }
+        if (!slow) {
+            // sub-chunk g enters with M_{g-1}(s_{g-1}), into warp g's state buffer
+            for (int g = 1; g < W; ++g) {
+                const T* rg = gbuf + (g - 1) * 2 * MT + (1 - s_cur[g - 1]) * MT;
+                const T* xin = sh + (g - 1) * 2 * N;
+                T y = T(0);
+                if (lane < N) {
+                    y = lb_rowdot<T, N>(rg + lane * N, xin, rg[NN + lane]);
+                    sh[g * 2 * N + lane] = y;
+                }
+                slow |= __any_sync(0xffffffffu, !lb_finite(y));
+                __syncwarp();
+            }
+        }
+        if (lane == 0) s_slow = slow;
+    }
+    __syncthreads();
+    mark(6);
+
+    // the steps from an entering state (warp `w`, state in hb[0 .. N)), h written over b
+    auto rerun = [&](int a, int z, T* hb) {
+        int cur = 0;
+        for (int s = a; s < z; ++s) {
+            const int m = slot(s);
+            if (lane < N) {
+                T y = lb_rowdot<T, N>(sA + (inv ? 0 : m) * NN + lane * N, hb + cur * N, sb[m * N + lane]);
+                if (lane >= n) y = T(0);  // padding stays zero (0 * inf would spread NaN)
+                sb[m * N + lane] = y;
+                hb[(1 - cur) * N + lane] = y;
+            }
+            __syncwarp();
+            cur ^= 1;
+        }
+        return cur;
+    };
+    if (!s_slow) {
+        rerun(s0, s1, sh + w * 2 * N);
+    } else if (w == 0) {
+        const int cur = rerun(0, Lk, sh);
+        if (k + 1 < C && !published) {  // (an entering state of a sub-chunk overflowed after Q h_in was out)  // publish the loop's own end state
+            if (lane < N) lb_stcg(payload(id) + AGG + lane, sh[cur * N + lane]);
+            __threadfence();
+            __syncwarp();
+            if (lane == 0) lb_flag_put(flag(id), (epoch << 2) | LB_P);
+        }
+    }
+    __syncthreads();
+
+    // 7. the chunk's h
+    T* Hg = H + (li * steps + t_lo) * (long long)n;
+    if (fast) {
+        const int ub = Lk * N / V;
+        for (int u = tid; u < ub; u += NT)
+            reinterpret_cast<uint4*>(Hg)[u] = reinterpret_cast<const uint4*>(sb)[u];
+    } else {
+        for (int e = tid; e < Lk * N; e += NT) {
+            const int m = e / N, i = e - m * N;
+            if (i < n) Hg[(long long)m * n + i] = sb[e];
+        }
+    }
+    if (dg && tid == 0) {
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        dg[9] = smid;
+        dg[7] = lb_clock();
+    }
+}
