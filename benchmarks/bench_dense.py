@@ -387,7 +387,7 @@ def chunked_cases(A, b, n, log):
 
 
 #: lookback method variants timed at the target shapes: (L, W), None = the default
-LOOKBACK_VARIANTS = {16: [(16, 2), (16, 4), (32, 2), (32, 8), (64, 4), (64, 8)], 64: []}
+LOOKBACK_VARIANTS = {16: [(16, 1), (32, 1), (32, 4), (64, 2), (64, 4)], 64: []}
 
 
 def with_lookback(L, W, fn):

@@ -123,6 +123,12 @@ DENSE_PREFIX_MAX_WORK = 12 * 2**29
 #: smaller buckets; n = 64: 9.0e9). Only where it was measured or between: 16 <= n <= 64, at least
 #: DENSE_CHUNK_MIN_LANES lanes and DENSE_CHUNK_MIN_T steps (one lane, small n and n = 128 not timed).
 DENSE_CHUNK_FMA_PER_MS = {4: 2.8e9, 16: 2.8e9, 32: 2.8e9, 64: 9.0e9}
+#: Where ``chunked`` would be chosen, ``lookback`` (the same chunk products, one launch) instead for
+#: n <= DENSE_LOOKBACK_MAX_N: H200, 2026-11-21 10:36 UTC (METHOD=lookback tools/gpu_dense_chunked.sh;
+#: benchmarks/results/dense_lookback_2026-11-21.md), (B, T, n) = (64, 1024, 16) float32: lookback
+#: 0.136 ms against chunked 0.180 and sequential 0.404. Only n = 16 was timed against chunked
+#: (n = 32: lookback 0.82 ms at (8, 4096, 32) with chunks of 8 steps, chunked not timed there).
+DENSE_LOOKBACK_MAX_N = 16
 DENSE_CHUNK_N = (16, 64)
 DENSE_CHUNK_MIN_LANES = 8
 DENSE_CHUNK_MIN_T = 1024
@@ -143,7 +149,7 @@ def cupy_dense_auto_method(problem):
             chunk_ms = (DENSE_FIXED_MS + 2 * T**0.5 * DENSE_STEP_US[bucket] / 1e3
                         + lanes * T * n**3 / DENSE_CHUNK_FMA_PER_MS[bucket])
             if chunk_ms < seq_ms and chunk_ms <= alt_ms:
-                return "chunked"
+                return "lookback" if n <= DENSE_LOOKBACK_MAX_N else "chunked"
         if seq_ms <= alt_ms:
             return "sequential"
     if lanes == 1 and T * n**3 * max(1, T.bit_length() - 1) <= DENSE_PREFIX_MAX_WORK:

@@ -66,9 +66,9 @@ if METHOD == "lookback":
         A = (rs.standard_normal((B, 1 if inv else T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))).astype(cupy.float32)
         b = rs.standard_normal((B, T, n), dtype=cupy.float32)
         out = cupy.empty_like(b)
-        variants = [(None, None, 1), (None, None, 0), (32, 2, 1), (64, 4, 1), (64, 8, 1), (16, 4, 1)]
-        for L, W, mode in variants if n == 16 and not inv else variants[:2]:
-            cd.LOOKBACK_L, cd.LOOKBACK_W, cd.LOOKBACK_MODE = L, W, mode
+        variants = [(None, None), (32, 1), (32, 4), (64, 2), (64, 4), (16, 2)]
+        for L, W in variants if n == 16 and not inv else variants[:1]:
+            cd.LOOKBACK_L, cd.LOOKBACK_W = L, W
             try:
                 f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="lookback", out=out)
                 for _ in range(3):
@@ -87,7 +87,7 @@ if METHOD == "lookback":
                 per = (time.perf_counter() - t0) / reps * 1e6
                 key = [k for k in cd._lb_plans if k[3] == b.shape and k[6] == L and k[7] == W][-1]
                 p = cd._lb_plans[key]
-                print(f"lookback (B={B}, T={T}, n={n}, A {'invariant' if inv else 'varying'}) L={p[10]} W={p[3] // 32} mode={mode}: "
+                print(f"lookback (B={B}, T={T}, n={n}, A {'invariant' if inv else 'varying'}) L={p[10]} W={p[3] // 32}: "
                       f"{np.median(ts):.1f} us per call (events, median of 20, min {min(ts):.1f}); host {issued:.1f} us "
                       f"issued, {per:.1f} us back-to-back; grid {p[2]} block {p[3]} smem {p[1]} regs {p[0].num_regs}")
             except Exception as e:  # noqa: BLE001
@@ -102,14 +102,13 @@ if METHOD == "lookback":
                 t0 = d[:, 0].min()
                 ph = np.diff(d[:, [0, 1, 2, 3, 4, 5, 6, 7]], axis=1) / 1e3
                 names = ["stage", "maps", "agg+publish", "poll", "apply", "hend+chain", "rerun+store"]
-                print(f"  diag mode={mode}: makespan {(d[:, 7].max() - t0) / 1e3:.1f} us; tile start median "
+                print(f"  diag: makespan {(d[:, 7].max() - t0) / 1e3:.1f} us; tile start median "
                       f"{np.median(d[:, 0] - t0) / 1e3:.1f} max {(d[:, 0].max() - t0) / 1e3:.1f} us; tile life median "
                       f"{np.median(d[:, 7] - d[:, 0]) / 1e3:.1f} us; look-back depth median {np.median(d[:, 8]):.0f} "
                       f"max {d[:, 8].max():.0f}; SMs {len(np.unique(d[:, 9]))}")
                 print("  phase us median/p90: " + ", ".join(f"{nm} {np.median(ph[:, i]):.2f}/{np.percentile(ph[:, i], 90):.2f}"
                                                           for i, nm in enumerate(names)))
     cd.LOOKBACK_L = cd.LOOKBACK_W = None
-    cd.LOOKBACK_MODE = 1
     raise SystemExit(0)
 # per-pass GPU time (events between the three launches), the plans, and host time per call
 for B, T, n, inv in ((64, 1024, 16, False), (8, 4096, 64, False), (64, 1024, 16, True)):

@@ -618,9 +618,6 @@ def chunked(A, b, h0, dt, reverse, out):
 LOOKBACK_L = None
 LOOKBACK_W = None
 _LB_WS = (1, 2, 4, 8)
-#: How a tile applies its predecessors' aggregates: 1 warp 0 reads them from L2 into registers,
-#: several in flight; 0 the block copies them to shared memory in batches, then warp 0 applies them.
-LOOKBACK_MODE = 1
 #: Benchmarks only: a CuPy int64 array of 10 per tile (phase timestamps, look-back depth, SM) or None.
 LOOKBACK_DIAG = None
 #: n (padded to N, a power of two >= 4) up to which :func:`lookback` runs; complex128 up to 16
@@ -635,31 +632,43 @@ def _lb_pad(dt, n):
     return N if N <= top else None
 
 
+def _lb_groups(N, W):
+    """Sub-chunks per block: a product per 16 threads for N <= 16, per warp for N = 32 (``LbGeom::GT``)."""
+    return W * (2 if N <= 16 else 1)
+
+
 def _lb_smem(dt, N, L, W, inv):
     """Dynamic shared memory bytes of ``dense_lookback`` (the layout in dense_lookback.cu)."""
     V = max(1, 16 // dt.itemsize)
     MT = (N + 1) * (N + V)
-    return ((1 if inv else L) * N * N + L * N + (W + 1) * 2 * MT + W * 2 * N) * dt.itemsize
+    NG = _lb_groups(N, W)
+    return ((1 if inv else L) * N * N + L * N + (NG + 1) * 2 * MT + NG * 2 * N) * dt.itemsize
 
 
 def lookback_shape(dt, n, T, inv=False):
     """``(L, W)`` of :func:`lookback` for ``T`` steps: ``LOOKBACK_L``/``LOOKBACK_W`` when set.
 
-    Default: chunks of a power of two steps <= ``sqrt(T)`` (at least 8), a warp per 8 of them (1 to 4),
-    halved until the block's shared memory fits a quarter of the opt-in limit (several blocks
-    per SM hide each other's latency); None where even 4 steps do not fit.
+    Default: chunks of a power of two steps <= ``sqrt(T)`` (at least 8), a sub-chunk of 8 steps
+    per product group (16 threads for n <= 16, a warp above; 1 to 4 warps), halved until the
+    block's shared memory fits a quarter of the opt-in limit (several blocks per SM hide each
+    other's latency); None where even 4 steps do not fit.
     """
     dt = np.dtype(dt)
     N = _lb_pad(dt, n)
     if N is None:
         return None
     optin, _ = _device_limits()
+    per_warp = 2 if N <= 16 else 1
+
+    def warps(L):
+        return LOOKBACK_W or min(4, max(1, L // 8 // per_warp))
+
     L = LOOKBACK_L or max(8, 1 << ((max(T, 2) - 1).bit_length() // 2))
-    W = LOOKBACK_W or min(4, max(1, L // 8))
+    W = warps(L)
     budget = optin if LOOKBACK_L else max(optin // 4, 48 * 1024)
     while L > 4 and _lb_smem(dt, N, L, W, inv) > budget:
         L //= 2
-        W = LOOKBACK_W or min(4, max(1, L // 8))
+        W = warps(L)
     if _lb_smem(dt, N, L, W, inv) > optin:
         return None
     return L, W
@@ -686,7 +695,8 @@ def lookback(A, b, h0, dt, reverse, out):
     A block per (lane, chunk of ``L`` steps) stages the chunk's ``A[t]`` and
     ``b[t]`` in shared memory, computes the chunk's affine map ``(P_c, e_c)``
     (``P_c`` the product of its ``A[t]``, ``e_c`` its end state from zero:
-    ``W`` warps on sub-chunks, then composed), publishes it, finds its entering
+    groups of 16 threads (a warp for ``n > 16``) on sub-chunks, then composed),
+    publishes it, finds its entering
     state by a decoupled look-back over its predecessors' published maps and
     states (Merrill & Garland 2016, NVR-2016-002; matvecs only), publishes its
     end state and reruns its steps from shared memory, writing ``h``: ``A`` is
@@ -734,7 +744,7 @@ def lookback(A, b, h0, dt, reverse, out):
     else:
         h2 = B2  # never read
     head = (A2, a_lane, inv, B2, H, h2, _ONE if h0 is not None else _ZERO) + tail
-    extra = (_MODES[LOOKBACK_MODE], _NULL if LOOKBACK_DIAG is None else LOOKBACK_DIAG)
+    extra = (_NULL if LOOKBACK_DIAG is None else LOOKBACK_DIAG,)
     if C > 1:
         from ._cupy_scan import _workspace
 
@@ -751,7 +761,6 @@ def lookback(A, b, h0, dt, reverse, out):
 
 
 _ONE, _ZERO = np.int32(1), np.int32(0)
-_MODES = (_ZERO, _ONE)
 _NULL = np.uint64(0)  # a null pointer argument
 _lb_plans: dict = {}
 

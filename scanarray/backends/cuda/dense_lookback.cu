@@ -5,19 +5,20 @@
 // counter (so a tile only waits on tiles that already started, whatever the block scheduling).
 //   1. The block stages its chunk's A[t] (L x N x N, zero-padded to N = the next power of two
 //      >= max(n, 4)) and b[t] in shared memory with cp.async (16-byte copies where n == N).
-//   2. Warp g takes sub-chunk g (about L / W steps) and computes its affine map M_g = [P_g | e_g]
-//      (P_g the product of its A[t], e_g its end state from zero): one N x (N + 1) product per
-//      step, each thread an RI x RJ register tile (plus one row of e), k in 16-byte pieces.
-//   3. Warp 0 composes the W maps into the chunk's aggregate Q = M_{W-1} o ... o M_0 and the
+//   2. Group g (16 threads for N <= 16, a warp for N = 32; NG groups) takes sub-chunk g (about
+//      L / NG steps) and computes its affine map M_g = [P_g | e_g] (P_g the product of its A[t],
+//      e_g its end state from zero): one N x (N + 1) product per step, each thread an RI x RJ
+//      register tile plus one row of e, k in 16-byte pieces.
+//   3. Group 0 composes the NG maps into the chunk's aggregate Q = M_{NG-1} o ... o M_0 and the
 //      block publishes it (status A) unless it is non-finite.
 //   4. Decoupled look-back (Merrill & Garland, NVR-2016-002; the status words carry the call's
 //      epoch as scan.cuh's do, so the workspace is never cleared): warp 0 polls the flags of the
 //      32 nearest predecessors until one shows its inclusive state (P) with no empty status
-//      before it; the block copies the aggregates in between to shared memory in batches and
-//      warp 0 applies them in order (matvecs only) to that state: the entering state h_in.
+//      before it, then applies the aggregates in between in order (matvecs only, read from L2
+//      into registers several maps ahead) to that state: the entering state h_in.
 //   5. h_end = Q h_in is published (status P) by the same function successors use to apply Q,
 //      so every tile's entering state is bit-identical whichever P its look-back found.
-//   6. Warp 0 carries h_in through the sub-chunk maps (W - 1 matvecs) and every warp reruns
+//   6. Warp 0 carries h_in through the sub-chunk maps (NG - 1 matvecs) and every group reruns
 //      its sub-chunk's steps from its entering state out of shared memory, writing h into the
 //      staged b (each b[t] is read once, by the thread that overwrites it); the block then
 //      stores the chunk's h with coalesced copies.
@@ -151,31 +152,57 @@ __device__ __forceinline__ unsigned lb_flag_get(const unsigned* p) {
 
 // ------------------------------------------------------------------ geometry
 // An affine map [P | e] is kept transposed ("Mt"): row j < N holds column j of P, row N holds e,
-// rows SM elements apart (N plus 16 bytes: conflict-free 16-byte reads of 8 consecutive rows).
-// The product of one step is split over a warp: thread (ri, cj) owns rows ri*RI .. ri*RI+RI-1 of
-// columns cj, cj + NCJ, ..., and threads cj < RI also row ri*RI + cj of e.
+// rows SM elements apart (N plus 16 bytes: conflict-free 16-byte reads of consecutive rows).
+// A group of GT threads (16 for N <= 16: two groups per warp; a warp for N = 32) computes one
+// product per step: thread (ri, cj) owns rows ri*RI .. ri*RI+RI-1 of columns cj, cj + NCJ, ...
+// and, where cj < RI, row ri*RI + cj of e. The products are bound by shared-memory wavefronts
+// (measured on the H200: a warp per product with 4 x 2 tiles spent 8 of a tile's 24 us there), so
+// the tiles are as large as the registers allow: 4 x 4 at N = 16, 4 x 8 at N = 32.
 template<typename T, int N>
 struct LbGeom {
     static constexpr int V = sizeof(T) >= 16 ? 1 : 16 / int(sizeof(T));  // elements per 16 bytes
     static constexpr int RI = N == 4 ? 1 : (N == 8 ? 2 : 4);
     static constexpr int NRI = N / RI;
-    static constexpr int NCJ = (32 / NRI) < N ? (32 / NRI) : N;
+    static constexpr int NCJ = N == 32 ? 4 : (N == 4 ? 4 : 4);
     static constexpr int RJ = N / NCJ;
+    static constexpr int GT = NRI * NCJ <= 16 ? 16 : 32;  // threads per group
     static constexpr int SM = N + V;
     static constexpr int MT = (N + 1) * SM;  // one map, Mt layout, in shared memory
     static constexpr int AGG = (N + 1) * N;  // one map as published (rows N apart)
     static constexpr int NN = N * N;
-    // Applying a map from registers (look-back): thread (part p = lane / N, row r = lane % N)
-    // holds P[r][j] for its JP columns j = p*JP ... (p+1)*JP-1, part 0 also e[r]; D maps in flight.
-    static constexpr int NP = 32 / N;
+    // Applying a map from registers (look-back, warp 0): thread (part p = lane / N, row r =
+    // lane % N) holds P[r][j] for its JP columns j = p*JP ... (p+1)*JP-1, part 0 also e[r];
+    // D maps in flight (loads from L2 overlap the chain of matvecs).
     static constexpr int JP = (N * N / 32) > 0 ? N * N / 32 : 1;
     static constexpr int NPA = N / JP;  // parts with columns (N = 4: 4 of 8)
     static constexpr int RA = (JP + 1) * int(sizeof(T)) / 4;  // registers per map
     static constexpr int D = RA <= 10 ? 4 : (RA <= 20 ? 3 : (RA <= 40 ? 2 : 1));
-    static_assert(NRI * NCJ <= 32 && NCJ >= RI && N % V == 0, "tile geometry");
+    static_assert(NRI * NCJ <= GT && NCJ >= RI && N % V == 0 && N % NCJ == 0, "tile geometry");
 };
 
-// Mout = Ar Min + [0 | bias]: Ar row-major N x N (rows N apart), Min/Mout in Mt layout.
+// Mask of the group of `lane` (its half-warp, or the warp).
+template<int GT>
+__device__ __forceinline__ unsigned lb_gmask(int lane) {
+    return GT == 32 ? 0xffffffffu : (0xffffu << (lane & 16));
+}
+
+template<typename T, int K>
+__device__ __forceinline__ void lb_st(T* dst, const T (&src)[K]) {
+    if constexpr ((K * sizeof(T)) % 16 == 0) {
+        #pragma unroll
+        for (int i = 0; i < int(K * sizeof(T) / 16); ++i) {
+            uint4 raw;
+            memcpy(&raw, reinterpret_cast<const char*>(src) + 16 * i, 16);
+            reinterpret_cast<uint4*>(dst)[i] = raw;
+        }
+    } else {
+        #pragma unroll
+        for (int k = 0; k < K; ++k) dst[k] = src[k];
+    }
+}
+
+// Mout = Ar Min + [0 | bias] by one group (g = thread in group): Ar row-major N x N (rows N
+// apart), Min/Mout in Mt layout.
 template<typename T, int N>
 __device__ __forceinline__ void lb_product(const T* Ar, const T* bias, const T* Min, T* Mout, int g) {
     using G = LbGeom<T, N>;
@@ -183,42 +210,41 @@ __device__ __forceinline__ void lb_product(const T* Ar, const T* bias, const T* 
     const int ri = g / NCJ, cj = g - ri * NCJ;
     if (ri >= NRI) return;
     const bool et = cj < RI;
-    T acc[RI][RJ], ae[V];
+    T acc[RJ][RI], ae[V];
     #pragma unroll
-    for (int r = 0; r < RI; ++r) {
+    for (int c = 0; c < RJ; ++c) {
         #pragma unroll
-        for (int c = 0; c < RJ; ++c) acc[r][c] = T(0);
+        for (int r = 0; r < RI; ++r) acc[c][r] = T(0);
     }
     #pragma unroll
     for (int v = 0; v < V; ++v) ae[v] = T(0);
     #pragma unroll
     for (int k0 = 0; k0 < N; k0 += V) {
-        T a[RI][V], m[RJ][V];
+        T a[RI][V], m[RJ][V], y[V];
         #pragma unroll
         for (int r = 0; r < RI; ++r) lb_ld<T, V>(a[r], Ar + (ri * RI + r) * N + k0);
         #pragma unroll
         for (int c = 0; c < RJ; ++c) lb_ld<T, V>(m[c], Min + (cj + c * NCJ) * SM + k0);
+        lb_ld<T, V>(y, Min + N * SM + k0);
         #pragma unroll
         for (int v = 0; v < V; ++v) {
             #pragma unroll
-            for (int r = 0; r < RI; ++r) {
+            for (int c = 0; c < RJ; ++c) {
                 #pragma unroll
-                for (int c = 0; c < RJ; ++c) acc[r][c] = lb_fma(a[r][v], m[c][v], acc[r][c]);
+                for (int r = 0; r < RI; ++r) acc[c][r] = lb_fma(a[r][v], m[c][v], acc[c][r]);
             }
         }
-        if (et) {
-            T x[V], y[V];
-            lb_ld<T, V>(x, Ar + (ri * RI + cj) * N + k0);
-            lb_ld<T, V>(y, Min + N * SM + k0);
+        // e: row ri*RI + cj of A is one of this thread's rows (selected, not loaded again)
+        #pragma unroll
+        for (int v = 0; v < V; ++v) {
+            T x = a[0][v];
             #pragma unroll
-            for (int v = 0; v < V; ++v) ae[v] = lb_fma(x[v], y[v], ae[v]);
+            for (int r = 1; r < RI; ++r) x = (cj == r) ? a[r][v] : x;
+            ae[v] = lb_fma(x, y[v], ae[v]);
         }
     }
     #pragma unroll
-    for (int c = 0; c < RJ; ++c) {
-        #pragma unroll
-        for (int r = 0; r < RI; ++r) Mout[(cj + c * NCJ) * SM + ri * RI + r] = acc[r][c];
-    }
+    for (int c = 0; c < RJ; ++c) lb_st<T, RI>(Mout + (cj + c * NCJ) * SM + ri * RI, acc[c]);
     if (et) {
         T s = bias[ri * RI + cj];
         #pragma unroll
@@ -274,24 +300,26 @@ __device__ __forceinline__ T lb_rowdot(const T* Arow, const T* x, T init) {
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-// Shared memory (elements of T, in this order): A (inv ? 1 : L) x N x N, b/h L x N, per warp two
-// maps (2 MT), two maps for the composition (2 MT), per warp a state double buffer (2 N).
+// Shared memory (elements of T, in this order): A (inv ? 1 : L) x N x N, b/h L x N, per group two
+// maps (2 MT), two maps for the composition (2 MT), per group a state double buffer (2 N).
 // Workspace: 16-byte counter, then per tile a 16-byte status word and AGG + N elements (the
 // aggregate in published layout, then the inclusive state).
 template<typename T, int N, int W>
 __global__ void __launch_bounds__(32 * W)
 dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __restrict__ B, T* __restrict__ H,
                const T* __restrict__ h0, int has_h0, int steps, int n, int L, int C, int reverse, int fast,
-               char* ws, unsigned long long ctr_base, unsigned epoch, long long rec_bytes, int lbmode,
-               long long* diag) {
+               char* ws, unsigned long long ctr_base, unsigned epoch, long long rec_bytes, long long* diag) {
     using G = LbGeom<T, N>;
-    constexpr int V = G::V, SM = G::SM, MT = G::MT, AGG = G::AGG, NN = G::NN, NT = 32 * W;
+    constexpr int V = G::V, SM = G::SM, MT = G::MT, AGG = G::AGG, NN = G::NN, NT = 32 * W, GT = G::GT;
+    constexpr int NG = NT / GT;  // groups (sub-chunks) per block
     extern __shared__ __align__(16) unsigned char lb_smem[];
     __shared__ long long s_id;
     __shared__ int s_found, s_bad, s_slow;
-    __shared__ int s_cur[W];
+    __shared__ int s_cur[NG];
 
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    const int gi = tid / GT, gl = tid - gi * GT;  // group, thread in group
+    const unsigned gmask = lb_gmask<GT>(lane);
     if (tid == 0) {
         s_bad = 0;
         if (C > 1) s_id = (long long)(atomicAdd(reinterpret_cast<unsigned long long*>(ws), 1ull) - ctr_base);
@@ -314,7 +342,7 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
     T* sA = reinterpret_cast<T*>(lb_smem);
     T* sb = sA + (inv ? 1 : L) * NN;
     T* gbuf = sb + L * N;
-    T* qbuf = gbuf + W * 2 * MT;
+    T* qbuf = gbuf + NG * 2 * MT;
     T* sh = qbuf + 2 * MT;
     auto flag = [&](long long p) { return reinterpret_cast<unsigned*>(ws + 16 + p * rec_bytes); };
     auto payload = [&](long long p) { return reinterpret_cast<T*>(ws + 32 + p * rec_bytes); };
@@ -345,65 +373,65 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
 
     // processing step s (0 .. Lk-1) -> staged slot
     auto slot = [&](int s) { return reverse ? Lk - 1 - s : s; };
-    const int Ls = (Lk + W - 1) / W;
-    const int s0 = min(w * Ls, Lk), s1 = min(s0 + Ls, Lk);
-    T* mb = gbuf + w * 2 * MT;
+    const int Ls = (Lk + NG - 1) / NG;
+    const int s0 = min(gi * Ls, Lk), s1 = min(s0 + Ls, Lk);
+    T* mb = gbuf + gi * 2 * MT;
     const T* q = nullptr;  // the chunk's aggregate (Mt layout), C > 1
 
     if (C > 1) {
-        // 2. the sub-chunk's map
+        // 2. the sub-chunk's map, by its group
         int cur = 0;
         if (s0 < s1) {
             const int m = slot(s0);
             const T* Ar = sA + (inv ? 0 : m) * NN;
-            for (int e = lane; e < NN; e += 32) {
+            for (int e = gl; e < NN; e += GT) {
                 const int j = e / N, i = e - j * N;
                 mb[j * SM + i] = Ar[i * N + j];
             }
-            if (lane < N) mb[N * SM + lane] = sb[m * N + lane];
-            __syncwarp();
+            if (gl < N) mb[N * SM + gl] = sb[m * N + gl];
+            __syncwarp(gmask);
             for (int s = s0 + 1; s < s1; ++s) {
                 const int ms = slot(s);
-                lb_product<T, N>(sA + (inv ? 0 : ms) * NN, sb + ms * N, mb + cur * MT, mb + (1 - cur) * MT, lane);
-                __syncwarp();
+                lb_product<T, N>(sA + (inv ? 0 : ms) * NN, sb + ms * N, mb + cur * MT, mb + (1 - cur) * MT, gl);
+                __syncwarp(gmask);
                 cur ^= 1;
             }
         } else {
-            for (int e = lane; e < (N + 1) * N; e += 32) {
+            for (int e = gl; e < (N + 1) * N; e += GT) {
                 const int j = e / N, i = e - j * N;
                 mb[j * SM + i] = (i == j) ? T(1) : T(0);
             }
-            __syncwarp();
+            __syncwarp(gmask);
         }
         const T* mc = mb + cur * MT;
         T* rm = mb + (1 - cur) * MT;  // the same map row-major: rows of P, then e
         bool bad = false;
-        for (int e = lane; e < (N + 1) * N; e += 32) {
+        for (int e = gl; e < (N + 1) * N; e += GT) {
             const int j = e / N, i = e - j * N;
             const T x = mc[j * SM + i];
             bad |= !lb_finite(x);
             if (j < N) rm[i * N + j] = x;
             else rm[NN + i] = x;
         }
-        if (__any_sync(0xffffffffu, bad) && lane == 0) s_bad = 1;
-        if (lane == 0) s_cur[w] = cur;
+        if (bad) s_bad = 1;
+        if (gl == 0) s_cur[gi] = cur;
         __syncthreads();
-
         mark(2);
-        // 3. the chunk's aggregate: warp 0 composes the sub-chunk maps in order
-        q = W == 1 ? gbuf + s_cur[0] * MT : qbuf + ((W - 2) & 1) * MT;
-        if (w == 0 && W > 1) {
+
+        // 3. the chunk's aggregate: group 0 composes the sub-chunk maps in order
+        q = NG == 1 ? gbuf + s_cur[0] * MT : qbuf + ((NG - 2) & 1) * MT;
+        if (gi == 0 && NG > 1) {
             const T* qi = gbuf + s_cur[0] * MT;
-            for (int g = 1; g < W; ++g) {
+            for (int g = 1; g < NG; ++g) {
                 const T* rg = gbuf + g * 2 * MT + (1 - s_cur[g]) * MT;
                 T* qo = qbuf + ((g - 1) & 1) * MT;
-                lb_product<T, N>(rg, rg + NN, qi, qo, lane);
-                __syncwarp();
+                lb_product<T, N>(rg, rg + NN, qi, qo, gl);
+                __syncwarp(gmask);
                 qi = qo;
             }
             bool qbad = false;
-            for (int e = lane; e < (N + 1) * N; e += 32) qbad |= !lb_finite(q[(e / N) * SM + e % N]);
-            if (__any_sync(0xffffffffu, qbad) && lane == 0) s_bad = 1;
+            for (int e = gl; e < (N + 1) * N; e += GT) qbad |= !lb_finite(q[(e / N) * SM + e % N]);
+            if (qbad) s_bad = 1;
         }
         __syncthreads();
         if (k > 0 && !s_bad) {  // publish the aggregate (16-byte L2 stores, then the flag)
@@ -421,7 +449,7 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         s_bad = 1;  // a single chunk: the loop itself
     }
 
-    // 4. entering state, in warp 0's state buffer sh[0 .. N)
+    // 4. entering state, in group 0's state buffer sh[0 .. N) (warp 0 does the look-back)
     T* hs = sh;
     if (k == 0) {
         if (tid < N) hs[tid] = (has_h0 && tid < n) ? h0[li * n + tid] : T(0);
@@ -446,74 +474,38 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
                 }
             }
             if (lane < N) hs[lane] = lb_ldcg(payload(id - 1 - found) + AGG + lane);
-            if (lane == 0) s_found = found;
-        }
-        __syncthreads();
-        mark(4);
-        if (dg && tid == 0) dg[8] = s_found;
-        int hc = 0;
-        if (lbmode == 1) {
-            // warp 0 alone, the aggregates read from L2 straight into registers, D maps in flight
-            using Gm = LbGeom<T, N>;
-            constexpr int D = Gm::D;
-            if (w == 0) {
-                T c[D][Gm::JP], e[D];
-                const int top = s_found - 1;
+            if (dg && lane == 0) dg[8] = found;
+            __syncwarp();
+            mark(4);
+            // the aggregates of tiles found-1 ... 0 back, read from L2 into registers, D in flight
+            constexpr int D = G::D;
+            int hc = 0;
+            T c[D][G::JP], e[D];
+            const int top = found - 1;
+            #pragma unroll
+            for (int d = 0; d < D; ++d) {
+                if (top - d >= 0) lb_take<T, N, true>(payload(id - 1 - (top - d)), N, lane, c[d], e[d]);
+            }
+            for (int base = top; base >= 0; base -= D) {
                 #pragma unroll
                 for (int d = 0; d < D; ++d) {
-                    if (top - d >= 0) lb_take<T, N, true>(payload(id - 1 - (top - d)), N, lane, c[d], e[d]);
-                }
-                for (int base = top; base >= 0; base -= D) {
-                    #pragma unroll
-                    for (int d = 0; d < D; ++d) {
-                        const int idx = base - d;
-                        if (idx >= 0) {
-                            const T y = lb_apply_regs<T, N>(c[d], e[d], hs + hc * N, lane);
-                            if (lane < N) hs[(1 - hc) * N + lane] = y;
-                            if (idx - D >= 0) lb_take<T, N, true>(payload(id - 1 - (idx - D)), N, lane, c[d], e[d]);
-                            __syncwarp();
-                            hc ^= 1;
-                        }
+                    const int idx = base - d;
+                    if (idx >= 0) {
+                        const T y = lb_apply_regs<T, N>(c[d], e[d], hs + hc * N, lane);
+                        if (lane < N) hs[(1 - hc) * N + lane] = y;
+                        if (idx - D >= 0) lb_take<T, N, true>(payload(id - 1 - (idx - D)), N, lane, c[d], e[d]);
+                        __syncwarp();
+                        hc ^= 1;
                     }
                 }
             }
-        }
-        // the aggregates of tiles found-1 ... 0 back, in batches, into the maps no longer needed
-        const int nslots = W == 1 ? 2 : W + 1;
-        auto slot_ptr = [&](int i) -> T* {
-            if (W == 1) return qbuf + i * MT;
-            return i < W ? gbuf + i * 2 * MT + s_cur[i] * MT : qbuf + ((W - 1) & 1) * MT;
-        };
-        for (int j = lbmode == 1 ? -1 : s_found - 1; j >= 0;) {
-            const int nb = min(nslots, j + 1);
-            constexpr int U = AGG / V;
-            for (int e = tid; e < nb * U; e += NT) {
-                const int i = e / U, u = e - i * U;
-                const uint4* src = reinterpret_cast<const uint4*>(payload(id - 1 - (j - i))) + u;
-                reinterpret_cast<uint4*>(slot_ptr(i))[u] = __ldcg(src);
-            }
-            __syncthreads();
-            if (w == 0) {
-                for (int i = 0; i < nb; ++i) {
-                    T c[LbGeom<T, N>::JP], e;
-                    lb_take<T, N, false>(slot_ptr(i), N, lane, c, e);
-                    const T y = lb_apply_regs<T, N>(c, e, hs + hc * N, lane);
-                    if (lane < N) hs[(1 - hc) * N + lane] = y;
-                    __syncwarp();
-                    hc ^= 1;
-                }
-            }
-            j -= nb;
-            __syncthreads();
-        }
-        if (w == 0) {
             T h = lane < N ? hs[hc * N + lane] : T(0);
             if (__any_sync(0xffffffffu, !lb_finite(h))) {
                 // a non-finite state: only tile k-1's own (replayed) state is the loop's
                 if (lane == 0) {
-                    unsigned f, polls = 0;
+                    unsigned f, spins = 0;
                     do {
-                        if (++polls > LB_SPIN_LIMIT) __trap();
+                        if (++spins > LB_SPIN_LIMIT) __trap();
                         f = lb_flag_get(flag(id - 1));
                     } while ((f >> 2) != epoch || (f & 3u) != LB_P);
                 }
@@ -522,14 +514,12 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             }
             __syncwarp();
             if (lane < N) hs[lane] = h;
-            __syncwarp();
         }
     }
-
     __syncthreads();
     mark(5);
 
-    // 5. the chunk's end state; 6. entering states of the sub-chunks
+    // 5. the chunk's end state; 6. entering states of the sub-chunks (warp 0)
     int published = 0;  // (warp 0) whether this tile's P is out
     if (w == 0) {
         int slow = s_bad;
@@ -538,7 +528,7 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             slow = __any_sync(0xffffffffu, hb);
         }
         if (!slow) {
-            T c[LbGeom<T, N>::JP], e;
+            T c[G::JP], e;
             lb_take<T, N, false>(q, SM, lane, c, e);
             const T he = lb_apply_regs<T, N>(c, e, hs, lane);
             slow = __any_sync(0xffffffffu, !lb_finite(he));
@@ -551,8 +541,8 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             }
         }
         if (!slow) {
-            // sub-chunk g enters with M_{g-1}(s_{g-1}), into warp g's state buffer
-            for (int g = 1; g < W; ++g) {
+            // sub-chunk g enters with M_{g-1}(s_{g-1}), into group g's state buffer
+            for (int g = 1; g < NG; ++g) {
                 const T* rg = gbuf + (g - 1) * 2 * MT + (1 - s_cur[g - 1]) * MT;
                 const T* xin = sh + (g - 1) * 2 * N;
                 T y = T(0);
@@ -569,27 +559,27 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
     __syncthreads();
     mark(6);
 
-    // the steps from an entering state (warp `w`, state in hb[0 .. N)), h written over b
-    auto rerun = [&](int a, int z, T* hb) {
+    // the steps from an entering state (thread `r` < N of a group, state in hb[0 .. N)), h over b
+    auto rerun = [&](int a, int z, T* hb, int r, unsigned mask) {
         int cur = 0;
         for (int s = a; s < z; ++s) {
             const int m = slot(s);
-            if (lane < N) {
-                T y = lb_rowdot<T, N>(sA + (inv ? 0 : m) * NN + lane * N, hb + cur * N, sb[m * N + lane]);
-                if (lane >= n) y = T(0);  // padding stays zero (0 * inf would spread NaN)
-                sb[m * N + lane] = y;
-                hb[(1 - cur) * N + lane] = y;
+            if (r < N) {
+                T y = lb_rowdot<T, N>(sA + (inv ? 0 : m) * NN + r * N, hb + cur * N, sb[m * N + r]);
+                if (r >= n) y = T(0);  // padding stays zero (0 * inf would spread NaN)
+                sb[m * N + r] = y;
+                hb[(1 - cur) * N + r] = y;
             }
-            __syncwarp();
+            __syncwarp(mask);
             cur ^= 1;
         }
         return cur;
     };
     if (!s_slow) {
-        rerun(s0, s1, sh + w * 2 * N);
+        rerun(s0, s1, sh + gi * 2 * N, gl, gmask);
     } else if (w == 0) {
-        const int cur = rerun(0, Lk, sh);
-        if (k + 1 < C && !published) {  // (an entering state of a sub-chunk overflowed after Q h_in was out)  // publish the loop's own end state
+        const int cur = rerun(0, Lk, sh, lane, 0xffffffffu);
+        if (k + 1 < C && !published) {  // (an entering state of a sub-chunk overflowed after Q h_in was out)
             if (lane < N) lb_stcg(payload(id) + AGG + lane, sh[cur * N + lane]);
             __threadfence();
             __syncwarp();
