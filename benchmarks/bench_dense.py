@@ -416,23 +416,34 @@ def chunked_cases(A, b, n, log):
     return [(f"chunked [L={L}, R={R}, D={D or 'auto'}]", with_chunk(L, R, D, f)) for L, R, D in CHUNK_VARIANTS.get(n, [])]
 
 
-#: lookback method variants timed at the target shapes: (L, W), None = the default
-LOOKBACK_VARIANTS = {16: [(16, 1), (32, 1), (32, 4), (64, 2), (64, 4)], 64: []}
+#: lookback method variants timed at the target shapes: (L, W[, ring[, depth]]), None = the default
+#: (ring: steps of A in flight per product group; depth: look-back maps in flight, another module)
+LOOKBACK_VARIANTS = {16: [(32, 1), (64, 2), (16, 1), (32, 2, 2), (32, 2, 3), (32, 2, 4, 4), (32, 2, 4, 8)], 64: []}
 
 
-def with_lookback(L, W, fn):
-    """``fn`` with the CuPy lookback method's chunk length and warps per block forced (benchmarks only)."""
+def with_lookback(L, W, fn, ring=None, depth=None):
+    """``fn`` with the CuPy lookback method's chunk length, warps per block, ring and look-back
+    depth forced (benchmarks only)."""
     from scanarray.backends import _cupy_dense
 
+    names = ("LOOKBACK_L", "LOOKBACK_W", "LOOKBACK_RING", "LOOKBACK_DEPTH")
+
     def run():
-        old = _cupy_dense.LOOKBACK_L, _cupy_dense.LOOKBACK_W
-        _cupy_dense.LOOKBACK_L, _cupy_dense.LOOKBACK_W = L, W
+        old = [getattr(_cupy_dense, k) for k in names]
+        for k, v in zip(names, (L, W, ring, depth)):
+            setattr(_cupy_dense, k, v)
         try:
             return fn()
         finally:
-            _cupy_dense.LOOKBACK_L, _cupy_dense.LOOKBACK_W = old
+            for k, v in zip(names, old):
+                setattr(_cupy_dense, k, v)
 
     return run
+
+
+def _lookback_label(v):
+    L, W, ring, depth = (tuple(v) + (None, None))[:4]
+    return f"lookback [L={L}, W={W}" + (f", ring={ring}" if ring else "") + (f", depth={depth}" if depth else "") + "]"
 
 
 def lookback_cases(A, b, n, log):
@@ -451,7 +462,7 @@ def lookback_cases(A, b, n, log):
     per = (time.perf_counter() - t0) / reps * 1e3
     log(f"lookback host time per call (B*T*n={b.size}): {host * 1e3:.1f} us issued, {per * 1e3:.1f} us per call "
         f"back-to-back incl. GPU ({reps} calls)")
-    return [(f"lookback [L={L}, W={W}]", with_lookback(L, W, f)) for L, W in LOOKBACK_VARIANTS.get(n, [])]
+    return [(_lookback_label(v), with_lookback(*v[:2], f, *v[2:])) for v in LOOKBACK_VARIANTS.get(n, [])]
 
 
 def targets(jax_results, log):
@@ -460,7 +471,12 @@ def targets(jax_results, log):
     lines = ["| B | T | n | method | ms (median) | × vs JAX here | issue's JAX figure (H200) | err vs float64 | "
              "back-to-back ms | × vs JAX back-to-back |",
              "|---|---|---|---|---|---|---|---|---|---|"]
+    only_n = os.environ.get("BENCH_TARGET_N")  # e.g. "16": that target shape only
+    methods = tuple(os.environ.get("BENCH_TARGET_METHODS", "cyclic_reduction prefix sequential chunked lookback auto")
+                    .split())
     for B, T, n, quoted in TARGETS:
+        if only_n and str(n) not in only_n.split():
+            continue
         A, b = gpu_data(B, T, n, np.float32, seed=1)
         h64 = scanarray.linear_recurrence(A.astype(cupy.float64), b.astype(cupy.float64), dense=True,
                                           backend="cupy", method="cyclic_reduction")
@@ -470,11 +486,12 @@ def targets(jax_results, log):
             lines.append(f"| {B} | {T} | {n} | jax.lax.associative_scan | {t_jax:.3f} | 1.00 | {quoted} ms | {err:.1e} | "
                          f"{fmt(t_jax_b)} | 1.00 |")
         cases = [(m, lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
-                 for m in ("cyclic_reduction", "prefix", "sequential", "chunked", "lookback", "auto")]
+                 for m in methods]
         seq = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="sequential")  # noqa: E731
         if os.environ.get("BENCH_SEQ_VARIANTS", "1") != "0":
             cases += [(f"sequential [{v[0]}]", with_kernel(v[1], v[2], seq, *v[3:])) for v in SEQ_VARIANTS]
-        cases += chunked_cases(A, b, n, log)
+        if os.environ.get("BENCH_CHUNK_VARIANTS", "1") != "0":
+            cases += chunked_cases(A, b, n, log)
         cases += lookback_cases(A, b, n, log)
         # time-invariant A (one matrix per lane, never expanded): what is left without A's traffic
         A1 = cupy.ascontiguousarray(A[:, :1])
@@ -667,7 +684,8 @@ def main(argv=None):
     if args.gpu:
         parts += [f"Device: {device_line()}; host {platform.node()}; float32 data; times are medians.", ""]
         ns, Ts = ([4, 32], [1024, 4096]) if args.quick else ([4, 16, 32, 64], [1024, 2048, 4096, 8192, 16384])
-        todo = [(B, T, n, 1) for B, T, n, _ in TARGETS]
+        only_n = os.environ.get("BENCH_TARGET_N")
+        todo = [(B, T, n, 1) for B, T, n, _ in TARGETS if not only_n or str(n) in only_n.split()]
         if not args.targets:
             todo += [(B, T, n, 0) for n in ns for B in (1, 16) for T in Ts]
         jax_results = {} if args.no_jax else jax_pass(todo, log, timeout_s=float(os.environ.get("BENCH_JAX_S", 110)))

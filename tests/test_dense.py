@@ -891,6 +891,22 @@ def test_cupy_lookback_in_place_unaligned_out(cupy_lookback, dtype, n, rng):
 
 @pytest.mark.gpu
 @_CUPY_SKIP
+@pytest.mark.parametrize("ring", [1, 2, 3, 4])
+@pytest.mark.parametrize("n", [5, 16])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cupy_lookback_ring(cupy_lookback, monkeypatch, ring, n, reverse, rng):
+    """A[t] streamed through every ring depth (shorter than, equal to, longer than a sub-chunk of
+    8 steps; a short last chunk), 16-byte and element copies (n = 5)."""
+    from scanarray.backends import _cupy_dense
+
+    cupy_lookback(L=32, W=2)
+    monkeypatch.setattr(_cupy_dense, "LOOKBACK_RING", ring)
+    A, b, h0 = _seq_case(rng, "float32", 3, 301, n)
+    _check_lookback(A, b, h0, "float32", reverse, f"lookback ring={ring} n={n}")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
 @pytest.mark.parametrize("W", [1, 2])
 def test_cupy_lookback_stress_identical(cupy_lookback, W, rng):
     """Many small chunks (L = 2: 500 per lane, look-backs past the 32-status window), 20 runs:

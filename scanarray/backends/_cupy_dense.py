@@ -625,6 +625,12 @@ def chunked(A, b, h0, dt, reverse, out):
 LOOKBACK_L = None
 LOOKBACK_W = None
 _LB_WS = (1, 2, 4, 8)
+#: Steps of ``A`` each product group keeps in flight in its shared-memory ring (1 to 4); None: 4
+#: (at most the sub-chunk's length). Benchmarks only.
+LOOKBACK_RING = None
+#: Predecessor maps the look-back keeps in flight (``LB_DEPTH``, float32 n <= 16); None: the
+#: kernel's default (6). Another value compiles another module. Benchmarks only.
+LOOKBACK_DEPTH = None
 #: Benchmarks only: a CuPy int64 array of 10 per tile (phase timestamps, look-back depth, SM) or None.
 LOOKBACK_DIAG = None
 #: n (padded to N, a power of two >= 4) up to which :func:`lookback` runs; complex128 up to 16
@@ -644,12 +650,21 @@ def _lb_groups(N, W):
     return W * (2 if N <= 16 else 1)
 
 
+def _lb_ring(N, L, W, inv):
+    """Ring slots of ``A`` per product group: ``LOOKBACK_RING`` or 4, at most a sub-chunk's steps."""
+    if inv:
+        return 1  # one staged matrix, no ring
+    NG = _lb_groups(N, W)
+    return max(1, min(LOOKBACK_RING or 4, 4, -(-L // NG)))
+
+
 def _lb_smem(dt, N, L, W, inv):
     """Dynamic shared memory bytes of ``dense_lookback`` (the layout in dense_lookback.cu)."""
     V = max(1, 16 // dt.itemsize)
     MT = (N + 1) * (N + V)
     NG = _lb_groups(N, W)
-    return ((1 if inv else L) * N * N + L * N + (NG + 1) * 2 * MT + NG * 2 * N) * dt.itemsize
+    slots = 1 if inv else NG * _lb_ring(N, L, W, inv)
+    return (slots * N * N + L * N + (NG + 2) * MT + NG * 2 * N) * dt.itemsize
 
 
 def lookback_shape(dt, n, T, inv=False):
@@ -690,7 +705,8 @@ def _lb_group(dt):
 def _lb_function(dt, N, W, smem):
     from ._cupy_common import get_function
 
-    f = get_function("dense_lookback.cu", f"dense_lookback<{_TYPENAMES[dt]}, {N}, {W}>", group=_lb_group(dt))
+    opts = () if LOOKBACK_DEPTH is None else (f"-DLB_DEPTH={int(LOOKBACK_DEPTH)}",)
+    f = get_function("dense_lookback.cu", f"dense_lookback<{_TYPENAMES[dt]}, {N}, {W}>", opts, group=_lb_group(dt))
     if smem > 48 * 1024 and f.max_dynamic_shared_size_bytes < smem:
         f.max_dynamic_shared_size_bytes = smem
     return f
@@ -699,15 +715,18 @@ def _lb_function(dt, N, W, smem):
 def lookback(A, b, h0, dt, reverse, out):
     """The dense scan in ONE kernel launch: chunk products and a decoupled look-back.
 
-    A block per (lane, chunk of ``L`` steps) stages the chunk's ``A[t]`` and
-    ``b[t]`` in shared memory, computes the chunk's affine map ``(P_c, e_c)``
+    A block per (lane, chunk of ``L`` steps) stages the chunk's ``b[t]`` in
+    shared memory and streams its ``A[t]`` through a ring of a few steps per
+    product group (``cp.async``; read again for the rerun, from L2), so about
+    twice as many blocks are resident as with the whole chunk of ``A`` staged;
+    it computes the chunk's affine map ``(P_c, e_c)``
     (``P_c`` the product of its ``A[t]``, ``e_c`` its end state from zero:
     groups of 16 threads (a warp for ``n > 16``) on sub-chunks, then composed),
     publishes it, finds its entering
     state by a decoupled look-back over its predecessors' published maps and
     states (Merrill & Garland 2016, NVR-2016-002; matvecs only), publishes its
-    end state and reruns its steps from shared memory, writing ``h``: ``A`` is
-    read once, ``T n^3`` multiply-adds, one launch. Tile statuses live in the
+    end state and reruns its steps, writing ``h``: ``A`` is read twice (the
+    second time from L2), ``T n^3`` multiply-adds, one launch. Tile statuses live in the
     diagonal scan's workspace (``_cupy_scan._workspace``: epochs, no memset per
     call). A chunk whose map or states are non-finite publishes no map and
     replays its steps exactly (the loop), so NaN/inf appear where the loop puts
@@ -718,7 +737,7 @@ def lookback(A, b, h0, dt, reverse, out):
     """
     dt = np.dtype(dt)
     key = (A.shape, A.strides, A.dtype, b.shape, dt, bool(reverse), LOOKBACK_L, LOOKBACK_W,
-           cupy.cuda.runtime.getDevice())
+           cupy.cuda.runtime.getDevice(), LOOKBACK_RING, LOOKBACK_DEPTH)
     plan = _lb_plans.get(key)
     if plan is None:
         if len(_lb_plans) > 1024:
@@ -812,5 +831,6 @@ def _lb_plan(A, b, dt, reverse):
     smem = _lb_smem(dt, N, L, W, inv)
     f = _lb_function(dt, N, W, smem) if grid else None
     rec = 16 + -(-(N + 2) * N * dt.itemsize // 16) * 16
-    tail = (np.int32(T), np.int32(n), np.int32(L), np.int32(C), np.int32(bool(reverse)))
+    ring = _lb_ring(N, L, W, inv)
+    tail = (np.int32(T), np.int32(n), np.int32(L), np.int32(C), np.int32(bool(reverse)), np.int32(ring))
     return (f, smem, grid, 32 * W, full_a, np.int64(a_lane), np.int32(inv), (rec, np.int64(rec)), N, C, L, tail)

@@ -139,6 +139,13 @@ __device__ __forceinline__ void lb_stcg(T* p, T v) {
 #define LB_SPIN_LIMIT (1u << 24)
 #endif
 
+// Maps of the look-back in flight (registers) where a map takes <= 10 registers per lane: 6 keeps
+// a float32 N = 16 block of 2 warps at 128 registers (ptxas, CUDA 13.0), 8 blocks per SM (8 would
+// take 160); the Python side can compile another depth (_cupy_dense.LOOKBACK_DEPTH, benchmarks).
+#ifndef LB_DEPTH
+#define LB_DEPTH 6
+#endif
+
 // Status word of a tile: (epoch << 2) | state, state 0 = nothing yet, 1 = aggregate, 2 = inclusive.
 enum { LB_X = 0, LB_A = 1, LB_P = 2 };
 __device__ __forceinline__ void lb_flag_put(unsigned* p, unsigned v) {
@@ -176,7 +183,9 @@ struct LbGeom {
     static constexpr int JP = (N * N / 32) > 0 ? N * N / 32 : 1;
     static constexpr int NPA = N / JP;  // parts with columns (N = 4: 4 of 8)
     static constexpr int RA = (JP + 1) * int(sizeof(T)) / 4;  // registers per map
-    static constexpr int D = RA <= 10 ? 4 : (RA <= 20 ? 3 : (RA <= 40 ? 2 : 1));
+    // (LB_DEPTH for float32 N <= 16: a look-back applies up to 31 maps in order, each an L2 round
+    // trip behind; 4 in flight left it bound by that latency, ~0.35 us per map on the H200)
+    static constexpr int D = RA <= 10 ? LB_DEPTH : (RA <= 20 ? 3 : (RA <= 40 ? 2 : 1));
     static_assert(NRI * NCJ <= GT && NCJ >= RI && N % V == 0 && N % NCJ == 0, "tile geometry");
 };
 
@@ -201,14 +210,15 @@ __device__ __forceinline__ void lb_st(T* dst, const T (&src)[K]) {
     }
 }
 
-// Mout = Ar Min + [0 | bias] by one group (g = thread in group): Ar row-major N x N (rows N
-// apart), Min/Mout in Mt layout.
+// Mout = Ar Min + [0 | bias] by one group (g = thread in group, gmask its mask): Ar row-major
+// N x N (rows N apart), Min/Mout in Mt layout; Mout may be Min (the group syncs between its reads
+// and its stores: one map buffer per group instead of two).
 template<typename T, int N>
-__device__ __forceinline__ void lb_product(const T* Ar, const T* bias, const T* Min, T* Mout, int g) {
+__device__ __forceinline__ void lb_product(const T* Ar, const T* bias, const T* Min, T* Mout, int g, unsigned gmask) {
     using G = LbGeom<T, N>;
-    constexpr int V = G::V, RI = G::RI, RJ = G::RJ, NCJ = G::NCJ, NRI = G::NRI, SM = G::SM;
+    constexpr int V = G::V, RI = G::RI, RJ = G::RJ, NCJ = G::NCJ, SM = G::SM;
+    static_assert(G::NRI * NCJ == G::GT, "every thread of a group owns a tile");
     const int ri = g / NCJ, cj = g - ri * NCJ;
-    if (ri >= NRI) return;
     const bool et = cj < RI;
     T acc[RJ][RI], ae[V];
     #pragma unroll
@@ -243,14 +253,16 @@ __device__ __forceinline__ void lb_product(const T* Ar, const T* bias, const T* 
             ae[v] = lb_fma(x, y[v], ae[v]);
         }
     }
-    #pragma unroll
-    for (int c = 0; c < RJ; ++c) lb_st<T, RI>(Mout + (cj + c * NCJ) * SM + ri * RI, acc[c]);
+    T s = T(0);
     if (et) {
-        T s = bias[ri * RI + cj];
+        s = bias[ri * RI + cj];
         #pragma unroll
         for (int v = 0; v < V; ++v) s += ae[v];
-        Mout[N * SM + ri * RI + cj] = s;
     }
+    __syncwarp(gmask);  // every read of Min done (Mout may be Min)
+    #pragma unroll
+    for (int c = 0; c < RJ; ++c) lb_st<T, RI>(Mout + (cj + c * NCJ) * SM + ri * RI, acc[c]);
+    if (et) Mout[N * SM + ri * RI + cj] = s;
 }
 
 // A map's columns for thread (p, r) from Mt rows S apart (global memory through L2, or shared).
@@ -300,22 +312,60 @@ __device__ __forceinline__ T lb_rowdot(const T* Arow, const T* x, T init) {
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-// Shared memory (elements of T, in this order): A (inv ? 1 : L) x N x N, b/h L x N, per group two
-// maps (2 MT), two maps for the composition (2 MT), per group a state double buffer (2 N).
+// init + A[r] . x with A's row r in global memory (n elements, padding columns read as zero) and
+// x in shared memory: the same multiply-adds in the same order as lb_rowdot on the staged row, so
+// the non-finite replay (which reads A from global memory: only ring slots are in shared memory)
+// rounds exactly as a staged rerun would.
+template<typename T, int N>
+__device__ __forceinline__ T lb_rowdot_g(const T* Arow, int n, const T* x, T init) {
+    T s[4] = {init, T(0), T(0), T(0)};
+    #pragma unroll
+    for (int kk = 0; kk < N; ++kk) s[kk & 3] = lb_fma(kk < n ? Arow[kk] : T(0), x[kk], s[kk & 3]);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// init + sum_j P[r][j] x[j] with row r's elements `stride` apart in shared memory (the entering
+// states of the sub-chunks: a row-major map, or group 0's map in Mt layout)
+template<typename T, int N>
+__device__ __forceinline__ T lb_rowdot_s(const T* row, int stride, const T* x, T init) {
+    T s[4] = {init, T(0), T(0), T(0)};
+    #pragma unroll
+    for (int kk = 0; kk < N; ++kk) s[kk & 3] = lb_fma(row[kk * stride], x[kk], s[kk & 3]);
+    return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+__device__ __forceinline__ void lb_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+// wait until at most `pending` (0 .. 3) of this thread's most recent cp.async groups are in flight
+__device__ __forceinline__ void lb_wait(int pending) {
+    switch (pending) {
+        case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
+        case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
+        case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
+        default: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+    }
+}
+
+// Shared memory (elements of T, in this order): A, either the one matrix of a time-invariant A
+// (inv) or per group a ring of R matrices (R = ring, 1 .. 4: A[t] streams through it, for the
+// products and again for the rerun); b/h L x N; per group one map (MT: group 0's stays in Mt
+// layout, the others turn row-major for the composition); two maps for the composition (2 MT);
+// per group a state double buffer (2 N).
+// Keeping only R steps of A instead of the chunk's L cuts a block's shared memory about in half
+// (48.9 -> 26.5 KB at N = 16, L = 32, W = 2, float32, R = 4: 8 blocks per SM instead of 4), so twice as many tiles are resident and hide
+// each other's latency (the kernel is latency bound: docs/dense.md, "CuPy lookback").
 // Workspace: 16-byte counter, then per tile a 16-byte status word and AGG + N elements (the
 // aggregate in published layout, then the inclusive state).
 template<typename T, int N, int W>
 __global__ void __launch_bounds__(32 * W)
 dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __restrict__ B, T* __restrict__ H,
-               const T* __restrict__ h0, int has_h0, int steps, int n, int L, int C, int reverse, int fast,
+               const T* __restrict__ h0, int has_h0, int steps, int n, int L, int C, int reverse, int ring, int fast,
                char* ws, unsigned long long ctr_base, unsigned epoch, long long rec_bytes, long long* diag) {
     using G = LbGeom<T, N>;
     constexpr int V = G::V, SM = G::SM, MT = G::MT, AGG = G::AGG, NN = G::NN, NT = 32 * W, GT = G::GT;
     constexpr int NG = NT / GT;  // groups (sub-chunks) per block
     extern __shared__ __align__(16) unsigned char lb_smem[];
     __shared__ long long s_id;
-    __shared__ int s_found, s_bad, s_slow;
-    __shared__ int s_cur[NG];
+    __shared__ int s_bad, s_slow;
 
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     const int gi = tid / GT, gl = tid - gi * GT;  // group, thread in group
@@ -337,28 +387,60 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
     const int u0 = k * L;
     const int Lk = min(L, steps - u0);
     const int t_lo = reverse ? steps - u0 - Lk : u0;  // lowest time index of the chunk
-    const int slotsA = inv ? 1 : Lk;
 
     T* sA = reinterpret_cast<T*>(lb_smem);
-    T* sb = sA + (inv ? 1 : L) * NN;
+    T* sb = sA + (inv ? 1 : NG * ring) * NN;
     T* gbuf = sb + L * N;
-    T* qbuf = gbuf + NG * 2 * MT;
+    T* qbuf = gbuf + NG * MT;
     T* sh = qbuf + 2 * MT;
     auto flag = [&](long long p) { return reinterpret_cast<unsigned*>(ws + 16 + p * rec_bytes); };
     auto payload = [&](long long p) { return reinterpret_cast<T*>(ws + 32 + p * rec_bytes); };
 
-    // 1. staging
+    // processing step s (0 .. Lk-1) -> staged slot (time t_lo + slot)
+    auto slot = [&](int s) { return reverse ? Lk - 1 - s : s; };
+    const int Ls = (Lk + NG - 1) / NG;
+    const int s0 = min(gi * Ls, Lk), s1 = min(s0 + Ls, Lk);
+    const int cnt = s1 - s0;
+
+    // A[t] of processing step s (s0 <= s < s1) into ring slot (s - s0) % ring, by the group
     const T* Ag = A + li * a_lane + (inv ? 0ll : (long long)t_lo * n * n);
+    T* ringA = sA + gi * ring * NN;
+    auto fetch = [&](int i) {  // ring position i = s - s0; always commits (possibly empty) a group
+        if (!inv && i < cnt) {
+            T* dst = ringA + (i % ring) * NN;
+            const T* src = Ag + (long long)slot(s0 + i) * n * n;
+            if (fast) {
+                for (int u = gl; u < NN / V; u += GT) lb_cp<16>(dst + u * V, src + u * V);
+            } else {
+                for (int e = gl; e < NN; e += GT) {
+                    const int i2 = e / N, kk = e - i2 * N;
+                    if (i2 < n && kk < n) lb_cp<int(sizeof(T))>(dst + e, src + i2 * n + kk);
+                    else dst[e] = T(0);
+                }
+            }
+        }
+        lb_commit();
+    };
+    auto aof = [&](int i) -> const T* { return inv ? sA : ringA + (i % ring) * NN; };
+    // ring position i has landed (ring - 1 younger groups may still fly) and the group sees it
+    auto landed = [&]() {
+        lb_wait(ring - 1);
+        __syncwarp(gmask);
+    };
+
+    // 1. staging: b (and a time-invariant A) for the block; the group's first ring of A
     const T* Bg = B + (li * steps + t_lo) * (long long)n;
     if (fast) {
-        const int ua = slotsA * NN / V, ub = Lk * N / V;
-        for (int u = tid; u < ua; u += NT) lb_cp<16>(sA + u * V, Ag + u * V);
+        const int ub = Lk * N / V;
+        if (inv) for (int u = tid; u < NN / V; u += NT) lb_cp<16>(sA + u * V, Ag + u * V);
         for (int u = tid; u < ub; u += NT) lb_cp<16>(sb + u * V, Bg + u * V);
     } else {
-        for (int e = tid; e < slotsA * NN; e += NT) {
-            const int m = e / NN, rem = e - m * NN, i = rem / N, kk = rem - i * N;
-            if (i < n && kk < n) lb_cp<int(sizeof(T))>(sA + e, Ag + ((long long)m * n + i) * n + kk);
-            else sA[e] = T(0);
+        if (inv) {
+            for (int e = tid; e < NN; e += NT) {
+                const int i = e / N, kk = e - i * N;
+                if (i < n && kk < n) lb_cp<int(sizeof(T))>(sA + e, Ag + (long long)i * n + kk);
+                else sA[e] = T(0);
+            }
         }
         for (int e = tid; e < Lk * N; e += NT) {
             const int m = e / N, i = e - m * N;
@@ -366,35 +448,37 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             else sb[e] = T(0);
         }
     }
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-    asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+    lb_commit();
+    if (C > 1) {
+        for (int i = 0; i < ring; ++i) fetch(i);
+        lb_wait(ring);  // b (the oldest group) is in
+    } else {
+        lb_wait(0);
+    }
     __syncthreads();
     mark(1);
 
-    // processing step s (0 .. Lk-1) -> staged slot
-    auto slot = [&](int s) { return reverse ? Lk - 1 - s : s; };
-    const int Ls = (Lk + NG - 1) / NG;
-    const int s0 = min(gi * Ls, Lk), s1 = min(s0 + Ls, Lk);
-    T* mb = gbuf + gi * 2 * MT;
+    T* mb = gbuf + gi * MT;
     const T* q = nullptr;  // the chunk's aggregate (Mt layout), C > 1
 
     if (C > 1) {
-        // 2. the sub-chunk's map, by its group
-        int cur = 0;
-        if (s0 < s1) {
+        // 2. the sub-chunk's map, by its group, in place in mb; A streams through the ring
+        if (cnt > 0) {
+            landed();
             const int m = slot(s0);
-            const T* Ar = sA + (inv ? 0 : m) * NN;
+            const T* Ar = aof(0);
             for (int e = gl; e < NN; e += GT) {
                 const int j = e / N, i = e - j * N;
                 mb[j * SM + i] = Ar[i * N + j];
             }
             if (gl < N) mb[N * SM + gl] = sb[m * N + gl];
             __syncwarp(gmask);
-            for (int s = s0 + 1; s < s1; ++s) {
-                const int ms = slot(s);
-                lb_product<T, N>(sA + (inv ? 0 : ms) * NN, sb + ms * N, mb + cur * MT, mb + (1 - cur) * MT, gl);
+            fetch(ring);
+            for (int i = 1; i < cnt; ++i) {
+                landed();
+                lb_product<T, N>(aof(i), sb + slot(s0 + i) * N, mb, mb, gl, gmask);
                 __syncwarp(gmask);
-                cur ^= 1;
+                fetch(i + ring);
             }
         } else {
             for (int e = gl; e < (N + 1) * N; e += GT) {
@@ -403,29 +487,44 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             }
             __syncwarp(gmask);
         }
-        const T* mc = mb + cur * MT;
-        T* rm = mb + (1 - cur) * MT;  // the same map row-major: rows of P, then e
+        // the rerun's first ring of A: lands while the block composes and looks back
+        lb_wait(0);
+        __syncwarp(gmask);
+        for (int i = 0; i < ring; ++i) fetch(i);
+        // groups 1 .. NG-1: the map row-major (rows of P, then e), in place, for the composition;
+        // group 0's stays in Mt layout (it starts the composition)
+        constexpr int NE = ((N + 1) * N + GT - 1) / GT;
+        T x[NE];
         bool bad = false;
-        for (int e = gl; e < (N + 1) * N; e += GT) {
-            const int j = e / N, i = e - j * N;
-            const T x = mc[j * SM + i];
-            bad |= !lb_finite(x);
-            if (j < N) rm[i * N + j] = x;
-            else rm[NN + i] = x;
+        #pragma unroll
+        for (int u = 0; u < NE; ++u) {
+            const int e = gl + u * GT, j = e / N, i = e - j * N;
+            x[u] = e < (N + 1) * N ? mb[j * SM + i] : T(0);
+            bad |= !lb_finite(x[u]);
+        }
+        __syncwarp(gmask);
+        if (gi > 0) {
+            #pragma unroll
+            for (int u = 0; u < NE; ++u) {
+                const int e = gl + u * GT, j = e / N, i = e - j * N;
+                if (e < (N + 1) * N) {
+                    if (j < N) mb[i * N + j] = x[u];
+                    else mb[NN + i] = x[u];
+                }
+            }
         }
         if (bad) s_bad = 1;
-        if (gl == 0) s_cur[gi] = cur;
         __syncthreads();
         mark(2);
 
         // 3. the chunk's aggregate: group 0 composes the sub-chunk maps in order
-        q = NG == 1 ? gbuf + s_cur[0] * MT : qbuf + ((NG - 2) & 1) * MT;
+        q = NG == 1 ? gbuf : qbuf + ((NG - 2) & 1) * MT;
         if (gi == 0 && NG > 1) {
-            const T* qi = gbuf + s_cur[0] * MT;
+            const T* qi = gbuf;
             for (int g = 1; g < NG; ++g) {
-                const T* rg = gbuf + g * 2 * MT + (1 - s_cur[g]) * MT;
+                const T* rg = gbuf + g * MT;
                 T* qo = qbuf + ((g - 1) & 1) * MT;
-                lb_product<T, N>(rg, rg + NN, qi, qo, gl);
+                lb_product<T, N>(rg, rg + NN, qi, qo, gl, gmask);
                 __syncwarp(gmask);
                 qi = qo;
             }
@@ -543,11 +642,13 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         if (!slow) {
             // sub-chunk g enters with M_{g-1}(s_{g-1}), into group g's state buffer
             for (int g = 1; g < NG; ++g) {
-                const T* rg = gbuf + (g - 1) * 2 * MT + (1 - s_cur[g - 1]) * MT;
+                // group g-1's map: Mt layout for group 0, row-major for the others
+                const T* rg = gbuf + (g - 1) * MT;
                 const T* xin = sh + (g - 1) * 2 * N;
                 T y = T(0);
                 if (lane < N) {
-                    y = lb_rowdot<T, N>(rg + lane * N, xin, rg[NN + lane]);
+                    y = g == 1 ? lb_rowdot_s<T, N>(rg + lane, SM, xin, rg[N * SM + lane])
+                               : lb_rowdot_s<T, N>(rg + lane * N, 1, xin, rg[NN + lane]);
                     sh[g * 2 * N + lane] = y;
                 }
                 slow |= __any_sync(0xffffffffu, !lb_finite(y));
@@ -559,26 +660,39 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
     __syncthreads();
     mark(6);
 
-    // the steps from an entering state (thread `r` < N of a group, state in hb[0 .. N)), h over b
-    auto rerun = [&](int a, int z, T* hb, int r, unsigned mask) {
+    if (!s_slow) {
+        // the sub-chunk's steps from its entering state (thread r < N of the group), h over b,
+        // A again through the ring (positions 0 .. ring-1 were fetched before the look-back)
+        T* hb = sh + gi * 2 * N;
         int cur = 0;
-        for (int s = a; s < z; ++s) {
-            const int m = slot(s);
-            if (r < N) {
-                T y = lb_rowdot<T, N>(sA + (inv ? 0 : m) * NN + r * N, hb + cur * N, sb[m * N + r]);
-                if (r >= n) y = T(0);  // padding stays zero (0 * inf would spread NaN)
-                sb[m * N + r] = y;
-                hb[(1 - cur) * N + r] = y;
+        for (int i = 0; i < cnt; ++i) {
+            const int m = slot(s0 + i);
+            if (!inv) landed();
+            if (gl < N) {
+                T y = lb_rowdot<T, N>(aof(i) + gl * N, hb + cur * N, sb[m * N + gl]);
+                if (gl >= n) y = T(0);  // padding stays zero (0 * inf would spread NaN)
+                sb[m * N + gl] = y;
+                hb[(1 - cur) * N + gl] = y;
             }
-            __syncwarp(mask);
+            __syncwarp(gmask);
+            if (!inv) fetch(i + ring);
             cur ^= 1;
         }
-        return cur;
-    };
-    if (!s_slow) {
-        rerun(s0, s1, sh + gi * 2 * N, gl, gmask);
     } else if (w == 0) {
-        const int cur = rerun(0, Lk, sh, lane, 0xffffffffu);
+        // the loop itself from the exact entering state, A read from global memory
+        int cur = 0;
+        for (int s = 0; s < Lk; ++s) {
+            const int m = slot(s);
+            if (lane < N) {
+                const T* Arow = Ag + (inv ? 0ll : (long long)m * n * n) + (long long)min(lane, n - 1) * n;
+                T y = lb_rowdot_g<T, N>(Arow, n, sh + cur * N, sb[m * N + lane]);
+                if (lane >= n) y = T(0);
+                sb[m * N + lane] = y;
+                sh[(1 - cur) * N + lane] = y;
+            }
+            __syncwarp();
+            cur ^= 1;
+        }
         if (k + 1 < C && !published) {  // (an entering state of a sub-chunk overflowed after Q h_in was out)
             if (lane < N) lb_stcg(payload(id) + AGG + lane, sh[cur * N + lane]);
             __threadfence();
@@ -586,6 +700,7 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             if (lane == 0) lb_flag_put(flag(id), (epoch << 2) | LB_P);
         }
     }
+    lb_wait(0);  // (ring copies a non-finite replay left in flight)
     __syncthreads();
 
     // 7. the chunk's h
