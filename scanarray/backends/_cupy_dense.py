@@ -36,9 +36,11 @@ Measured on an H200: 0.176 ms at (B, T, n) = (64, 1024, 16), 1.10 ms at
 ``lookback`` (:func:`lookback`, ``cuda/dense_lookback.cu``) does the same in
 one launch for n <= 32: a block per (lane, chunk) computes the chunk's map in
 shared memory and finds its entering state by a decoupled look-back over its
-predecessors' published maps (Merrill & Garland 2016), reading ``A`` once.
-Measured on an H200: 0.136 ms at (64, 1024, 16) against 0.180 for ``chunked``
-(docs/dense.md, "CuPy ``lookback``").
+predecessors' published maps (Merrill & Garland 2016); ``A`` streams through
+a small shared-memory ring per product group (read again from L2 for the
+rerun). Measured on an H200: 0.126 ms one call / 0.100 ms back to back at
+(64, 1024, 16) against 0.183 / 0.137 for ``chunked`` (docs/dense.md, "CuPy
+``lookback``").
 
 Full float32 precision
 ----------------------
@@ -629,7 +631,7 @@ _LB_WS = (1, 2, 4, 8)
 #: (at most the sub-chunk's length). Benchmarks only.
 LOOKBACK_RING = None
 #: Predecessor maps the look-back keeps in flight (``LB_DEPTH``, float32 n <= 16); None: the
-#: kernel's default (6). Another value compiles another module. Benchmarks only.
+#: kernel's default (4). Another value compiles another module. Benchmarks only.
 LOOKBACK_DEPTH = None
 #: Benchmarks only: a CuPy int64 array of 10 per tile (phase timestamps, look-back depth, SM) or None.
 LOOKBACK_DIAG = None

@@ -3,8 +3,9 @@
 //
 // One block of W warps per (lane, chunk of L steps), tile index from the workspace's atomic
 // counter (so a tile only waits on tiles that already started, whatever the block scheduling).
-//   1. The block stages its chunk's A[t] (L x N x N, zero-padded to N = the next power of two
-//      >= max(n, 4)) and b[t] in shared memory with cp.async (16-byte copies where n == N).
+//   1. The block stages its chunk's b[t] in shared memory with cp.async (16-byte copies where
+//      n == N); A[t] (zero-padded to N = the next power of two >= max(n, 4)) streams through a
+//      ring of `ring` (1-4) matrices per group, refilled as the group's steps consume it.
 //   2. Group g (16 threads for N <= 16, a warp for N = 32; NG groups) takes sub-chunk g (about
 //      L / NG steps) and computes its affine map M_g = [P_g | e_g] (P_g the product of its A[t],
 //      e_g its end state from zero): one N x (N + 1) product per step, each thread an RI x RJ
@@ -19,9 +20,10 @@
 //   5. h_end = Q h_in is published (status P) by the same function successors use to apply Q,
 //      so every tile's entering state is bit-identical whichever P its look-back found.
 //   6. Warp 0 carries h_in through the sub-chunk maps (NG - 1 matvecs) and every group reruns
-//      its sub-chunk's steps from its entering state out of shared memory, writing h into the
-//      staged b (each b[t] is read once, by the thread that overwrites it); the block then
-//      stores the chunk's h with coalesced copies.
+//      its sub-chunk's steps from its entering state, A[t] again through its ring (the first
+//      `ring` steps fetched before the look-back, the rest from L2 as the rerun goes), writing h
+//      into the staged b (each b[t] is read once, by the thread that overwrites it); the block
+//      then stores the chunk's h with coalesced copies.
 // Non-finite values: a chunk whose maps hold a non-finite value, or whose entering state or
 // end state is non-finite, never publishes an aggregate; it replays its steps from the exact
 // entering state with one warp (the loop itself) and publishes the state it ends in, so its
@@ -139,11 +141,12 @@ __device__ __forceinline__ void lb_stcg(T* p, T v) {
 #define LB_SPIN_LIMIT (1u << 24)
 #endif
 
-// Maps of the look-back in flight (registers) where a map takes <= 10 registers per lane: 6 keeps
-// a float32 N = 16 block of 2 warps at 128 registers (ptxas, CUDA 13.0), 8 blocks per SM (8 would
-// take 160); the Python side can compile another depth (_cupy_dense.LOOKBACK_DEPTH, benchmarks).
+// Maps of the look-back in flight (registers) where a map takes <= 10 registers per lane. H200,
+// 2026-11-21 11:00 and 11:08 UTC, (64, 1024, 16) float32 back to back: 4 -> 0.099 / 0.101 ms,
+// 6 -> 0.100 / 0.105 ms, 8 -> 0.112 ms (162 registers: fewer blocks per SM); the apply phase stayed
+// ~4-5 us per tile whatever the depth. Another depth: _cupy_dense.LOOKBACK_DEPTH (benchmarks).
 #ifndef LB_DEPTH
-#define LB_DEPTH 6
+#define LB_DEPTH 4
 #endif
 
 // Status word of a tile: (epoch << 2) | state, state 0 = nothing yet, 1 = aggregate, 2 = inclusive.
@@ -183,8 +186,6 @@ struct LbGeom {
     static constexpr int JP = (N * N / 32) > 0 ? N * N / 32 : 1;
     static constexpr int NPA = N / JP;  // parts with columns (N = 4: 4 of 8)
     static constexpr int RA = (JP + 1) * int(sizeof(T)) / 4;  // registers per map
-    // (LB_DEPTH for float32 N <= 16: a look-back applies up to 31 maps in order, each an L2 round
-    // trip behind; 4 in flight left it bound by that latency, ~0.35 us per map on the H200)
     static constexpr int D = RA <= 10 ? LB_DEPTH : (RA <= 20 ? 3 : (RA <= 40 ? 2 : 1));
     static_assert(NRI * NCJ <= GT && NCJ >= RI && N % V == 0 && N % NCJ == 0, "tile geometry");
 };
@@ -351,8 +352,10 @@ __device__ __forceinline__ void lb_wait(int pending) {
 // layout, the others turn row-major for the composition); two maps for the composition (2 MT);
 // per group a state double buffer (2 N).
 // Keeping only R steps of A instead of the chunk's L cuts a block's shared memory about in half
-// (48.9 -> 26.5 KB at N = 16, L = 32, W = 2, float32, R = 4: 8 blocks per SM instead of 4), so twice as many tiles are resident and hide
-// each other's latency (the kernel is latency bound: docs/dense.md, "CuPy lookback").
+// (48.9 -> 27.1 KB at N = 16, L = 32, W = 2, float32, R = 4: 8 blocks per SM instead of 4). Measured
+// on the H200 (docs/dense.md, "CuPy lookback"): twice the resident tiles barely shortened the
+// kernel (100 -> 94.5 us): a tile's maps phase took 20 us instead of 7.2, so the SM's rate of
+// products, not latency, bounds it; kept for the smaller footprint (same speed, tested).
 // Workspace: 16-byte counter, then per tile a 16-byte status word and AGG + N elements (the
 // aggregate in published layout, then the inclusive state).
 template<typename T, int N, int W>
