@@ -64,23 +64,26 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 BURST = 10
 
 
-def gpu_burst_time(fn, reps=5, warmup=1):
-    """Median milliseconds per call over bursts of ``BURST`` back-to-back calls (events around a burst)."""
+def gpu_burst_time(fn, reps=5):
+    """Median milliseconds per call over bursts of ``BURST`` back-to-back calls (bench_gpu's timing)."""
+    from bench_gpu import timed_burst  # this directory: run as benchmarks/bench_dense.py
+
+    return timed_burst(fn, reps, burst=BURST)[0]
+
+
+def host_time_us(fn, reps=200):
+    """Host µs per call for ``reps`` back-to-back calls issued without waiting, and µs per call
+    once the GPU has finished them."""
     import cupy
 
-    for _ in range(warmup):
-        fn()
+    fn()
     cupy.cuda.get_current_stream().synchronize()
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    times = []
+    t0 = time.perf_counter()
     for _ in range(reps):
-        start.record()
-        for _ in range(BURST):
-            fn()
-        stop.record()
-        stop.synchronize()
-        times.append(cupy.cuda.get_elapsed_time(start, stop) / BURST)
-    return statistics.median(times)
+        fn()
+    issued = (time.perf_counter() - t0) / reps * 1e6
+    cupy.cuda.get_current_stream().synchronize()
+    return issued, (time.perf_counter() - t0) / reps * 1e6
 
 
 def gpu_time(fn, min_reps=3, max_reps=10, budget_s=0.4, warmup=1):
@@ -172,8 +175,9 @@ def jax_worker(path, todo):
         del hj
         t = wall_time(lambda: scan(Aj, bj), sync=lambda r: r.block_until_ready(), min_reps=5, max_reps=20)
         # back to back: BURST calls, then one wait (dispatch overlaps the GPU's work, as in a loop)
-        t_b2b = wall_time(lambda: [scan(Aj, bj) for _ in range(BURST)][-1], sync=lambda r: r.block_until_ready(),
-                          min_reps=3, max_reps=10) / BURST
+        from bench_gpu import wall_burst
+
+        t_b2b = wall_burst(lambda: scan(Aj, bj), 10, burst=BURST)[0]
         del Aj, bj
         with open(path, "a") as f:
             f.write(json.dumps({"case": [B, T, n, seed], "t_jax": t, "err_jax": err, "t_jax_b2b": t_b2b}) + "\n")
@@ -399,20 +403,10 @@ def with_chunk(L, R, D, fn):
 
 def chunked_cases(A, b, n, log):
     """Variants of the chunked method, and its host time per call (back-to-back calls, no sync)."""
-    import cupy
-
     f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="chunked")  # noqa: E731
-    f()
-    cupy.cuda.get_current_stream().synchronize()
-    reps = 200
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        f()
-    host = (time.perf_counter() - t0) / reps * 1e3
-    cupy.cuda.get_current_stream().synchronize()
-    per = (time.perf_counter() - t0) / reps * 1e3
-    log(f"chunked host time per call (B*T*n={b.size}): {host * 1e3:.1f} us issued, {per * 1e3:.1f} us per call "
-        f"back-to-back incl. GPU ({reps} calls)")
+    issued, per = host_time_us(f)
+    log(f"chunked host time per call (B*T*n={b.size}): {issued:.1f} us issued, {per:.1f} us per call "
+        f"back-to-back incl. GPU (200 calls)")
     return [(f"chunked [L={L}, R={R}, D={D or 'auto'}]", with_chunk(L, R, D, f)) for L, R, D in CHUNK_VARIANTS.get(n, [])]
 
 
@@ -448,20 +442,10 @@ def _lookback_label(v):
 
 def lookback_cases(A, b, n, log):
     """Variants of the lookback method, and its host time per call (back-to-back calls, no sync)."""
-    import cupy
-
     f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="lookback")  # noqa: E731
-    f()
-    cupy.cuda.get_current_stream().synchronize()
-    reps = 200
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        f()
-    host = (time.perf_counter() - t0) / reps * 1e3
-    cupy.cuda.get_current_stream().synchronize()
-    per = (time.perf_counter() - t0) / reps * 1e3
-    log(f"lookback host time per call (B*T*n={b.size}): {host * 1e3:.1f} us issued, {per * 1e3:.1f} us per call "
-        f"back-to-back incl. GPU ({reps} calls)")
+    issued, per = host_time_us(f)
+    log(f"lookback host time per call (B*T*n={b.size}): {issued:.1f} us issued, {per:.1f} us per call "
+        f"back-to-back incl. GPU (200 calls)")
     return [(_lookback_label(v), with_lookback(*v[:2], f, *v[2:])) for v in LOOKBACK_VARIANTS.get(n, [])]
 
 

@@ -13,6 +13,8 @@ date -u +"start %H:%M:%S UTC"
 timeout ${SMOKE_S:-100} python3 - <<'PY' 2>&1 | tee "$OUT/smoke.txt"
 import os, time, numpy as np, cupy, scanarray
 from scanarray.backends import _cupy_dense as cd
+import sys; sys.path.insert(0, "benchmarks")
+from bench_dense import host_time_us
 METHOD = os.environ["METHOD"]
 def loop(A, b, h0, reverse):
     c = A.dtype.kind == "c" or b.dtype.kind == "c"
@@ -80,13 +82,7 @@ if METHOD == "lookback":
                 for _ in range(20):
                     e0.record(); f(); e1.record(); e1.synchronize()
                     ts.append(cupy.cuda.get_elapsed_time(e0, e1) * 1e3)
-                reps = 300
-                t0 = time.perf_counter()
-                for _ in range(reps):
-                    f()
-                issued = (time.perf_counter() - t0) / reps * 1e6
-                cupy.cuda.Device().synchronize()
-                per = (time.perf_counter() - t0) / reps * 1e6
+                issued, per = host_time_us(f, reps=300)
                 key = [k for k in cd._lb_plans if k[3] == b.shape and k[6:8] == (L, W) and k[9:11] == (R, D)][-1]
                 p = cd._lb_plans[key]
                 try:  # resident blocks per SM (occupancy API)
@@ -135,19 +131,13 @@ for B, T, n, inv in ((64, 1024, 16, False), (8, 4096, 64, False), (64, 1024, 16,
         ph.append([cupy.cuda.get_elapsed_time(ev[i], ev[i + 1]) for i in range(3)])
     cd.PHASE_EVENTS = None
     med = np.median(np.array(ph), axis=0) * 1e3
-    reps = 300
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        f()
-    issued = (time.perf_counter() - t0) / reps * 1e6
-    cupy.cuda.Device().synchronize()
-    per = (time.perf_counter() - t0) / reps * 1e6
+    issued, per = host_time_us(f, reps=300)
     L = cd.chunk_length(T)
     key = [k for k in cd._chunk_plans if k[2] == n and k[3] == B][0]
     (fp, gp, bp, sp, G), carry, rerun = cd._chunk_plans[key]
     print(f"phases (B={B}, T={T}, n={n}, A {'invariant' if inv else 'varying'}, L={L}): products {med[0]:.1f} us, "
           f"carries {med[1]:.1f} us, rerun {med[2]:.1f} us (GPU, events, median of 20); host {issued:.1f} us issued "
-          f"per call, {per:.1f} us per call back-to-back ({reps} calls); products grid {gp} block {bp} smem {sp} G {G} "
+          f"per call, {per:.1f} us per call back-to-back (300 calls); products grid {gp} block {bp} smem {sp} G {G} "
           f"regs {fp.num_regs}; carries block {carry[2]} rerun grid {rerun[1]} block {rerun[2]}")
 PY
 date -u +"tests %H:%M:%S UTC"
