@@ -793,12 +793,14 @@ def test_cupy_chunked_nonfinite_no_wrong_finite(cupy_chunk):
 
 @pytest.fixture
 def cupy_lookback(monkeypatch):
-    """Set the CuPy lookback method's chunk length and warps per block for the test."""
+    """Set the CuPy lookback method's chunk length, warps per block and chunk-map kind (tensor
+    cores or FMAs, float32 n <= 16) for the test."""
     from scanarray.backends import _cupy_dense
 
-    def select(L=None, W=None):
+    def select(L=None, W=None, mma=True):
         monkeypatch.setattr(_cupy_dense, "LOOKBACK_L", L)
         monkeypatch.setattr(_cupy_dense, "LOOKBACK_W", W)
+        monkeypatch.setattr(_cupy_dense, "LOOKBACK_MMA", mma)
 
     return select
 
@@ -835,12 +837,13 @@ def test_cupy_lookback_dtypes(dtype, n, reverse, rng):
 @_CUPY_SKIP
 @pytest.mark.parametrize("W", [1, 2, 4, 8])
 @pytest.mark.parametrize("L", [2, 5, 16, 40])
-@pytest.mark.parametrize("n", [4, 16])
-def test_cupy_lookback_warps(cupy_lookback, W, L, n, rng):
-    """Every warp count per block, with sub-chunks of one step, short and empty ones (W > L)."""
-    cupy_lookback(L=L, W=W)
+@pytest.mark.parametrize("n, mma", [(4, True), (13, True), (16, True), (16, False)])
+def test_cupy_lookback_warps(cupy_lookback, W, L, n, mma, rng):
+    """Every warp count per block, with sub-chunks of one step, short and empty ones (W > L);
+    float32 n = 16 (and n = 13, padded) with the tensor-core chunk maps and with the FMA ones."""
+    cupy_lookback(L=L, W=W, mma=mma)
     A, b, h0 = _seq_case(rng, "float32", 3, 301, n)
-    _check_lookback(A, b, h0, "float32", L == 5, f"lookback L={L} W={W} n={n}")
+    _check_lookback(A, b, h0, "float32", L == 5, f"lookback L={L} W={W} n={n} mma={mma}")
 
 
 @pytest.mark.gpu
@@ -891,12 +894,13 @@ def test_cupy_lookback_in_place_unaligned_out(cupy_lookback, dtype, n, rng):
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("ring", [1, 2, 3, 4])
+@pytest.mark.parametrize("ring", [1, 2, 4, 8])
 @pytest.mark.parametrize("n", [5, 16])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_cupy_lookback_ring(cupy_lookback, monkeypatch, ring, n, reverse, rng):
     """A[t] streamed through every ring depth (shorter than, equal to, longer than a sub-chunk of
-    8 steps; a short last chunk), 16-byte and element copies (n = 5)."""
+    8 steps (n = 5) or 16 (n = 16, tensor-core maps); a short last chunk), 16-byte and element
+    copies (n = 5)."""
     from scanarray.backends import _cupy_dense
 
     cupy_lookback(L=32, W=2)

@@ -135,11 +135,16 @@ def _dense_unit():
 
 
 def _dense_lookback_unit():
-    # dense_lookback<T, N, W>: every (N, W) _cupy_dense compiles, float and double (complex needs CuPy)
+    # dense_lookback<T, N, W>: every (N, W) _cupy_dense compiles, float and double (complex needs CuPy),
+    # with the FMA chunk maps and with the tensor-core ones (LB_MMA, float32 N = 16)
     refs = "".join(f"    (void*)&dense_lookback<{t}, {N}, {W}>,\n"
                    for t in ("float", "double") for N in (4, 8, 16, 32) for W in (1, 2, 4, 8))
-    text = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense_lookback.cu"\nvoid* scanarray_instances[] = {\n' + refs + "};\n"
-    return text, "float and double, N 4-32, W 1-8"
+    units = []
+    for mma in (0, 1):
+        text = (f"#define SCANARRAY_NO_CUPY_COMPLEX\n#define LB_MMA {mma}\n#include \"dense_lookback.cu\"\n"
+                "void* scanarray_instances[] = {\n" + refs + "};\n")
+        units.append((text, f"float and double, N 4-32, W 1-8, LB_MMA={mma}"))
+    return units
 
 
 def _matmulscan_unit():
@@ -169,8 +174,10 @@ def main(argv=None):
         if rc:
             failed.append(name)
         units = _INSTANCE_UNITS.get(name)
-        if units is not None:
-            text, label = units()
+        if units is None:
+            continue
+        made = units()
+        for text, label in made if isinstance(made, list) else [made]:
             with tempfile.TemporaryDirectory() as tmp:
                 tu = os.path.join(tmp, "instances_" + name)
                 with open(tu, "w") as f:
@@ -178,7 +185,7 @@ def main(argv=None):
                 rc = _nvcc(tu, args.arch, [], args.verbose)
             print(f"{'ok  ' if rc == 0 else 'FAIL'} {name} instantiated for {label}", flush=True)
             if rc:
-                failed.append(f"{name} (instances)")
+                failed.append(f"{name} (instances, {label})")
     if failed:
         print("compile_cuda: failed: " + ", ".join(failed), file=sys.stderr)
         return 1

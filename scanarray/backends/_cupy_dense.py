@@ -627,14 +627,23 @@ def chunked(A, b, h0, dt, reverse, out):
 LOOKBACK_L = None
 LOOKBACK_W = None
 _LB_WS = (1, 2, 4, 8)
-#: Steps of ``A`` each product group keeps in flight in its shared-memory ring (1 to 4); None: 4
-#: (at most the sub-chunk's length). Benchmarks only.
+#: Steps of ``A`` each product group keeps in flight in its shared-memory ring (1, 2, 4 or 8, else
+#: rounded down); None: 8 with tensor-core maps, else 4 (at most the sub-chunk's length). Benchmarks only.
 LOOKBACK_RING = None
 #: Predecessor maps the look-back keeps in flight (``LB_DEPTH``, float32 n <= 16); None: the
 #: kernel's default (4). Another value compiles another module. Benchmarks only.
 LOOKBACK_DEPTH = None
 #: Benchmarks only: a CuPy int64 array of 10 per tile (phase timestamps, look-back depth, SM) or None.
 LOOKBACK_DIAG = None
+#: Chunk maps of float32 at N = 16 on tensor cores with three TF32 products per multiply
+#: (float32 accuracy; ``lb_map_mma`` in dense_lookback.cu); False: the float32 FMA products.
+LOOKBACK_MMA = True
+#: Resident warps per SM the kernel's registers must allow (``LB_MINW``; another module); None:
+#: the compiler's choice. Benchmarks only.
+LOOKBACK_MINW = None
+#: False: ONE TF32 product per multiply in the tensor-core maps (TF32 accuracy, not float32: a
+#: benchmark of what the 3xTF32 split costs, never for results). Benchmarks only.
+LOOKBACK_SPLIT = None
 #: n (padded to N, a power of two >= 4) up to which :func:`lookback` runs; complex128 up to 16
 #: (an N = 32 register tile of complex128 spills); larger n go to :func:`chunked`.
 LOOKBACK_MAX_N = 32
@@ -647,25 +656,35 @@ def _lb_pad(dt, n):
     return N if N <= top else None
 
 
-def _lb_groups(N, W):
-    """Sub-chunks per block: a product per 16 threads for N <= 16, per warp for N = 32 (``LbGeom::GT``)."""
-    return W * (2 if N <= 16 else 1)
+def _lb_mma(dt, N):
+    """Whether the chunk maps run on tensor cores (3xTF32, ``lb_map_mma``): float32 at N = 16, sm_80+."""
+    if not LOOKBACK_MMA or dt != np.float32 or N != 16:
+        return False
+    return int(cupy.cuda.Device().compute_capability) >= 80
 
 
-def _lb_ring(N, L, W, inv):
-    """Ring slots of ``A`` per product group: ``LOOKBACK_RING`` or 4, at most a sub-chunk's steps."""
+def _lb_groups(dt, N, W):
+    """Sub-chunks per block: a product per 16 threads for N <= 16, per warp for N = 32 or on
+    tensor cores (the kernel's ``GT``)."""
+    return W * (2 if N <= 16 and not _lb_mma(dt, N) else 1)
+
+
+def _lb_ring(dt, N, L, W, inv):
+    """Ring slots of ``A`` per product group: ``LOOKBACK_RING``, else 8 for tensor-core maps (a step
+    takes a fraction of a DRAM round trip there) and 4 for FMA ones; at most a sub-chunk's steps."""
     if inv:
         return 1  # one staged matrix, no ring
-    NG = _lb_groups(N, W)
-    return max(1, min(LOOKBACK_RING or 4, 4, -(-L // NG)))
+    NG = _lb_groups(dt, N, W)
+    r = max(1, min(LOOKBACK_RING or (8 if _lb_mma(dt, N) else 4), 8, -(-L // NG)))
+    return 1 << (r.bit_length() - 1)  # a power of two (the kernel masks ring positions)
 
 
 def _lb_smem(dt, N, L, W, inv):
     """Dynamic shared memory bytes of ``dense_lookback`` (the layout in dense_lookback.cu)."""
     V = max(1, 16 // dt.itemsize)
     MT = (N + 1) * (N + V)
-    NG = _lb_groups(N, W)
-    slots = 1 if inv else NG * _lb_ring(N, L, W, inv)
+    NG = _lb_groups(dt, N, W)
+    slots = 1 if inv else NG * _lb_ring(dt, N, L, W, inv)
     return (slots * N * N + L * N + (NG + 2) * MT + NG * 2 * N) * dt.itemsize
 
 
@@ -673,7 +692,8 @@ def lookback_shape(dt, n, T, inv=False):
     """``(L, W)`` of :func:`lookback` for ``T`` steps: ``LOOKBACK_L``/``LOOKBACK_W`` when set.
 
     Default: chunks of a power of two steps <= ``sqrt(T)`` (at least 8), a sub-chunk of 8 steps
-    per product group (16 threads for n <= 16, a warp above; 1 to 4 warps), halved until the
+    per product group (16 threads for n <= 16, a warp above; 1 to 4 warps); with tensor-core
+    maps (float32, n 9-16) chunks twice as long and a warp per 32 steps. Halved until the
     block's shared memory fits a quarter of the opt-in limit (several blocks per SM hide each
     other's latency); None where even 4 steps do not fit.
     """
@@ -682,12 +702,17 @@ def lookback_shape(dt, n, T, inv=False):
     if N is None:
         return None
     optin, _ = _device_limits()
-    per_warp = 2 if N <= 16 else 1
+    per_warp = _lb_groups(dt, N, 1)
 
     def warps(L):
-        return LOOKBACK_W or min(4, max(1, L // 8 // per_warp))
+        if LOOKBACK_W:
+            return LOOKBACK_W
+        if per_warp == 1 and N <= 16:  # tensor-core maps: a warp per 32 steps
+            return min(4, max(1, L // 32))
+        return min(4, max(1, L // 8 // per_warp))
 
-    L = LOOKBACK_L or max(8, 1 << ((max(T, 2) - 1).bit_length() // 2))
+    # (tensor-core maps: twice as long, a warp per 32 steps)
+    L = LOOKBACK_L or max(8, (2 if per_warp == 1 and N <= 16 else 1) << ((max(T, 2) - 1).bit_length() // 2))
     W = warps(L)
     budget = optin if LOOKBACK_L else max(optin // 4, 48 * 1024)
     while L > 4 and _lb_smem(dt, N, L, W, inv) > budget:
@@ -708,6 +733,12 @@ def _lb_function(dt, N, W, smem):
     from ._cupy_common import get_function
 
     opts = () if LOOKBACK_DEPTH is None else (f"-DLB_DEPTH={int(LOOKBACK_DEPTH)}",)
+    if _lb_mma(dt, N):
+        opts += ("-DLB_MMA=1",)
+    if LOOKBACK_MINW:
+        opts += (f"-DLB_MINW={int(LOOKBACK_MINW)}",)
+    if LOOKBACK_SPLIT is False:
+        opts += ("-DLB_MMA_SPLIT=0",)
     f = get_function("dense_lookback.cu", f"dense_lookback<{_TYPENAMES[dt]}, {N}, {W}>", opts, group=_lb_group(dt))
     if smem > 48 * 1024 and f.max_dynamic_shared_size_bytes < smem:
         f.max_dynamic_shared_size_bytes = smem
@@ -739,7 +770,7 @@ def lookback(A, b, h0, dt, reverse, out):
     """
     dt = np.dtype(dt)
     key = (A.shape, A.strides, A.dtype, b.shape, dt, bool(reverse), LOOKBACK_L, LOOKBACK_W,
-           cupy.cuda.runtime.getDevice(), LOOKBACK_RING, LOOKBACK_DEPTH)
+           cupy.cuda.runtime.getDevice(), LOOKBACK_RING, LOOKBACK_DEPTH, LOOKBACK_MMA, LOOKBACK_MINW, LOOKBACK_SPLIT)
     plan = _lb_plans.get(key)
     if plan is None:
         if len(_lb_plans) > 1024:
@@ -833,6 +864,6 @@ def _lb_plan(A, b, dt, reverse):
     smem = _lb_smem(dt, N, L, W, inv)
     f = _lb_function(dt, N, W, smem) if grid else None
     rec = 16 + -(-(N + 2) * N * dt.itemsize // 16) * 16
-    ring = _lb_ring(N, L, W, inv)
+    ring = _lb_ring(dt, N, L, W, inv)
     tail = (np.int32(T), np.int32(n), np.int32(L), np.int32(C), np.int32(bool(reverse)), np.int32(ring))
     return (f, smem, grid, 32 * W, full_a, np.int64(a_lane), np.int32(inv), (rec, np.int64(rec)), N, C, L, tail)

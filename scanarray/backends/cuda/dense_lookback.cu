@@ -5,7 +5,7 @@
 // counter (so a tile only waits on tiles that already started, whatever the block scheduling).
 //   1. The block stages its chunk's b[t] in shared memory with cp.async (16-byte copies where
 //      n == N); A[t] (zero-padded to N = the next power of two >= max(n, 4)) streams through a
-//      ring of `ring` (1-4) matrices per group, refilled as the group's steps consume it.
+//      ring of `ring` (1, 2, 4 or 8) matrices per group, refilled as the group's steps consume it.
 //   2. Group g (16 threads for N <= 16, a warp for N = 32; NG groups) takes sub-chunk g (about
 //      L / NG steps) and computes its affine map M_g = [P_g | e_g] (P_g the product of its A[t],
 //      e_g its end state from zero): one N x (N + 1) product per step, each thread an RI x RJ
@@ -313,6 +313,23 @@ __device__ __forceinline__ T lb_rowdot(const T* Arow, const T* x, T init) {
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
+// lb_rowdot<float, N> split over a lane pair (lanes 2r, 2r + 1 of a full warp; hf = lane & 1):
+// half hf keeps accumulators 2hf and 2hf + 1 (columns k = 2hf, 2hf + 1 mod 4, in lb_rowdot's order),
+// so (s0 + s1) + (s2 + s3) comes out bit-identical to lb_rowdot's, on both lanes. `init`: lane 2r's.
+template<int N>
+__device__ __forceinline__ float lb_rowdot_pair(const float* Arow, const float* x, float init, int hf) {
+    float s0 = init, s1 = 0.f;
+    #pragma unroll
+    for (int m = 0; m < N / 4; ++m) {
+        const float2 a = *reinterpret_cast<const float2*>(Arow + 4 * m + 2 * hf);
+        const float2 y = *reinterpret_cast<const float2*>(x + 4 * m + 2 * hf);
+        s0 = lb_fma(a.x, y.x, s0);
+        s1 = lb_fma(a.y, y.y, s1);
+    }
+    const float p = s0 + s1;
+    return p + __shfl_xor_sync(0xffffffffu, p, 1);
+}
+
 // init + A[r] . x with A's row r in global memory (n elements, padding columns read as zero) and
 // x in shared memory: the same multiply-adds in the same order as lb_rowdot on the staged row, so
 // the non-finite replay (which reads A from global memory: only ring slots are in shared memory)
@@ -336,18 +353,174 @@ __device__ __forceinline__ T lb_rowdot_s(const T* row, int stride, const T* x, T
 }
 
 __device__ __forceinline__ void lb_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// wait until at most `pending` (0 .. 3) of this thread's most recent cp.async groups are in flight
+// wait until at most `pending` (0 .. 7) of this thread's most recent cp.async groups are in flight
 __device__ __forceinline__ void lb_wait(int pending) {
     switch (pending) {
         case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
         case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
         case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-        default: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+        case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
+        case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
+        case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
+        case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
+        default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
+    }
+}
+
+// ------------------------------------------------------------------ tensor-core chunk maps
+// float32 at N = 16 with -DLB_MMA=1 (sm_80+; _cupy_dense.lookback sets it): a warp per sub-chunk
+// carries the transposed product X = P^T in mma.sync m16n8k8 accumulators, X <- X A[t]^T, with
+// three TF32 products per multiply (hi*hi + hi*lo + lo*hi, the "3xTF32" split of CUTLASS's
+// OpMultiplyAddFastF32: float32 accuracy, not TF32's 10-bit mantissa), and the end state e by
+// float32 FMAs beside it. The SIMT products were bound by shared-memory wavefronts (each thread
+// re-read its operands per step); here the product stays in registers across steps and each step
+// reads A[t] once, two 16-byte loads per thread.
+// Index maps (free because they only relabel the summation index): output column (n-tile nt,
+// group row g) is row nu(nt, g) = 2g + (nt ^ (g & 1)) of A[t], and k slot (kk, c) / (kk, c + 4)
+// is column nu(kk, 2c) / nu(kk, 2c + 1). Then (i) a thread's accumulators ARE its next A
+// fragment (no shuffles between steps), (ii) a thread's four k values of A[t] are one 16-byte
+// piece, columns 4c .. 4c+3, and (iii) the two rows an 8-lane phase reads differ in parity, so the
+// 16-byte loads of row-major A[t] (rows 64 bytes apart) are free of bank conflicts.
+#ifndef LB_MMA
+#define LB_MMA 0
+#endif
+template<typename T, int N> struct LbMma { static constexpr bool on = false; };
+#if LB_MMA
+template<> struct LbMma<float, 16> { static constexpr bool on = true; };
+#endif
+
+__device__ __forceinline__ int lb_nu(int nt, int g) { return 2 * g + (nt ^ (g & 1)); }
+
+#ifndef LB_MMA_SPLIT
+#define LB_MMA_SPLIT 1  // 0: one TF32 product (benchmarks only: TF32 accuracy, NOT float32)
+#endif
+__device__ __forceinline__ void lb_split(float x, unsigned& hi, unsigned& lo) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !LB_MMA_SPLIT
+    hi = __float_as_uint(x);
+    lo = 0u;
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    // hi rounded to nearest (cvt.rna); lo = x - hi is exact in float32 and goes in as it is: the
+    // tensor core reads a .tf32 operand's top 19 bits, so lo loses at most 2^-10 of itself (x's
+    // 2^-21), and one conversion per operand less is ~10% of a step's instructions
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+    lo = __float_as_uint(x - __uint_as_float(hi));
+#else
+    hi = __float_as_uint(x);
+    lo = 0u;
+#endif
+}
+
+// d += a b for one m16n8k8 TF32 tile (fragments as in the PTX ISA's mma.m16n8k8 .tf32 layout)
+__device__ __forceinline__ void lb_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+// The map [P | e] of steps 0 .. cnt-1 (processing order) of one sub-chunk by one warp, into mb
+// (Mt layout, rows SM apart). Ar(i): A of step i, row-major, rows 16 apart, landed (the caller's
+// ring protocol: `landed` before step i's reads, `release` after them); bias(i): b of step i.
+template<int SM, class AOF, class BIAS, class LANDED, class RELEASE>
+__device__ __forceinline__ void lb_map_mma(int cnt, AOF Ar, BIAS bias, LANDED landed, RELEASE release, float* mb,
+                                           int lane) {
+    const int g = lane >> 2, c = lane & 3;
+    float d[2][4];  // X = P^T: d[nt] = X[g][nu(nt,2c)], X[g][nu(nt,2c+1)], X[g+8][...], X[g+8][...]
+    float E[2];     // e[nu(nt, g)] (the same in the four lanes of a quad)
+    float e4[4];    // e[4c .. 4c+3]
+    landed();
+    {
+        const float* A0 = Ar(0);
+        const float* b0 = bias(0);
+        #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            const int i0 = lb_nu(nt, 2 * c), i1 = lb_nu(nt, 2 * c + 1);
+            d[nt][0] = A0[i0 * 16 + g];
+            d[nt][1] = A0[i1 * 16 + g];
+            d[nt][2] = A0[i0 * 16 + g + 8];
+            d[nt][3] = A0[i1 * 16 + g + 8];
+            E[nt] = b0[lb_nu(nt, g)];
+        }
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) e4[q] = b0[4 * c + q];
+    }
+    release(0);
+    for (int i = 1; i < cnt; ++i) {
+        landed();
+        const float* Ai = Ar(i);
+        const float* bi = bias(i);
+        float4 v[2];
+        float bb[2];
+        #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            const int r = lb_nu(nt, g);
+            v[nt] = *reinterpret_cast<const float4*>(Ai + r * 16 + 4 * c);
+            bb[nt] = bi[r];
+        }
+        release(i);
+        // e <- A e + b: partial dot over this lane's four columns, summed across the quad
+        #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            float s = v[nt].x * e4[0];
+            s = lb_fma(v[nt].y, e4[1], s);
+            s = lb_fma(v[nt].z, e4[2], s);
+            s = lb_fma(v[nt].w, e4[3], s);
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            E[nt] = s + bb[nt];
+        }
+        // quad 2c holds e[4c], e[4c+1] (nt 0, 1); quad 2c+1 holds e[4c+3], e[4c+2]
+        e4[0] = __shfl_sync(0xffffffffu, E[0], 8 * c);
+        e4[1] = __shfl_sync(0xffffffffu, E[1], 8 * c);
+        e4[2] = __shfl_sync(0xffffffffu, E[1], 8 * c + 4);
+        e4[3] = __shfl_sync(0xffffffffu, E[0], 8 * c + 4);
+        // X <- X A^T: A fragments of k step kk are the accumulators of n-tile kk
+        unsigned ah[2][4], al[2][4];
+        #pragma unroll
+        for (int kk = 0; kk < 2; ++kk) {
+            lb_split(d[kk][0], ah[kk][0], al[kk][0]);
+            lb_split(d[kk][2], ah[kk][1], al[kk][1]);
+            lb_split(d[kk][1], ah[kk][2], al[kk][2]);
+            lb_split(d[kk][3], ah[kk][3], al[kk][3]);
+        }
+        #pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+            // k slots (kk, c), (kk, c + 4) <- columns 4c + kk, 4c + 3 - kk of row nu(nt, g)
+            unsigned bh[2][2], bl[2][2];
+            lb_split(v[nt].x, bh[0][0], bl[0][0]);
+            lb_split(v[nt].w, bh[0][1], bl[0][1]);
+            lb_split(v[nt].y, bh[1][0], bl[1][0]);
+            lb_split(v[nt].z, bh[1][1], bl[1][1]);
+            float small[4] = {0.f, 0.f, 0.f, 0.f};
+            float big[4] = {0.f, 0.f, 0.f, 0.f};
+            #pragma unroll
+            for (int kk = 0; kk < 2; ++kk) {
+                if (LB_MMA_SPLIT) {
+                    lb_mma(small, al[kk], bh[kk][0], bh[kk][1]);
+                    lb_mma(small, ah[kk], bl[kk][0], bl[kk][1]);
+                }
+                lb_mma(big, ah[kk], bh[kk][0], bh[kk][1]);
+            }
+            #pragma unroll
+            for (int r = 0; r < 4; ++r) d[nt][r] = big[r] + small[r];
+        }
+    }
+    // out: Mt row j = column j of P = row j of X; row 16 = e
+    #pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+        const int i0 = lb_nu(nt, 2 * c), i1 = lb_nu(nt, 2 * c + 1);
+        mb[g * SM + i0] = d[nt][0];
+        mb[g * SM + i1] = d[nt][1];
+        mb[(g + 8) * SM + i0] = d[nt][2];
+        mb[(g + 8) * SM + i1] = d[nt][3];
+        if (c == 0) mb[16 * SM + lb_nu(nt, g)] = E[nt];
     }
 }
 
 // Shared memory (elements of T, in this order): A, either the one matrix of a time-invariant A
-// (inv) or per group a ring of R matrices (R = ring, 1 .. 4: A[t] streams through it, for the
+// (inv) or per group a ring of R matrices (R = ring, 1, 2, 4 or 8: A[t] streams through it, for the
 // products and again for the rerun); b/h L x N; per group one map (MT: group 0's stays in Mt
 // layout, the others turn row-major for the composition); two maps for the composition (2 MT);
 // per group a state double buffer (2 N).
@@ -358,13 +531,25 @@ __device__ __forceinline__ void lb_wait(int pending) {
 // products, not latency, bounds it; kept for the smaller footprint (same speed, tested).
 // Workspace: 16-byte counter, then per tile a 16-byte status word and AGG + N elements (the
 // aggregate in published layout, then the inclusive state).
+// Resident warps per SM the register allocation must allow (-DLB_MINW, benchmarks: another module;
+// 0: the compiler's choice).
+#ifndef LB_MINW
+#define LB_MINW 0
+#endif
+#if LB_MINW > 0
+#define LB_BOUNDS(W) __launch_bounds__(32 * (W), LB_MINW / (W) > 1 ? LB_MINW / (W) : 1)
+#else
+#define LB_BOUNDS(W) __launch_bounds__(32 * (W))  // (an explicit minimum of 1 lets ptxas take ~1.6x the registers)
+#endif
 template<typename T, int N, int W>
-__global__ void __launch_bounds__(32 * W)
+__global__ void LB_BOUNDS(W)
 dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __restrict__ B, T* __restrict__ H,
                const T* __restrict__ h0, int has_h0, int steps, int n, int L, int C, int reverse, int ring, int fast,
                char* ws, unsigned long long ctr_base, unsigned epoch, long long rec_bytes, long long* diag) {
     using G = LbGeom<T, N>;
-    constexpr int V = G::V, SM = G::SM, MT = G::MT, AGG = G::AGG, NN = G::NN, NT = 32 * W, GT = G::GT;
+    constexpr int V = G::V, SM = G::SM, MT = G::MT, AGG = G::AGG, NN = G::NN, NT = 32 * W;
+    constexpr bool MMA = LbMma<T, N>::on;    // tensor-core maps: a warp per sub-chunk
+    constexpr int GT = MMA ? 32 : G::GT;     // threads per group (sub-chunk)
     constexpr int NG = NT / GT;  // groups (sub-chunks) per block
     extern __shared__ __align__(16) unsigned char lb_smem[];
     __shared__ long long s_id;
@@ -405,15 +590,22 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
     const int s0 = min(gi * Ls, Lk), s1 = min(s0 + Ls, Lk);
     const int cnt = s1 - s0;
 
-    // A[t] of processing step s (s0 <= s < s1) into ring slot (s - s0) % ring, by the group
-    const T* Ag = A + li * a_lane + (inv ? 0ll : (long long)t_lo * n * n);
+    // A[t] of processing step s (s0 <= s < s1) into ring slot (s - s0) % ring, by the group (ring a
+    // power of two: a mask, not an integer remainder, in every step)
+    const long long nn = (long long)n * n;
+    const T* Ag = A + li * a_lane + (inv ? 0ll : (long long)t_lo * nn);
     T* ringA = sA + gi * ring * NN;
     auto fetch = [&](int i) {  // ring position i = s - s0; always commits (possibly empty) a group
         if (!inv && i < cnt) {
-            T* dst = ringA + (i % ring) * NN;
-            const T* src = Ag + (long long)slot(s0 + i) * n * n;
+            T* dst = ringA + (i & (ring - 1)) * NN;
+            const T* src = Ag + (long long)slot(s0 + i) * nn;
             if (fast) {
-                for (int u = gl; u < NN / V; u += GT) lb_cp<16>(dst + u * V, src + u * V);
+                constexpr int P = NN / V, PT = (P + GT - 1) / GT;  // 16-byte pieces, per thread
+                #pragma unroll
+                for (int k = 0; k < PT; ++k) {
+                    const int u = gl + k * GT;
+                    if (P % GT == 0 || u < P) lb_cp<16>(dst + u * V, src + u * V);
+                }
             } else {
                 for (int e = gl; e < NN; e += GT) {
                     const int i2 = e / N, kk = e - i2 * N;
@@ -424,7 +616,7 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         }
         lb_commit();
     };
-    auto aof = [&](int i) -> const T* { return inv ? sA : ringA + (i % ring) * NN; };
+    auto aof = [&](int i) -> const T* { return inv ? sA : ringA + (i & (ring - 1)) * NN; };
     // ring position i has landed (ring - 1 younger groups may still fly) and the group sees it
     auto landed = [&]() {
         lb_wait(ring - 1);
@@ -466,7 +658,18 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
 
     if (C > 1) {
         // 2. the sub-chunk's map, by its group, in place in mb; A streams through the ring
-        if (cnt > 0) {
+        if (MMA && cnt > 0) {
+            if constexpr (MMA) {
+                lb_map_mma<SM>(
+                    cnt, [&](int i) { return aof(i); }, [&](int i) { return sb + slot(s0 + i) * N; }, landed,
+                    [&](int i) {
+                        __syncwarp(gmask);
+                        fetch(i + ring);
+                    },
+                    mb, lane);
+                __syncwarp(gmask);
+            }
+        } else if (cnt > 0) {
             landed();
             const int m = slot(s0);
             const T* Ar = aof(0);
@@ -522,17 +725,20 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
 
         // 3. the chunk's aggregate: group 0 composes the sub-chunk maps in order
         q = NG == 1 ? gbuf : qbuf + ((NG - 2) & 1) * MT;
-        if (gi == 0 && NG > 1) {
+        // (lb_product's geometry: G::GT threads, the first half of a tensor-core group)
+        constexpr int CT = G::GT;
+        if (gi == 0 && NG > 1 && gl < CT) {
+            const unsigned cmask = lb_gmask<CT>(lane);
             const T* qi = gbuf;
             for (int g = 1; g < NG; ++g) {
                 const T* rg = gbuf + g * MT;
                 T* qo = qbuf + ((g - 1) & 1) * MT;
-                lb_product<T, N>(rg, rg + NN, qi, qo, gl, gmask);
-                __syncwarp(gmask);
+                lb_product<T, N>(rg, rg + NN, qi, qo, gl, cmask);
+                __syncwarp(cmask);
                 qi = qo;
             }
             bool qbad = false;
-            for (int e = gl; e < (N + 1) * N; e += GT) qbad |= !lb_finite(q[(e / N) * SM + e % N]);
+            for (int e = gl; e < (N + 1) * N; e += CT) qbad |= !lb_finite(q[(e / N) * SM + e % N]);
             if (qbad) s_bad = 1;
         }
         __syncthreads();
@@ -671,7 +877,16 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         for (int i = 0; i < cnt; ++i) {
             const int m = slot(s0 + i);
             if (!inv) landed();
-            if (gl < N) {
+            if constexpr (MMA) {
+                // a lane pair per row (a warp per group): the same roundings as lb_rowdot
+                const int r = gl >> 1, hf = gl & 1;
+                T y = lb_rowdot_pair<N>(aof(i) + r * N, hb + cur * N, hf == 0 ? sb[m * N + r] : T(0), hf);
+                if (r >= n) y = T(0);
+                if (hf == 0) {
+                    sb[m * N + r] = y;
+                    hb[(1 - cur) * N + r] = y;
+                }
+            } else if (gl < N) {
                 T y = lb_rowdot<T, N>(aof(i) + gl * N, hb + cur * N, sb[m * N + gl]);
                 if (gl >= n) y = T(0);  // padding stays zero (0 * inf would spread NaN)
                 sb[m * N + gl] = y;
