@@ -410,21 +410,22 @@ def chunked_cases(A, b, n, log):
     return [(f"chunked [L={L}, R={R}, D={D or 'auto'}]", with_chunk(L, R, D, f)) for L, R, D in CHUNK_VARIANTS.get(n, [])]
 
 
-#: lookback method variants timed at the target shapes: (L, W[, ring[, depth]]), None = the default
-#: (ring: steps of A in flight per product group; depth: look-back maps in flight, another module)
-LOOKBACK_VARIANTS = {16: [(32, 1), (64, 2), (16, 1), (32, 2, 2), (32, 2, 3), (32, 2, 4, 4), (32, 2, 4, 8)], 64: []}
+#: lookback method variants timed at the target shapes: (L, W[, ring[, depth[, mma]]]), None = the
+#: default (ring: steps of A in flight per product group; depth: look-back maps in flight, another
+#: module; mma False: the float32 FMA chunk maps instead of the tensor-core ones)
+LOOKBACK_VARIANTS = {16: [(32, 2, None, None, False), (128, 4), (128, 2), (64, 1)], 64: []}
 
 
-def with_lookback(L, W, fn, ring=None, depth=None):
-    """``fn`` with the CuPy lookback method's chunk length, warps per block, ring and look-back
-    depth forced (benchmarks only)."""
+def with_lookback(L, W, fn, ring=None, depth=None, mma=True):
+    """``fn`` with the CuPy lookback method's chunk length, warps per block, ring, look-back
+    depth and chunk-map kind forced (benchmarks only)."""
     from scanarray.backends import _cupy_dense
 
-    names = ("LOOKBACK_L", "LOOKBACK_W", "LOOKBACK_RING", "LOOKBACK_DEPTH")
+    names = ("LOOKBACK_L", "LOOKBACK_W", "LOOKBACK_RING", "LOOKBACK_DEPTH", "LOOKBACK_MMA")
 
     def run():
         old = [getattr(_cupy_dense, k) for k in names]
-        for k, v in zip(names, (L, W, ring, depth)):
+        for k, v in zip(names, (L, W, ring, depth, mma)):
             setattr(_cupy_dense, k, v)
         try:
             return fn()
@@ -436,8 +437,9 @@ def with_lookback(L, W, fn, ring=None, depth=None):
 
 
 def _lookback_label(v):
-    L, W, ring, depth = (tuple(v) + (None, None))[:4]
-    return f"lookback [L={L}, W={W}" + (f", ring={ring}" if ring else "") + (f", depth={depth}" if depth else "") + "]"
+    L, W, ring, depth, mma = (tuple(v) + (None, None, True))[:5]
+    return (f"lookback [L={L}, W={W}" + (f", ring={ring}" if ring else "") + (f", depth={depth}" if depth else "")
+            + ("" if mma else ", FMA maps") + "]")
 
 
 def lookback_cases(A, b, n, log):

@@ -68,11 +68,16 @@ if METHOD == "lookback":
         A = (rs.standard_normal((B, 1 if inv else T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))).astype(cupy.float32)
         b = rs.standard_normal((B, T, n), dtype=cupy.float32)
         out = cupy.empty_like(b)
-        # (L, W, ring, look-back depth); None: the default
-        variants = [(None, None, None, None), (32, 1, None, None), (64, 2, None, None), (32, 2, 2, None),
-                    (32, 2, 3, None), (32, 2, None, 4), (32, 2, None, 8), (32, 4, None, None)]
-        for L, W, R, D in variants if n == 16 and not inv else variants[:1]:
-            cd.LOOKBACK_L, cd.LOOKBACK_W, cd.LOOKBACK_RING, cd.LOOKBACK_DEPTH = L, W, R, D
+        # (L, W, ring, look-back depth, tensor-core maps, resident warps per SM the registers allow);
+        # None: the default; LOOKBACK_VARIANTS="L,W,R,D,M,MINW;..." adds more (empty fields: None)
+        variants = [(None, None, None, None, True, None), (None, None, None, None, False, None)]
+        spec = os.environ.get("LOOKBACK_VARIANTS")
+        if spec:
+            conv = lambda x, i: None if x == "" else (x == "1" if i == 4 else int(x))  # noqa: E731
+            variants += [tuple(conv(x, i) for i, x in enumerate(v.split(","))) for v in spec.split(";")]
+        for L, W, R, D, M, MW in variants if n == 16 and not inv else variants[:2]:
+            cd.LOOKBACK_L, cd.LOOKBACK_W, cd.LOOKBACK_RING, cd.LOOKBACK_DEPTH, cd.LOOKBACK_MMA = L, W, R, D, M
+            cd.LOOKBACK_MINW, cd.LOOKBACK_SPLIT = (MW, None) if MW != -1 else (None, False)  # -1: one TF32 product
             try:
                 f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="lookback", out=out)
                 for _ in range(3):
@@ -83,20 +88,19 @@ if METHOD == "lookback":
                     e0.record(); f(); e1.record(); e1.synchronize()
                     ts.append(cupy.cuda.get_elapsed_time(e0, e1) * 1e3)
                 issued, per = host_time_us(f, reps=300)
-                key = [k for k in cd._lb_plans if k[3] == b.shape and k[6:8] == (L, W) and k[9:11] == (R, D)][-1]
+                key = [k for k in cd._lb_plans if k[3] == b.shape and k[6:8] == (L, W) and k[9:14] == (R, D, M, cd.LOOKBACK_MINW, cd.LOOKBACK_SPLIT)][-1]
                 p = cd._lb_plans[key]
                 try:  # resident blocks per SM (occupancy API)
                     occ = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(p[0].ptr, p[3], p[1])
                 except Exception:  # noqa: BLE001
                     occ = "?"
                 print(f"lookback (B={B}, T={T}, n={n}, A {'invariant' if inv else 'varying'}) L={p[10]} W={p[3] // 32} "
-                      f"ring={int(p[11][-1])} depth={D or 'default'}: "
+                      f"ring={int(p[11][-1])} depth={D or 'default'} maps={'mma' if cd._lb_mma(np.dtype(np.float32), p[8]) else 'fma'} minw={MW}: "
                       f"{np.median(ts):.1f} us per call (events, median of 20, min {min(ts):.1f}); host {issued:.1f} us "
                       f"issued, {per:.1f} us back-to-back; grid {p[2]} block {p[3]} smem {p[1]} regs {p[0].num_regs} blocks/SM {occ}")
             except Exception as e:  # noqa: BLE001
                 print(f"lookback (B={B}, T={T}, n={n}) L={L} W={W}: {e!r}"[:300])
-            cd.LOOKBACK_RING = cd.LOOKBACK_DEPTH = None
-            if L is None and n == 16 and not inv:  # where the time goes: per-tile phase timestamps
+            if n == 16 and not inv:  # where the time goes: per-tile phase timestamps
                 grid = p[2]
                 cd.LOOKBACK_DIAG = dg = cupy.zeros(grid * 10, cupy.int64)
                 f()
@@ -112,6 +116,7 @@ if METHOD == "lookback":
                       f"max {d[:, 8].max():.0f}; SMs {len(np.unique(d[:, 9]))}")
                 print("  phase us median/p90: " + ", ".join(f"{nm} {np.median(ph[:, i]):.2f}/{np.percentile(ph[:, i], 90):.2f}"
                                                           for i, nm in enumerate(names)))
+            cd.LOOKBACK_MMA, cd.LOOKBACK_MINW, cd.LOOKBACK_SPLIT = True, None, None
     cd.LOOKBACK_L = cd.LOOKBACK_W = cd.LOOKBACK_RING = cd.LOOKBACK_DEPTH = None
     raise SystemExit(0)
 # per-pass GPU time (events between the three launches), the plans, and host time per call

@@ -1,0 +1,29 @@
+#!/usr/bin/env python3
+"""Launch the CuPy dense ``lookback`` kernel at (64, 1024, 16) float32, for Nsight Compute.
+
+Usage on the CUDA host: ncu --clock-control none -k regex:dense_lookback --launch-skip 2 \
+    --launch-count 1 --section SpeedOfLight --section WarpStateStats --section InstructionStats \
+    python3 benchmarks/ncu_dense.py [fma]
+Three calls (the profiler replays the one it collects); ``fma``: the FMA chunk maps instead of the
+tensor-core ones.
+"""
+
+import sys
+
+import cupy
+import numpy as np
+
+import scanarray
+from scanarray.backends import _cupy_dense
+
+if "fma" in sys.argv[1:]:
+    _cupy_dense.LOOKBACK_MMA = False
+rs = cupy.random.RandomState(1)
+B, T, n = 64, 1024, 16
+A = (rs.standard_normal((B, T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))).astype(cupy.float32)
+b = rs.standard_normal((B, T, n), dtype=cupy.float32)
+out = cupy.empty_like(b)
+for _ in range(3):
+    scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="lookback", out=out)
+cupy.cuda.Device().synchronize()
+print("ncu_dense: done", "fma" if not _cupy_dense.LOOKBACK_MMA else "mma", flush=True)
