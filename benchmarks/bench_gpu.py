@@ -235,27 +235,32 @@ SWEEP_WORK = [
 ]
 
 
-def profile_host(log, n=3000):
-    """The public function's host time on a tiny problem, by function (cProfile, top 25)."""
+def profile_host(log, n=3000, call=None, what="tiny problem"):
+    """The public function's host time on a tiny problem (or ``call``), by function (cProfile, top 25)."""
     import cProfile
     import io
     import pstats
 
-    b = cupy.ones((4, 64), cupy.float32)
-    a = cupy.full((4, 64), 0.5, cupy.float32)
-    out = cupy.empty_like(b)
+    if call is None:
+        b = cupy.ones((4, 64), cupy.float32)
+        a = cupy.full((4, 64), 0.5, cupy.float32)
+        out = cupy.empty_like(b)
+
+        def call():
+            scanarray.linear_recurrence(a, b, out=out, backend="cupy")
+
     for _ in range(20):
-        scanarray.linear_recurrence(a, b, out=out, backend="cupy")
+        call()
     cupy.cuda.Device().synchronize()
     pr = cProfile.Profile()
     pr.enable()
     for _ in range(n):
-        scanarray.linear_recurrence(a, b, out=out, backend="cupy")
+        call()
     pr.disable()
     cupy.cuda.Device().synchronize()
     buf = io.StringIO()
     pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(25)
-    log(f"host profile of {n} public calls (tiny problem):\n{buf.getvalue()}")
+    log(f"host profile of {n} public calls ({what}):\n{buf.getvalue()}")
 
 
 # prefetching rows_block and batched look-back reads: the shapes that decide them
