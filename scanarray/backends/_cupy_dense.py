@@ -754,7 +754,9 @@ def lookback(A, b, h0, dt, reverse, out):
     twice as many blocks are resident as with the whole chunk of ``A`` staged;
     it computes the chunk's affine map ``(P_c, e_c)``
     (``P_c`` the product of its ``A[t]``, ``e_c`` its end state from zero:
-    groups of 16 threads (a warp for ``n > 16``) on sub-chunks, then composed),
+    groups of 16 threads (a warp for ``n > 16``) on sub-chunks, then composed;
+    float32 with ``n`` 9-16 on tensor cores, a warp per sub-chunk, three TF32
+    products per multiply for float32 accuracy, ``LOOKBACK_MMA``),
     publishes it, finds its entering
     state by a decoupled look-back over its predecessors' published maps and
     states (Merrill & Garland 2016, NVR-2016-002; matvecs only), publishes its

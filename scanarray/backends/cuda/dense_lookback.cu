@@ -9,7 +9,8 @@
 //   2. Group g (16 threads for N <= 16, a warp for N = 32; NG groups) takes sub-chunk g (about
 //      L / NG steps) and computes its affine map M_g = [P_g | e_g] (P_g the product of its A[t],
 //      e_g its end state from zero): one N x (N + 1) product per step, each thread an RI x RJ
-//      register tile plus one row of e, k in 16-byte pieces.
+//      register tile plus one row of e, k in 16-byte pieces. float32 at N = 16 with -DLB_MMA=1:
+//      a warp per sub-chunk, the product on tensor cores in 3xTF32 (lb_map_mma, below).
 //   3. Group 0 composes the NG maps into the chunk's aggregate Q = M_{NG-1} o ... o M_0 and the
 //      block publishes it (status A) unless it is non-finite.
 //   4. Decoupled look-back (Merrill & Garland, NVR-2016-002; the status words carry the call's
@@ -21,7 +22,8 @@
 //      so every tile's entering state is bit-identical whichever P its look-back found.
 //   6. Warp 0 carries h_in through the sub-chunk maps (NG - 1 matvecs) and every group reruns
 //      its sub-chunk's steps from its entering state, A[t] again through its ring (the first
-//      `ring` steps fetched before the look-back, the rest from L2 as the rerun goes), writing h
+//      `ring` steps fetched before the look-back, the rest from L2 as the rerun goes; a lane pair
+//      per row where a group is a warp, lb_rowdot_pair), writing h
 //      into the staged b (each b[t] is read once, by the thread that overwrites it); the block
 //      then stores the chunk's h with coalesced copies.
 // Non-finite values: a chunk whose maps hold a non-finite value, or whose entering state or
