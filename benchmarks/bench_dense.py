@@ -358,23 +358,28 @@ _SKIP = set(os.environ.get("DENSE_SKIP", "").split())
 SEQ_VARIANTS = [v for v in SEQ_VARIANTS if v[1] not in _SKIP]
 
 
-def with_kernel(kernel, stages, fn, exchange=None, diag=0, row_bytes=64):
-    """``fn`` with the CuPy sequential kernel forced (benchmarks only)."""
-    from scanarray.backends import _cupy_dense
-
-    names = ("KERNEL", "STAGES", "EXCHANGE", "DIAG", "ROW_BYTES")
+def with_settings(fn, **settings):
+    """``fn`` run with module settings of ``scanarray.backends._cupy_dense`` forced, restored after
+    (benchmarks only)."""
 
     def run():
-        old = [getattr(_cupy_dense, k) for k in names]
-        for k, v in zip(names, (kernel, stages, exchange, diag, row_bytes)):
+        from scanarray.backends import _cupy_dense
+
+        old = {k: getattr(_cupy_dense, k) for k in settings}
+        for k, v in settings.items():
             setattr(_cupy_dense, k, v)
         try:
             return fn()
         finally:
-            for k, v in zip(names, old):
+            for k, v in old.items():
                 setattr(_cupy_dense, k, v)
 
     return run
+
+
+def with_kernel(kernel, stages, fn, exchange=None, diag=0, row_bytes=64):
+    """``fn`` with the CuPy sequential kernel forced (benchmarks only)."""
+    return with_settings(fn, KERNEL=kernel, STAGES=stages, EXCHANGE=exchange, DIAG=diag, ROW_BYTES=row_bytes)
 
 
 #: chunked method variants timed at the target shapes: (L, R, D), None = the default
@@ -384,21 +389,7 @@ CHUNK_VARIANTS = {16: [(16, 4, None), (64, 4, None), (32, 2, None), (32, 4, 2), 
 
 def with_chunk(L, R, D, fn):
     """``fn`` with the CuPy chunked method's chunk length, tile and depth forced (benchmarks only)."""
-    from scanarray.backends import _cupy_dense
-
-    names = ("CHUNK_L", "CHUNK_R", "CHUNK_D")
-
-    def run():
-        old = [getattr(_cupy_dense, k) for k in names]
-        for k, v in zip(names, (L, R, D)):
-            setattr(_cupy_dense, k, v)
-        try:
-            return fn()
-        finally:
-            for k, v in zip(names, old):
-                setattr(_cupy_dense, k, v)
-
-    return run
+    return with_settings(fn, CHUNK_L=L, CHUNK_R=R, CHUNK_D=D)
 
 
 def chunked_cases(A, b, n, log):
@@ -419,21 +410,8 @@ LOOKBACK_VARIANTS = {16: [(32, 2, None, None, False), (128, 4), (128, 2), (64, 1
 def with_lookback(L, W, fn, ring=None, depth=None, mma=True):
     """``fn`` with the CuPy lookback method's chunk length, warps per block, ring, look-back
     depth and chunk-map kind forced (benchmarks only)."""
-    from scanarray.backends import _cupy_dense
-
-    names = ("LOOKBACK_L", "LOOKBACK_W", "LOOKBACK_RING", "LOOKBACK_DEPTH", "LOOKBACK_MMA")
-
-    def run():
-        old = [getattr(_cupy_dense, k) for k in names]
-        for k, v in zip(names, (L, W, ring, depth, mma)):
-            setattr(_cupy_dense, k, v)
-        try:
-            return fn()
-        finally:
-            for k, v in zip(names, old):
-                setattr(_cupy_dense, k, v)
-
-    return run
+    return with_settings(fn, LOOKBACK_L=L, LOOKBACK_W=W, LOOKBACK_RING=ring, LOOKBACK_DEPTH=depth,
+                         LOOKBACK_MMA=mma)
 
 
 def _lookback_label(v):
