@@ -95,7 +95,29 @@ class GpuDense(_Dense):
     param_names = ["impl", "n"]
 
     def problem(self, impl, n):
+        _no_lookback_fallback(impl, n)
         return dict(impl=impl, batch=W.GPU_DENSE_BATCH, T=W.GPU_DENSE_T, n=n, dtype="float32")
+
+
+def _no_lookback_fallback(impl, n):
+    # the dense lookback kernel takes n <= 32 and hands larger n to chunked, whose time would
+    # show under lookback's name
+    if impl == "cupy/lookback" and n > 32:
+        raise NotImplementedError("dense lookback runs n <= 32 (larger n fall back to chunked)")
+
+
+class GpuDenseTarget(_Dense):
+    """The dense issue's target shapes, float32: (64, 1024, 16) and (8, 4096, 64)."""
+
+    device = "gpu"
+    timeout = 90
+    params = [["cupy/auto", "cupy/lookback", "cupy/chunked", "jax.associative_scan"], W.GPU_DENSE_TARGETS]
+    param_names = ["impl", "shape"]
+
+    def problem(self, impl, shape):
+        batch, T, n = (int(x) for x in shape.split("x"))
+        _no_lookback_fallback(impl, n)
+        return dict(impl=impl, batch=batch, T=T, n=n, dtype="float32")
 
 
 class GpuSweep(_GpuScan):

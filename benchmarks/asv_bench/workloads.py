@@ -54,7 +54,10 @@ GPU_COPY_BYTES = 2**30
 #: inter-chunk state scan (BH, G, 16, 64) along G with a (BH, G, 16, 1) decay
 CHUNK_BH = [1, 512]
 CHUNK_G = [128, 256]
-GPU_DENSE_IMPLS = ["cupy/cyclic_reduction", "cupy/prefix", "cupy/sequential", "jax.associative_scan"]
+GPU_DENSE_IMPLS = ["cupy/cyclic_reduction", "cupy/prefix", "cupy/sequential", "cupy/chunked", "cupy/lookback",
+                   "jax.associative_scan"]
+#: the dense issue's target shapes, "batch x T x n" (float32)
+GPU_DENSE_TARGETS = ["64x1024x16", "8x4096x64"]
 GPU_DENSE_BATCH = 8
 GPU_DENSE_T = 4096
 
