@@ -931,6 +931,32 @@ def test_cupy_lookback_stress_identical(cupy_lookback, W, rng):
 
 @pytest.mark.gpu
 @_CUPY_SKIP
+@pytest.mark.parametrize("mma", [True, False])
+def test_cupy_lookback_nonnegative_no_bias(cupy_lookback, mma, rng):
+    """Non-negative transitions (row sums 0.99, spectral radius 0.99: a Leslie-type, slowly
+    mixing system) and positive inputs: every product term has one sign, so any one-sided
+    rounding (the tensor core's accumulation, a truncated TF32 piece) accumulates over a chunk's
+    steps instead of averaging out; float32's 1e-5 must hold anyway, with both kinds of maps."""
+    cupy_lookback(mma=mma)
+    T, n, lanes = 1024, 16, 4
+    A = rng.random((lanes, T, n, n))
+    A *= 0.99 / A.sum(axis=-1, keepdims=True)
+    A = A.astype(np.float32)
+    b = rng.random((lanes, T, n)).astype(np.float32)
+    h0 = rng.random((lanes, n)).astype(np.float32)
+    _check_lookback(A, b, h0, "float32", False, f"lookback non-negative mma={mma}")
+    h = call("cupy", "lookback", A, b, initial=h0)
+    ref, _ = dense_ref(A, b, -1, initial=h0)
+    # The drift (mean signed relative error) as measured on the H200 (benchmarks/dense_split_accuracy.py):
+    # FMA maps -5e-9; tensor-core maps -2.7e-6, the tensor core's own accumulation rounding toward
+    # zero, about a unit in the last place per product and step; an unrounded lo operand (-3e-6 more)
+    # or a truncated hi (-1.7e-5) would fail here.
+    bias = float(np.mean((h.astype(np.float64) - np.asarray(ref, np.float64)) / np.asarray(ref, np.float64)))
+    assert abs(bias) < (5e-6 if mma else 2e-7), bias
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
 @pytest.mark.parametrize("where", ["b inf", "A nan", "A inf"])
 @pytest.mark.parametrize("n", [3, 16])
 def test_cupy_lookback_nonfinite_as_the_loop(cupy_lookback, where, n):

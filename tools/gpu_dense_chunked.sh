@@ -77,7 +77,8 @@ if METHOD == "lookback":
             variants += [tuple(conv(x, i) for i, x in enumerate(v.split(","))) for v in spec.split(";")]
         for L, W, R, D, M, MW in variants if n == 16 and not inv else variants[:2]:
             cd.LOOKBACK_L, cd.LOOKBACK_W, cd.LOOKBACK_RING, cd.LOOKBACK_DEPTH, cd.LOOKBACK_MMA = L, W, R, D, M
-            cd.LOOKBACK_MINW, cd.LOOKBACK_SPLIT = (MW, None) if MW != -1 else (None, False)  # -1: one TF32 product
+            # MINW -1: one TF32 product per multiply (timing only), -2: hi rounded by cvt.rna
+            cd.LOOKBACK_MINW, cd.LOOKBACK_SPLIT = (MW, None) if MW is None or MW >= 0 else (None, {-1: 0, -2: 1}[MW])
             try:
                 f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="lookback", out=out)
                 for _ in range(3):

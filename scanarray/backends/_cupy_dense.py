@@ -641,8 +641,9 @@ LOOKBACK_MMA = True
 #: Resident warps per SM the kernel's registers must allow (``LB_MINW``; another module); None:
 #: the compiler's choice. Benchmarks only.
 LOOKBACK_MINW = None
-#: False: ONE TF32 product per multiply in the tensor-core maps (TF32 accuracy, not float32: a
-#: benchmark of what the 3xTF32 split costs, never for results). Benchmarks only.
+#: The tensor-core maps' operand split (``LB_MMA_SPLIT``): None the default (2: both pieces rounded
+#: by integer operations), 1 the same values by ``cvt.rna``, 0 ONE TF32 product per multiply (TF32
+#: accuracy, not float32: a benchmark of what the 3xTF32 split costs, never for results). Benchmarks only.
 LOOKBACK_SPLIT = None
 #: n (padded to N, a power of two >= 4) up to which :func:`lookback` runs; complex128 up to 16
 #: (an N = 32 register tile of complex128 spills); larger n go to :func:`chunked`.
@@ -737,8 +738,8 @@ def _lb_function(dt, N, W, smem):
         opts += ("-DLB_MMA=1",)
     if LOOKBACK_MINW:
         opts += (f"-DLB_MINW={int(LOOKBACK_MINW)}",)
-    if LOOKBACK_SPLIT is False:
-        opts += ("-DLB_MMA_SPLIT=0",)
+    if LOOKBACK_SPLIT is not None:
+        opts += (f"-DLB_MMA_SPLIT={int(LOOKBACK_SPLIT)}",)
     f = get_function("dense_lookback.cu", f"dense_lookback<{_TYPENAMES[dt]}, {N}, {W}>", opts, group=_lb_group(dt))
     if smem > 48 * 1024 and f.max_dynamic_shared_size_bytes < smem:
         f.max_dynamic_shared_size_bytes = smem

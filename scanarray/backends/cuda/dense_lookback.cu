@@ -393,19 +393,28 @@ template<> struct LbMma<float, 16> { static constexpr bool on = true; };
 
 __device__ __forceinline__ int lb_nu(int nt, int g) { return 2 * g + (nt ^ (g & 1)); }
 
+// How a float32 operand x splits into TF32 pieces, hi + lo (hi * hi + hi * lo + lo * hi per
+// multiply), both rounded to nearest (ties away: PTX's "rna"), so that neither the pieces nor the
+// dropped lo * lo term lean to one side:
+//   2 (default): rounded with integer operations on the bit pattern (add half a TF32 unit, clear
+//      the low 13 bits: what cvt.rna.tf32.f32 computes, in two simple instructions);
+//   1: cvt.rna.tf32.f32 (a multi-instruction conversion on sm_90; the same values);
+//   0: ONE TF32 product, hi = x (benchmarks only: TF32 accuracy, NOT float32).
+// Measured on the H200 (benchmarks/dense_split_accuracy.py, 2026-11-21): passing lo unrounded lets
+// the tensor core truncate it (it reads a .tf32 operand's top 19 bits), and on non-negative data
+// that one-sided error accumulated to 3.1e-6 (rounded hi) / 1.9e-5 (truncated hi) relative, against
+// 5e-8 for the FMA maps.
 #ifndef LB_MMA_SPLIT
-#define LB_MMA_SPLIT 1  // 0: one TF32 product (benchmarks only: TF32 accuracy, NOT float32)
+#define LB_MMA_SPLIT 2
 #endif
+__device__ __forceinline__ unsigned lb_tf32_rna(unsigned bits) { return (bits + 0x1000u) & 0xffffe000u; }
 __device__ __forceinline__ void lb_split(float x, unsigned& hi, unsigned& lo) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && !LB_MMA_SPLIT
-    hi = __float_as_uint(x);
-    lo = 0u;
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    // hi rounded to nearest (cvt.rna); lo = x - hi is exact in float32 and goes in as it is: the
-    // tensor core reads a .tf32 operand's top 19 bits, so lo loses at most 2^-10 of itself (x's
-    // 2^-21), and one conversion per operand less is ~10% of a step's instructions
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && LB_MMA_SPLIT == 2
+    hi = lb_tf32_rna(__float_as_uint(x));
+    lo = lb_tf32_rna(__float_as_uint(x - __uint_as_float(hi)));
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && LB_MMA_SPLIT == 1
     asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-    lo = __float_as_uint(x - __uint_as_float(hi));
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
 #else
     hi = __float_as_uint(x);
     lo = 0u;
