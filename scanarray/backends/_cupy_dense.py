@@ -757,7 +757,10 @@ def lookback(A, b, h0, dt, reverse, out):
     (``P_c`` the product of its ``A[t]``, ``e_c`` its end state from zero:
     groups of 16 threads (a warp for ``n > 16``) on sub-chunks, then composed;
     float32 with ``n`` 9-16 on tensor cores, a warp per sub-chunk, three TF32
-    products per multiply for float32 accuracy, ``LOOKBACK_MMA``),
+    products per multiply, ``LOOKBACK_MMA``: 7e-8 relative error on mixed-sign
+    data like the FMA products, but the tensor core's accumulation rounds toward
+    zero, which on non-negative systems near spectral radius 1 adds up to
+    3e-6 (radius 0.99) or 1.5e-5 (0.999): docs/dense.md, "Full float32 precision"),
     publishes it, finds its entering
     state by a decoupled look-back over its predecessors' published maps and
     states (Merrill & Garland 2016, NVR-2016-002; matvecs only), publishes its
