@@ -373,10 +373,11 @@ __device__ __forceinline__ void lb_wait(int pending) {
 // float32 at N = 16 with -DLB_MMA=1 (sm_80+; _cupy_dense.lookback sets it): a warp per sub-chunk
 // carries the transposed product X = P^T in mma.sync m16n8k8 accumulators, X <- X A[t]^T, with
 // three TF32 products per multiply (hi*hi + hi*lo + lo*hi, the "3xTF32" split of CUTLASS's
-// OpMultiplyAddFastF32: float32 accuracy, not TF32's 10-bit mantissa), and the end state e by
-// float32 FMAs beside it. The SIMT products were bound by shared-memory wavefronts (each thread
-// re-read its operands per step); here the product stays in registers across steps and each step
-// reads A[t] once, two 16-byte loads per thread.
+// OpMultiplyAddFastF32: float32-sized errors, not TF32's 10-bit mantissa; but the tensor core's
+// accumulation rounds toward zero, which on same-sign data adds up over a chunk: docs/dense.md,
+// "Full float32 precision"), and the end state e by float32 FMAs beside it. The SIMT products were
+// bound by shared-memory wavefronts (each thread re-read its operands per step); here the product
+// stays in registers across steps and each step reads A[t] once, two 16-byte loads per thread.
 // Index maps (free because they only relabel the summation index): output column (n-tile nt,
 // group row g) is row nu(nt, g) = 2g + (nt ^ (g & 1)) of A[t], and k slot (kk, c) / (kk, c + 4)
 // is column nu(kk, 2c) / nu(kk, 2c + 1). Then (i) a thread's accumulators ARE its next A
