@@ -9,21 +9,17 @@ product term of one sign: where a one-sided rounding would accumulate). Prints t
 ``python3 benchmarks/dense_split_accuracy.py``.
 """
 
-import cupy
-import numpy as np
+import os
+import sys
 
-import scanarray
-from scanarray.backends import _cupy_dense as cd
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import cupy  # noqa: E402
+import numpy as np  # noqa: E402
+from bench_dense import numpy_loop  # noqa: E402
 
-def loop(A, b):
-    A, b = A.astype(np.float64), b.astype(np.float64)
-    h = np.zeros(b.shape[::2])
-    H = np.empty_like(b)
-    for t in range(b.shape[1]):
-        h = np.einsum("lij,lj->li", A[:, t], h) + b[:, t]
-        H[:, t] = h
-    return H
+import scanarray  # noqa: E402
+from scanarray.backends import _cupy_dense as cd  # noqa: E402
 
 
 rng = np.random.default_rng(0)
@@ -36,7 +32,7 @@ for rho in (0.99, 0.999):
     A *= rho / A.sum(axis=-1, keepdims=True)
     cases[f"non-negative, row sums {rho}"] = (A.astype(np.float32), rng.random((L, T, n)).astype(np.float32))
 for name, (A, b) in cases.items():
-    ref = loop(A, b)
+    ref = numpy_loop(A.astype(np.float64), b.astype(np.float64))  # the float64 loop
     for label, mma, split in (("tensor cores, integer rna", True, None), ("tensor cores, cvt.rna", True, 1),
                               ("FMA maps", False, None)):
         cd.LOOKBACK_MMA, cd.LOOKBACK_SPLIT = mma, split

@@ -703,17 +703,18 @@ def lookback_shape(dt, n, T, inv=False):
     if N is None:
         return None
     optin, _ = _device_limits()
+    mma = _lb_mma(dt, N)
     per_warp = _lb_groups(dt, N, 1)
 
     def warps(L):
         if LOOKBACK_W:
             return LOOKBACK_W
-        if per_warp == 1 and N <= 16:  # tensor-core maps: a warp per 32 steps
+        if mma:  # tensor-core maps: a warp per 32 steps
             return min(4, max(1, L // 32))
         return min(4, max(1, L // 8 // per_warp))
 
-    # (tensor-core maps: twice as long, a warp per 32 steps)
-    L = LOOKBACK_L or max(8, (2 if per_warp == 1 and N <= 16 else 1) << ((max(T, 2) - 1).bit_length() // 2))
+    # (tensor-core maps: twice as long)
+    L = LOOKBACK_L or max(8, (2 if mma else 1) << ((max(T, 2) - 1).bit_length() // 2))
     W = warps(L)
     budget = optin if LOOKBACK_L else max(optin // 4, 48 * 1024)
     while L > 4 and _lb_smem(dt, N, L, W, inv) > budget:
