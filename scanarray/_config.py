@@ -123,6 +123,10 @@ DENSE_PREFIX_MAX_WORK = 12 * 2**29
 #: smaller buckets; n = 64: 9.0e9). Only where it was measured or between: 16 <= n <= 64, at least
 #: DENSE_CHUNK_MIN_LANES lanes and DENSE_CHUNK_MIN_T steps (one lane, small n and n = 128 not timed).
 DENSE_CHUNK_FMA_PER_MS = {4: 2.8e9, 16: 2.8e9, 32: 2.8e9, 64: 9.0e9}
+#: float32 products on tensor cores (``_cupy_dense.CHUNK_MMA``, sm_80+), the products pass alone, H200,
+#: 2026-11-21 13:34 UTC (tools/gpu_dense_chunked.sh): 40.0 us at (B, T, n) = (64, 1024, 16), 94.5 us at
+#: (8, 4096, 32), 560 us at (8, 4096, 64): 6.7e9, 11.4e9 and 15.4e9 multiply-adds per ms.
+DENSE_CHUNK_MMA_PER_MS = {4: 6.7e9, 16: 6.7e9, 32: 11.4e9, 64: 15.4e9}
 #: Where ``chunked`` would be chosen, ``lookback`` (the same chunk products, one launch) instead for
 #: n <= DENSE_LOOKBACK_MAX_N: H200, 2026-11-21 10:36 UTC (METHOD=lookback tools/gpu_dense_chunked.sh;
 #: benchmarks/results/dense_lookback_2026-11-21.md), (B, T, n) = (64, 1024, 16) float32: lookback
@@ -146,8 +150,8 @@ def cupy_dense_auto_method(problem):
         alt_ms = DENSE_ONE_LANE_MS if lanes == 1 else max(DENSE_CR_FLOOR_MS, lanes * T * DENSE_CR_NS[bucket] / 1e6)
         if (DENSE_CHUNK_N[0] <= n <= DENSE_CHUNK_N[1] and lanes >= DENSE_CHUNK_MIN_LANES
                 and T >= DENSE_CHUNK_MIN_T):
-            chunk_ms = (DENSE_FIXED_MS + 2 * T**0.5 * DENSE_STEP_US[bucket] / 1e3
-                        + lanes * T * n**3 / DENSE_CHUNK_FMA_PER_MS[bucket])
+            rate = (DENSE_CHUNK_MMA_PER_MS if problem.dtype == "float32" else DENSE_CHUNK_FMA_PER_MS)[bucket]
+            chunk_ms = DENSE_FIXED_MS + 2 * T**0.5 * DENSE_STEP_US[bucket] / 1e3 + lanes * T * n**3 / rate
             if chunk_ms < seq_ms and chunk_ms <= alt_ms:
                 return "lookback" if n <= DENSE_LOOKBACK_MAX_N else "chunked"
         if seq_ms <= alt_ms:

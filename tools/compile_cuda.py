@@ -130,6 +130,8 @@ def _dense_unit():
         + "".join(f"    (void*)&dense_chunk_products<{t}, {r}, {d}>,\n" for r in (1, 2, 4, 8) for d in (2, 3, 4))
         for t in ("float", "double")
     )
+    # the products kernel on tensor cores <N, D> (float32 only)
+    refs += "".join(f"    (void*)&dense_chunk_products_mma<{N}, {d}>,\n" for N in (16, 32, 64) for d in (2, 3, 4))
     text = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense.cu"\nvoid* scanarray_instances[] = {\n' + refs + "};\n"
     return text, "float and double"
 

@@ -160,6 +160,14 @@ def _module():
     return cupy.RawModule(code=read_source("dense.cu"), options=("--std=c++17",), name_expressions=_names())
 
 
+def _allow_shared(f, shared):
+    """Let ``f`` take ``shared`` bytes of dynamic shared memory (opt-in above 48 KiB). Never lowers
+    the limit: plans of other shapes share the compiled function, and a launch above it fails with
+    CUDA_ERROR_INVALID_VALUE (seen on the H200 when a larger plan ran after a smaller one)."""
+    if shared > 48 * 1024 and f.max_dynamic_shared_size_bytes < shared:
+        f.max_dynamic_shared_size_bytes = shared
+
+
 def _round32(x):
     return max(32, -(-x // 32) * 32)
 
@@ -178,8 +186,7 @@ def _kernel(dt, n):
     K = next((k for k in _KS if k * threads >= n * n), None)
     if threads <= 1024 and K is not None and shared <= _MAX_SHARED:
         f = _module().get_function(f"dense_sequential_staged<{_TYPENAMES[dt]}, {K}>")
-        if shared > 48 * 1024:
-            f.max_dynamic_shared_size_bytes = shared
+        _allow_shared(f, shared)
         return f, threads, shared
     threads = _round32(n)
     if threads > 1024:
@@ -332,8 +339,7 @@ def _plan(dt, n, L, kind, aligned):
     f = get_function("dense.cu", name, group=_group(dt, kind, limits, EXCHANGE) if STAGES is None else ())
     if f.max_threads_per_block < NB:  # too many registers for this block size
         return None
-    if shared > 48 * 1024:
-        f.max_dynamic_shared_size_bytes = shared
+    _allow_shared(f, shared)
     return f, (-(-L // lpb),), (NB,), shared, P
 
 
@@ -417,6 +423,47 @@ PHASE_EVENTS = None
 
 _CHUNK_RS = (1, 2, 4, 8)
 _CHUNK_DS = (2, 3, 4)
+#: Products on tensor cores (``dense_chunk_products_mma``, three TF32 products per multiply) for
+#: float32 with 9 <= n <= 64 on sm_80+ where ``CHUNK_R`` is unset; False: the FMA kernel.
+CHUNK_MMA = True
+#: Benchmarks only: blocks per SM the tensor-core kernel's registers must allow
+#: (``DENSE_MMA_MINB``) and its operand split (``SA_TF32_SPLIT``, cuda/tf32x3.cuh); None: defaults.
+CHUNK_MMA_MINB = None
+CHUNK_MMA_SPLIT = None
+#: Benchmarks only: 0 sums the tensor core's main products in one accumulation chain per output
+#: tile instead of per k-tile in float32 (``DENSE_MMA_FRESH``; biased on same-sign data, dense.cu).
+CHUNK_MMA_FRESH = None
+_MMA_NS = (16, 32, 64)
+
+
+def _chunk_mma_n(dt, n):
+    """``N`` (n padded to 16, 32 or 64) of the tensor-core products kernel, or None where it does not apply."""
+    if not CHUNK_MMA or CHUNK_R or dt != np.float32 or not 8 < n <= 64:
+        return None
+    if int(cupy.cuda.Device().compute_capability) < 80:
+        return None
+    return next(N for N in _MMA_NS if n <= N)
+
+
+def _mma_product_plan(N, total, D):
+    """``(function, blocks, threads, shared bytes, 1)`` of ``dense_chunk_products_mma``: a block of
+    ``2 N`` threads per (lane, chunk), ``A`` through a ring of ``D`` steps (default 4)."""
+    from ._cupy_common import get_function
+
+    D = D or 4
+    shared = (D * N * N + D * N + 2 * N) * 4
+    opts = ()
+    if CHUNK_MMA_MINB is not None:
+        opts += (f"-DDENSE_MMA_MINB={int(CHUNK_MMA_MINB)}",)
+    if CHUNK_MMA_SPLIT is not None:
+        opts += (f"-DSA_TF32_SPLIT={int(CHUNK_MMA_SPLIT)}",)
+    if CHUNK_MMA_FRESH is not None:
+        opts += (f"-DDENSE_MMA_FRESH={int(CHUNK_MMA_FRESH)}",)
+    # every shape in one NVRTC call; a benchmark's own options: only the one it times
+    group = () if opts else tuple(f"dense_chunk_products_mma<{m}, {d}>" for m in _MMA_NS for d in _CHUNK_DS)
+    f = get_function("dense.cu", f"dense_chunk_products_mma<{N}, {D}>", opts, group=group)
+    _allow_shared(f, shared)
+    return f, (total,), (2 * N,), shared, 1
 
 
 def _chunk_tile(dt, n):
@@ -463,6 +510,9 @@ def _product_plan(dt, n, total, R, D):
     """``(function, blocks, threads, shared bytes, G)`` of the products kernel, or None where it does not fit."""
     from ._cupy_common import get_function
 
+    N = _chunk_mma_n(dt, n)
+    if N is not None:
+        return _mma_product_plan(N, total, D)
     optin, sms = _device_limits()
     R = R or _chunk_tile(dt, n)
     Ds = (D,) if D else (4, 3, 2)
@@ -480,8 +530,7 @@ def _product_plan(dt, n, total, R, D):
     if NT > f.max_threads_per_block:
         return None
     shared = G * gbytes
-    if shared > 48 * 1024:
-        f.max_dynamic_shared_size_bytes = shared
+    _allow_shared(f, shared)
     return f, (-(-total // G),), (G * NT,), shared, G
 
 
@@ -491,7 +540,7 @@ _chunk_plans: dict = {}
 def _chunk_plans_for(dt, n, NL, C, vec, aligned):
     """Plans of the three passes (products, carries, rerun), cached per shape; None where one does not fit."""
     key = (cupy.cuda.runtime.getDevice(), dt, n, NL, C, vec, aligned, CHUNK_R, CHUNK_D, KERNEL, STAGES,
-           EXCHANGE, ROW_BYTES)
+           EXCHANGE, ROW_BYTES, CHUNK_MMA, CHUNK_MMA_MINB, CHUNK_MMA_SPLIT, CHUNK_MMA_FRESH)
     plans = _chunk_plans.get(key)
     if plans is None:
         m = _mapping(dt, n, aligned)
@@ -641,10 +690,13 @@ LOOKBACK_MMA = True
 #: Resident warps per SM the kernel's registers must allow (``LB_MINW``; another module); None:
 #: the compiler's choice. Benchmarks only.
 LOOKBACK_MINW = None
-#: The tensor-core maps' operand split (``LB_MMA_SPLIT``): None the default (2: both pieces rounded
+#: The tensor-core maps' operand split (``SA_TF32_SPLIT``, cuda/tf32x3.cuh): None the default (2: both pieces rounded
 #: by integer operations), 1 the same values by ``cvt.rna``, 0 ONE TF32 product per multiply (TF32
 #: accuracy, not float32: a benchmark of what the 3xTF32 split costs, never for results). Benchmarks only.
 LOOKBACK_SPLIT = None
+#: Benchmarks only: 0 sums the tensor-core maps' main products in one accumulation chain per tile
+#: (``LB_MMA_FRESH``; the default 1 sums them per k-tile in float32, dense_lookback.cu).
+LOOKBACK_FRESH = None
 #: n (padded to N, a power of two >= 4) up to which :func:`lookback` runs; complex128 up to 16
 #: (an N = 32 register tile of complex128 spills); larger n go to :func:`chunked`.
 LOOKBACK_MAX_N = 32
@@ -740,10 +792,11 @@ def _lb_function(dt, N, W, smem):
     if LOOKBACK_MINW:
         opts += (f"-DLB_MINW={int(LOOKBACK_MINW)}",)
     if LOOKBACK_SPLIT is not None:
-        opts += (f"-DLB_MMA_SPLIT={int(LOOKBACK_SPLIT)}",)
+        opts += (f"-DSA_TF32_SPLIT={int(LOOKBACK_SPLIT)}",)
+    if LOOKBACK_FRESH is not None:
+        opts += (f"-DLB_MMA_FRESH={int(LOOKBACK_FRESH)}",)
     f = get_function("dense_lookback.cu", f"dense_lookback<{_TYPENAMES[dt]}, {N}, {W}>", opts, group=_lb_group(dt))
-    if smem > 48 * 1024 and f.max_dynamic_shared_size_bytes < smem:
-        f.max_dynamic_shared_size_bytes = smem
+    _allow_shared(f, smem)
     return f
 
 
@@ -777,7 +830,8 @@ def lookback(A, b, h0, dt, reverse, out):
     """
     dt = np.dtype(dt)
     key = (A.shape, A.strides, A.dtype, b.shape, dt, bool(reverse), LOOKBACK_L, LOOKBACK_W,
-           cupy.cuda.runtime.getDevice(), LOOKBACK_RING, LOOKBACK_DEPTH, LOOKBACK_MMA, LOOKBACK_MINW, LOOKBACK_SPLIT)
+           cupy.cuda.runtime.getDevice(), LOOKBACK_RING, LOOKBACK_DEPTH, LOOKBACK_MMA, LOOKBACK_MINW, LOOKBACK_SPLIT,
+           LOOKBACK_FRESH)
     plan = _lb_plans.get(key)
     if plan is None:
         if len(_lb_plans) > 1024:

@@ -4,6 +4,7 @@
 #ifndef SCANARRAY_NO_CUPY_COMPLEX
 #include <cupy/complex.cuh>
 #endif
+#include "tf32x3.cuh"
 
 // One block per lane; thread i owns row i of the state, which lives in shared
 // memory, double-buffered so that one barrier per step suffices. A is
@@ -804,5 +805,201 @@ __global__ void dense_chunk_products(const T* __restrict__ A, long long a_lane, 
             P[e] = terminal ? T(0) : Ms[r * NCP + k];
         }
         for (int r = tt; r < n; r += NT) E[r] = terminal ? (has_h0 ? h0[o * h0_lane + r] : T(0)) : Ms[r * NCP + n];
+    }
+}
+
+// ------------------------------------------------------------------ chunk products on tensor cores
+// float32, n up to N = 16 * MW (MW = 1, 2, 4 warps; sm_80+): the products pass of `chunked` with
+// dense_chunk_products' arguments and outputs (G = 1: a block per (lane, chunk)). The SIMT kernel
+// above does T n^3 multiply-adds at about 9e9 per ms at n = 64 (H200, docs/dense.md): 0.9 of the
+// 1.1 ms at (8, 4096, 64). Here warp w carries rows 16w .. 16w + 15 of the transposed product
+// X = P^T in mma.sync m16n8k8 accumulators, X <- X A[t]^T, three TF32 products per multiply
+// (tf32x3.cuh), and the end state e <- A[t] e + b[t] by float32 FMAs beside it (warp w owns rows
+// 16w .. 16w + 15 of e; e passes between warps through a shared double buffer).
+// Index maps relabel the summation index so that data never moves between steps (as lb_map_mma
+// in dense_lookback.cu does at N = 16): the output column in slot (n-tile j, c, e) (accumulators
+// d[j][e], d[j][2 + e] of lane 4g + c) is column pi(j, c, e) = 16 (j / 2) + 4c + 2 (j % 2) + e of X,
+// and k slot c / c + 4 of k-tile j is column pi(j, c, 0) / pi(j, c, 1). Then (i) a thread's
+// accumulators of n-tile j ARE its A fragment of k-tile j in the next step, and (ii) its B values
+// of k-tiles 2i and 2i + 1 (row pi(n-tile, g / 2, g % 2) of A[t], columns 16i + 4c .. 16i + 4c + 3)
+// are one 16-byte shared-memory load. Rows of A[t] sit in shared memory with their 16-byte pieces
+// swizzled (piece q of row r at q ^ 4 (r & 1) for N >= 32), so that the two adjacent rows an
+// 8-lane phase reads hit different banks.
+// A[t] and b[t] stream through a D-stage cp.async ring (one barrier per step); a time-invariant A
+// is staged once.
+__device__ __forceinline__ int dense_pi(int j, int c, int e) { return 16 * (j >> 1) + 4 * c + 2 * (j & 1) + e; }
+
+template<int N>
+__device__ __forceinline__ int dense_swz(int r, int k) {
+    constexpr int S = N >= 32 ? 4 : 0;
+    return r * N + ((((k >> 2) ^ ((r & 1) * S))) << 2) + (k & 3);
+}
+
+#ifndef DENSE_MMA_MINB
+#define DENSE_MMA_MINB 2
+#endif
+// 1: the main TF32 products summed per k-tile in float32 (sa_mma_tf32_fresh), 0: one tensor-core
+// accumulation chain per output tile (measured on the H200 at n = 64, row sums 0.99, non-negative:
+// 1.56e-5 relative error, over float32's 1e-5)
+#ifndef DENSE_MMA_FRESH
+#define DENSE_MMA_FRESH 1
+#endif
+template<int N, int D>
+__global__ void __launch_bounds__(2 * N, DENSE_MMA_MINB)
+dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long long a_time,
+                         const float* __restrict__ B, const float* __restrict__ h0, long long h0_lane,
+                         int has_h0, float* __restrict__ Pout, float* __restrict__ Eout,
+                         int lanes, int C, int L, int steps, int n, int reverse, int G, int vec) {
+    static_assert(N % 16 == 0 && N <= 64 && D >= 2, "N = 16, 32 or 64; D >= 2");
+    constexpr int MW = N / 16, NT = N / 8, KP = N / 16, NTH = 32 * MW;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    float* As = reinterpret_cast<float*>(smem_raw);  // D stages of N x N (swizzled rows)
+    float* bs = As + D * N * N;                       // D stages of N
+    float* es = bs + D * N;                           // e double buffer, 2 x N
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+
+    const long long gid = blockIdx.x;
+    const long long o = gid / C;
+    const int ch = static_cast<int>(gid - o * C);
+    const bool terminal = reverse ? ch == 0 : ch == C - 1;
+    const int start = ch * L;
+    const int len = (o < lanes && !terminal) ? min(L, steps - start) : 0;  // uniform per block
+    const bool varying = a_time != 0;
+    const float* Al = A + (o < lanes ? o : 0) * a_lane;
+    const float* Bl = B + (o < lanes ? o : 0) * (long long)steps * n;
+
+    for (int i = tid; i < D * N * N + D * N + 2 * N; i += NTH) As[i] = 0.f;  // zero padding
+    __syncthreads();
+
+    // Copies: a thread takes a fixed 16-byte column piece (vec) or column, rows strided.
+    auto issue_a = [&](long long t, int stage) {
+        const float* src = Al + t * a_time;
+        float* dst = As + stage * N * N;
+        if (vec) {
+            constexpr int Q = N / 4, RS = NTH / Q;
+            const int q = tid % Q;
+            if (4 * q < n) {
+                for (int r = tid / Q; r < n; r += RS) dense_cp_async<16>(dst + dense_swz<N>(r, 4 * q), src + r * n + 4 * q, true);
+            }
+        } else {
+            constexpr int RS = NTH / N;
+            const int k = tid % N;
+            if (k < n) {
+                for (int r = tid / N; r < n; r += RS) dense_cp_async<4>(dst + dense_swz<N>(r, k), src + r * n + k, true);
+            }
+        }
+    };
+    auto issue = [&](int s, int stage) {
+        const long long t = reverse ? start + len - 1 - s : start + s;
+        if (varying) issue_a(t, stage);
+        if (tid < n) dense_cp_async<4>(bs + stage * N + tid, Bl + t * n + tid, true);
+    };
+    if (!varying && len > 0) issue_a(0, 0);
+    #pragma unroll 1
+    for (int s = 0; s < D - 1; ++s) {
+        if (s < len) issue(s, s);
+        dense_cp_commit();
+    }
+
+    float d[NT][4];
+    #pragma unroll 1
+    for (int s = 0; s < len; ++s) {
+        dense_cp_wait<D - 2>();
+        __syncthreads();  // step s has landed for every thread; every warp is done with step s - 1
+        if (s + D - 1 < len) issue(s + D - 1, (s + D - 1) % D);
+        dense_cp_commit();
+        const float* Ax = As + (varying ? s % D : 0) * N * N;
+        const float* bx = bs + (s % D) * N;
+        if (s == 0) {  // X = A[t]^T, e = b[t]
+            #pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                const int i0 = dense_pi(j, c, 0), i1 = dense_pi(j, c, 1), m = 16 * w + g;
+                d[j][0] = Ax[dense_swz<N>(i0, m)];
+                d[j][1] = Ax[dense_swz<N>(i1, m)];
+                d[j][2] = Ax[dense_swz<N>(i0, m + 8)];
+                d[j][3] = Ax[dense_swz<N>(i1, m + 8)];
+            }
+            if (tid < N) es[tid] = bx[tid];
+            continue;
+        }
+        const float* eo = es + ((s - 1) & 1) * N;  // e entering this step
+        unsigned ah[NT][4], al[NT][4];
+        #pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            sa_tf32_split(d[j][0], ah[j][0], al[j][0]);
+            sa_tf32_split(d[j][2], ah[j][1], al[j][1]);
+            sa_tf32_split(d[j][1], ah[j][2], al[j][2]);
+            sa_tf32_split(d[j][3], ah[j][3], al[j][3]);
+        }
+        float* en = es + (s & 1) * N;
+        #pragma unroll
+        for (int j = 0; j < NT; ++j) {
+            const int r = dense_pi(j, g >> 1, g & 1);  // the row of A[t] for output slot g of n-tile j
+            const bool mine = (j >> 1) == w;           // warp w owns rows 16w .. 16w + 15 of e
+            float big[4] = {0.f, 0.f, 0.f, 0.f}, small[4] = {0.f, 0.f, 0.f, 0.f};
+            float part = 0.f;
+            #pragma unroll
+            for (int i = 0; i < KP; ++i) {
+                const float4 v = *reinterpret_cast<const float4*>(Ax + dense_swz<N>(r, 16 * i + 4 * c));
+                unsigned bh[4], bl[4];
+                sa_tf32_split(v.x, bh[0], bl[0]);
+                sa_tf32_split(v.y, bh[1], bl[1]);
+                sa_tf32_split(v.z, bh[2], bl[2]);
+                sa_tf32_split(v.w, bh[3], bl[3]);
+                if (DENSE_MMA_FRESH) {
+                    // main terms: a fresh product per k-tile, summed in float32 (round to nearest)
+                    float p0[4], p1[4];
+                    sa_mma_tf32_fresh(p0, ah[2 * i], bh[0], bh[1]);
+                    sa_mma_tf32_fresh(p1, ah[2 * i + 1], bh[2], bh[3]);
+                    #pragma unroll
+                    for (int q = 0; q < 4; ++q) big[q] += p0[q] + p1[q];
+#if SA_TF32_SPLIT
+                    sa_mma_tf32(small, al[2 * i], bh[0], bh[1]);
+                    sa_mma_tf32(small, ah[2 * i], bl[0], bl[1]);
+                    sa_mma_tf32(small, al[2 * i + 1], bh[2], bh[3]);
+                    sa_mma_tf32(small, ah[2 * i + 1], bl[2], bl[3]);
+#endif
+                } else {
+                    sa_mma_3xtf32(big, small, ah[2 * i], al[2 * i], bh[0], bh[1], bl[0], bl[1]);
+                    sa_mma_3xtf32(big, small, ah[2 * i + 1], al[2 * i + 1], bh[2], bh[3], bl[2], bl[3]);
+                }
+                if (mine) {  // columns 16i + 4c .. 16i + 4c + 3 of this row times e
+                    const float4 ev = *reinterpret_cast<const float4*>(eo + 16 * i + 4 * c);
+                    part = __fmaf_rn(v.x, ev.x, part);
+                    part = __fmaf_rn(v.y, ev.y, part);
+                    part = __fmaf_rn(v.z, ev.z, part);
+                    part = __fmaf_rn(v.w, ev.w, part);
+                }
+            }
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) d[j][q] = big[q] + small[q];
+            if (mine) {
+                part += __shfl_xor_sync(0xffffffffu, part, 1);
+                part += __shfl_xor_sync(0xffffffffu, part, 2);
+                if (c == 0) en[r] = part + bx[r];
+            }
+        }
+    }
+    dense_cp_wait<0>();
+    __syncthreads();
+    if (o < lanes) {
+        const int slot = reverse ? (ch == 0 ? C - 1 : ch - 1) : (ch == C - 1 ? 0 : ch + 1);
+        float* P = Pout + ((long long)o * C + slot) * n * n;
+        float* E = Eout + ((long long)o * C + slot) * n;
+        if (terminal) {
+            for (int e = tid; e < n * n; e += NTH) P[e] = 0.f;
+            for (int r = tid; r < n; r += NTH) E[r] = has_h0 ? h0[o * h0_lane + r] : 0.f;
+        } else {
+            // P[j][m] = X[m][j]
+            #pragma unroll
+            for (int j = 0; j < NT; ++j) {
+                #pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const int col = dense_pi(j, c, q & 1), m = 16 * w + g + 8 * (q >> 1);
+                    if (col < n && m < n) P[col * n + m] = d[j][q];
+                }
+            }
+            for (int r = tid; r < n; r += NTH) E[r] = es[((len - 1) & 1) * N + r];
+        }
     }
 }

@@ -387,50 +387,18 @@ __device__ __forceinline__ void lb_wait(int pending) {
 #ifndef LB_MMA
 #define LB_MMA 0
 #endif
+#include "tf32x3.cuh"
+// 1: the main TF32 products of each k-tile summed in float32 (round to nearest) rather than in one
+// tensor-core accumulation chain, which rounds toward zero (benchmarks: -DLB_MMA_FRESH=0)
+#ifndef LB_MMA_FRESH
+#define LB_MMA_FRESH 1
+#endif
 template<typename T, int N> struct LbMma { static constexpr bool on = false; };
 #if LB_MMA
 template<> struct LbMma<float, 16> { static constexpr bool on = true; };
 #endif
 
 __device__ __forceinline__ int lb_nu(int nt, int g) { return 2 * g + (nt ^ (g & 1)); }
-
-// How a float32 operand x splits into TF32 pieces, hi + lo (hi * hi + hi * lo + lo * hi per
-// multiply), both rounded to nearest (ties away: PTX's "rna"), so that neither the pieces nor the
-// dropped lo * lo term lean to one side:
-//   2 (default): rounded with integer operations on the bit pattern (add half a TF32 unit, clear
-//      the low 13 bits: what cvt.rna.tf32.f32 computes, in two simple instructions);
-//   1: cvt.rna.tf32.f32 (a multi-instruction conversion on sm_90; the same values);
-//   0: ONE TF32 product, hi = x (benchmarks only: TF32 accuracy, NOT float32).
-// Measured on the H200 (benchmarks/dense_split_accuracy.py, 2026-11-21): passing lo unrounded lets
-// the tensor core truncate it (it reads a .tf32 operand's top 19 bits), and on non-negative data
-// that one-sided error accumulated to 3.1e-6 (rounded hi) / 1.9e-5 (truncated hi) relative, against
-// 5e-8 for the FMA maps.
-#ifndef LB_MMA_SPLIT
-#define LB_MMA_SPLIT 2
-#endif
-__device__ __forceinline__ unsigned lb_tf32_rna(unsigned bits) { return (bits + 0x1000u) & 0xffffe000u; }
-__device__ __forceinline__ void lb_split(float x, unsigned& hi, unsigned& lo) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && LB_MMA_SPLIT == 2
-    hi = lb_tf32_rna(__float_as_uint(x));
-    lo = lb_tf32_rna(__float_as_uint(x - __uint_as_float(hi)));
-#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800 && LB_MMA_SPLIT == 1
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(x - __uint_as_float(hi)));
-#else
-    hi = __float_as_uint(x);
-    lo = 0u;
-#endif
-}
-
-// d += a b for one m16n8k8 TF32 tile (fragments as in the PTX ISA's mma.m16n8k8 .tf32 layout)
-__device__ __forceinline__ void lb_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
 
 // The map [P | e] of steps 0 .. cnt-1 (processing order) of one sub-chunk by one warp, into mb
 // (Mt layout, rows SM apart). Ar(i): A of step i, row-major, rows 16 apart, landed (the caller's
@@ -492,28 +460,35 @@ __device__ __forceinline__ void lb_map_mma(int cnt, AOF Ar, BIAS bias, LANDED la
         unsigned ah[2][4], al[2][4];
         #pragma unroll
         for (int kk = 0; kk < 2; ++kk) {
-            lb_split(d[kk][0], ah[kk][0], al[kk][0]);
-            lb_split(d[kk][2], ah[kk][1], al[kk][1]);
-            lb_split(d[kk][1], ah[kk][2], al[kk][2]);
-            lb_split(d[kk][3], ah[kk][3], al[kk][3]);
+            sa_tf32_split(d[kk][0], ah[kk][0], al[kk][0]);
+            sa_tf32_split(d[kk][2], ah[kk][1], al[kk][1]);
+            sa_tf32_split(d[kk][1], ah[kk][2], al[kk][2]);
+            sa_tf32_split(d[kk][3], ah[kk][3], al[kk][3]);
         }
         #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
             // k slots (kk, c), (kk, c + 4) <- columns 4c + kk, 4c + 3 - kk of row nu(nt, g)
             unsigned bh[2][2], bl[2][2];
-            lb_split(v[nt].x, bh[0][0], bl[0][0]);
-            lb_split(v[nt].w, bh[0][1], bl[0][1]);
-            lb_split(v[nt].y, bh[1][0], bl[1][0]);
-            lb_split(v[nt].z, bh[1][1], bl[1][1]);
+            sa_tf32_split(v[nt].x, bh[0][0], bl[0][0]);
+            sa_tf32_split(v[nt].w, bh[0][1], bl[0][1]);
+            sa_tf32_split(v[nt].y, bh[1][0], bl[1][0]);
+            sa_tf32_split(v[nt].z, bh[1][1], bl[1][1]);
             float small[4] = {0.f, 0.f, 0.f, 0.f};
             float big[4] = {0.f, 0.f, 0.f, 0.f};
             #pragma unroll
             for (int kk = 0; kk < 2; ++kk) {
-                if (LB_MMA_SPLIT) {
-                    lb_mma(small, al[kk], bh[kk][0], bh[kk][1]);
-                    lb_mma(small, ah[kk], bl[kk][0], bl[kk][1]);
+                if (LB_MMA_FRESH) {  // the main products per k-tile, summed in float32 (tf32x3.cuh)
+                    float p[4];
+                    sa_mma_tf32_fresh(p, ah[kk], bh[kk][0], bh[kk][1]);
+                    #pragma unroll
+                    for (int r = 0; r < 4; ++r) big[r] += p[r];
+#if SA_TF32_SPLIT
+                    sa_mma_tf32(small, al[kk], bh[kk][0], bh[kk][1]);
+                    sa_mma_tf32(small, ah[kk], bl[kk][0], bl[kk][1]);
+#endif
+                } else {
+                    sa_mma_3xtf32(big, small, ah[kk], al[kk], bh[kk][0], bh[kk][1], bl[kk][0], bl[kk][1]);
                 }
-                lb_mma(big, ah[kk], bh[kk][0], bh[kk][1]);
             }
             #pragma unroll
             for (int r = 0; r < 4; ++r) d[nt][r] = big[r] + small[r];
