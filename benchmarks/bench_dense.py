@@ -14,8 +14,9 @@ GPU (``--gpu``): for n in {4, 16, 32, 64}, T in {1024 ... 16384}, batch 1 and 16
 - ``||h_CR - h_prefix|| / ||h_prefix||`` (both float32) and the error of
   each against the float64 cyclic reduction of the same data;
 - peers in the same run: ``jax.lax.associative_scan`` with a matmul combine
-  (``precision=HIGHEST``, i.e. no TF32, and ``jax_default_matmul_precision``
-  = "highest"), a per-step CuPy loop (``h = A[:, t] @ h + b[:, t]``), and the
+  (``precision=HIGHEST``, i.e. no TF32; at the target shapes also at JAX's
+  default precision, TF32 products, the setting behind the issue's quoted
+  figures), a per-step CuPy loop (``h = A[:, t] @ h + b[:, t]``), and the
   one-kernel ``sequential`` method.
 
 Then the issue's two target shapes, (B=8, T=4096, n=64) and (B=64, T=1024,
@@ -127,12 +128,14 @@ def wall_time(fn, min_reps=3, max_reps=10, budget_s=0.4, warmup=1, sync=None):
 # --------------------------------------------------------------------------- peers
 
 
-def make_jax_scan():
+def make_jax_scan(precision="highest"):
+    """``jax.lax.associative_scan`` with a matmul combine; precision "highest" (float32 products,
+    this benchmark's peer) or "default" (TF32 on tensor cores: the setting behind the issue's
+    quoted JAX times, and asv's peer)."""
     import jax
     import jax.numpy as jnp
 
-    jax.config.update("jax_default_matmul_precision", "highest")
-    hi = jax.lax.Precision.HIGHEST
+    hi = jax.lax.Precision.HIGHEST if precision == "highest" else jax.lax.Precision.DEFAULT
 
     def combine(earlier, later):
         A1, b1 = earlier
@@ -160,7 +163,7 @@ def jax_worker(path, todo):
     import cupy
     import jax
 
-    scan = make_jax_scan()
+    scan, scan_default = make_jax_scan(), make_jax_scan("default")
     for B, T, n, seed in todo:
         A, b = gpu_data(B, T, n, np.float32, seed=seed)
         h64 = scanarray.linear_recurrence(A.astype(cupy.float64), b.astype(cupy.float64), dense=True,
@@ -178,9 +181,16 @@ def jax_worker(path, todo):
         from bench_gpu import wall_burst
 
         t_b2b = wall_burst(lambda: scan(Aj, bj), 10, burst=BURST)[0]
+        t_d = err_d = t_d_b2b = None
+        if seed == 1:  # the target shapes: also at JAX's default precision (TF32 products), as quoted
+            hd = np.asarray(scan_default(Aj, bj).block_until_ready())
+            err_d = float(np.linalg.norm((hd - h64).ravel()) / np.linalg.norm(h64.ravel()))
+            t_d = wall_time(lambda: scan_default(Aj, bj), sync=lambda r: r.block_until_ready(), min_reps=5, max_reps=20)
+            t_d_b2b = wall_burst(lambda: scan_default(Aj, bj), 10, burst=BURST)[0]
         del Aj, bj
         with open(path, "a") as f:
-            f.write(json.dumps({"case": [B, T, n, seed], "t_jax": t, "err_jax": err, "t_jax_b2b": t_b2b}) + "\n")
+            f.write(json.dumps({"case": [B, T, n, seed], "t_jax": t, "err_jax": err, "t_jax_b2b": t_b2b,
+                                "t_jax_default": t_d, "err_jax_default": err_d, "t_jax_default_b2b": t_d_b2b}) + "\n")
 
 
 def jax_pass(todo, log, timeout_s=200):
@@ -204,6 +214,8 @@ def jax_pass(todo, log, timeout_s=200):
                 r = json.loads(line)
                 results[tuple(r["case"])] = (r["t_jax"], r["err_jax"])
                 results[("b2b",) + tuple(r["case"])] = r.get("t_jax_b2b")
+                results[("default",) + tuple(r["case"])] = (r.get("t_jax_default"), r.get("err_jax_default"),
+                                                            r.get("t_jax_default_b2b"))
         before = len(remaining)
         remaining = [c for c in remaining if tuple(c) not in results]
         fruitless = fruitless + 1 if len(remaining) == before else 0
@@ -382,14 +394,38 @@ def with_kernel(kernel, stages, fn, exchange=None, diag=0, row_bytes=64):
     return with_settings(fn, KERNEL=kernel, STAGES=stages, EXCHANGE=exchange, DIAG=diag, ROW_BYTES=row_bytes)
 
 
-#: chunked method variants timed at the target shapes: (L, R, D), None = the default
-CHUNK_VARIANTS = {16: [(16, 4, None), (64, 4, None), (32, 2, None), (32, 4, 2), (32, 4, 3), (32, 8, None), (32, 1, None)],
-                  64: [(32, 8, None), (64, 4, None), (64, 8, None), (128, 8, None), (32, 4, None)]}
+#: chunked method variants timed at the target shapes: (L, R, D[, mma[, minb[, split]]]), None = the
+#: default; R set: the FMA products kernel with that register tile; mma False: the FMA kernel with its
+#: default tile; minb / split: the tensor-core kernel's register cap (blocks per SM) and TF32 split
+#: (``CHUNK_MMA_MINB`` / ``CHUNK_MMA_SPLIT``). BENCH_CHUNK_SPEC="L,R,D,mma,minb,split;..." adds more
+#: (empty fields: None; mma 0 or 1).
+CHUNK_VARIANTS = {16: [(32, None, None, False), (64, None, None), (16, None, None), (32, 4, None)],
+                  64: [(64, 4, None), (None, None, 3), (None, None, 2), (32, None, None), (128, None, None),
+                       (None, None, None, True, 3), (None, None, None, True, None, 3)]}
 
 
-def with_chunk(L, R, D, fn):
-    """``fn`` with the CuPy chunked method's chunk length, tile and depth forced (benchmarks only)."""
-    return with_settings(fn, CHUNK_L=L, CHUNK_R=R, CHUNK_D=D)
+def _chunk_spec():
+    spec = os.environ.get("BENCH_CHUNK_SPEC")
+    if not spec:
+        return []
+    conv = lambda x, i: None if x == "" else (x == "1" if i == 3 else int(x))  # noqa: E731
+    return [tuple(conv(x, i) for i, x in enumerate(v.split(","))) for v in spec.split(";")]
+
+
+def with_chunk(L, R, D, fn, mma=True, minb=None, split=None):
+    """``fn`` with the CuPy chunked method's chunk length, tile, depth and products kernel forced
+    (benchmarks only)."""
+    return with_settings(fn, CHUNK_L=L, CHUNK_R=R, CHUNK_D=D, CHUNK_MMA=mma, CHUNK_MMA_MINB=minb,
+                         CHUNK_MMA_SPLIT=split)
+
+
+def _chunk_label(v):
+    L, R, D, mma, minb, split = (tuple(v) + (None, True, None, None))[:6]
+    if mma is None:
+        mma = True
+    kind = "FMA products" if (R or not mma) else "tensor-core products"
+    extra = (f", minb={minb}" if minb else "") + (f", split={split}" if split is not None else "")
+    return f"chunked [L={L}, R={R}, D={D or 'auto'}, {kind}{extra}]"
 
 
 def chunked_cases(A, b, n, log):
@@ -398,26 +434,28 @@ def chunked_cases(A, b, n, log):
     issued, per = host_time_us(f)
     log(f"chunked host time per call (B*T*n={b.size}): {issued:.1f} us issued, {per:.1f} us per call "
         f"back-to-back incl. GPU (200 calls)")
-    return [(f"chunked [L={L}, R={R}, D={D or 'auto'}]", with_chunk(L, R, D, f)) for L, R, D in CHUNK_VARIANTS.get(n, [])]
+    return [(_chunk_label(v), with_chunk(*v[:3], f, *[True if x is None else x for x in v[3:4]], *v[4:]))
+            for v in CHUNK_VARIANTS.get(n, []) + _chunk_spec()]
 
 
-#: lookback method variants timed at the target shapes: (L, W[, ring[, depth[, mma]]]), None = the
-#: default (ring: steps of A in flight per product group; depth: look-back maps in flight, another
-#: module; mma False: the float32 FMA chunk maps instead of the tensor-core ones)
-LOOKBACK_VARIANTS = {16: [(32, 2, None, None, False), (128, 4), (128, 2), (64, 1)], 64: []}
+#: lookback method variants timed at the target shapes: (L, W[, ring[, depth[, mma[, fresh]]]]), None =
+#: the default (ring: steps of A in flight per product group; depth: look-back maps in flight, another
+#: module; mma False: the float32 FMA chunk maps instead of the tensor-core ones; fresh 0: the
+#: tensor-core maps' main products in one accumulation chain, LOOKBACK_FRESH)
+LOOKBACK_VARIANTS = {16: [(32, 2, None, None, False), (None, None, None, None, True, 0), (128, 4), (64, 1)], 64: []}
 
 
-def with_lookback(L, W, fn, ring=None, depth=None, mma=True):
+def with_lookback(L, W, fn, ring=None, depth=None, mma=True, fresh=None):
     """``fn`` with the CuPy lookback method's chunk length, warps per block, ring, look-back
-    depth and chunk-map kind forced (benchmarks only)."""
+    depth, chunk-map kind and accumulation forced (benchmarks only)."""
     return with_settings(fn, LOOKBACK_L=L, LOOKBACK_W=W, LOOKBACK_RING=ring, LOOKBACK_DEPTH=depth,
-                         LOOKBACK_MMA=mma)
+                         LOOKBACK_MMA=mma, LOOKBACK_FRESH=fresh)
 
 
 def _lookback_label(v):
-    L, W, ring, depth, mma = (tuple(v) + (None, None, True))[:5]
+    L, W, ring, depth, mma, fresh = (tuple(v) + (None, None, True, None))[:6]
     return (f"lookback [L={L}, W={W}" + (f", ring={ring}" if ring else "") + (f", depth={depth}" if depth else "")
-            + ("" if mma else ", FMA maps") + "]")
+            + ("" if mma else ", FMA maps") + (", one accumulation chain" if fresh == 0 else "") + "]")
 
 
 def lookback_cases(A, b, n, log):
@@ -449,6 +487,11 @@ def targets(jax_results, log):
         if t_jax is not None:
             lines.append(f"| {B} | {T} | {n} | jax.lax.associative_scan | {t_jax:.3f} | 1.00 | {quoted} ms | {err:.1e} | "
                          f"{fmt(t_jax_b)} | 1.00 |")
+        t_d, err_d, t_d_b = jax_results.get(("default", B, T, n, 1), (None, None, None))
+        if t_d is not None:
+            lines.append(f"| {B} | {T} | {n} | jax.lax.associative_scan, default precision (TF32) | {t_d:.3f} | "
+                         f"{t_jax / t_d if t_jax else float('nan'):.2f} | {quoted} ms | {err_d:.1e} | {fmt(t_d_b)} | "
+                         f"{fmt(t_jax_b / t_d_b if (t_jax_b and t_d_b) else None, '.2f')} |")
         cases = [(m, lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
                  for m in methods]
         seq = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="sequential")  # noqa: E731

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Accuracy of the CuPy dense ``lookback`` kernel's chunk maps by kind, against a float64 loop.
+"""Accuracy of the CuPy dense tensor-core products (3xTF32) by variant, against a float64 loop.
 
-For the tensor-core maps' operand split (``_cupy_dense.LOOKBACK_SPLIT``: 2, the default, both TF32
-pieces rounded by integer operations; 1 the same by cvt.rna) and the FMA maps, on (4, 1024, 16) float32: random-sign
-contractive transitions, and non-negative ones with row sums 0.99 and positive inputs (every
-product term of one sign: where a one-sided rounding would accumulate). Prints the relative error
-(2-norm) and the mean signed relative error (a bias). On the CUDA host:
-``python3 benchmarks/dense_split_accuracy.py``.
+The ``lookback`` kernel's chunk maps (n = 16) and the ``chunked`` method's products pass (n = 64,
+and 32 with ``--all``), float32, (4, T, n): random-sign contractive transitions, and non-negative
+ones with row sums 0.99 and 0.999 and positive inputs (every product term of one sign: where a
+one-sided rounding accumulates instead of averaging out). Variants: the default (both TF32 pieces
+rounded to nearest by integer operations, main products summed per k-tile in float32), the main
+products in one tensor-core accumulation chain (``*_FRESH = 0``), hi/lo by ``cvt.rna`` (lookback),
+and the FMA kernels. Prints the relative error (2-norm) and the mean signed relative error (the
+drift). On the CUDA host: ``python3 benchmarks/dense_split_accuracy.py [--all]``.
 """
 
 import os
@@ -21,24 +23,38 @@ from bench_dense import numpy_loop  # noqa: E402
 import scanarray  # noqa: E402
 from scanarray.backends import _cupy_dense as cd  # noqa: E402
 
+#: (method, n, T, [(label, module settings)])
+SETUPS = [
+    ("lookback", 16, 1024, [("tensor cores (default)", {}), ("tensor cores, one chain", {"LOOKBACK_FRESH": 0}),
+                            ("tensor cores, cvt.rna", {"LOOKBACK_SPLIT": 1}), ("FMA maps", {"LOOKBACK_MMA": False})]),
+    ("chunked", 64, 2048, [("tensor cores (default)", {}), ("tensor cores, one chain", {"CHUNK_MMA_FRESH": 0}),
+                           ("FMA products", {"CHUNK_MMA": False})]),
+]
+if "--all" in sys.argv:
+    SETUPS.append(("chunked", 32, 2048, SETUPS[1][3]))
 
 rng = np.random.default_rng(0)
-L, T, n = 4, 1024, 16
-cases = {}
-A = rng.standard_normal((L, T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))
-cases["random signs"] = (A.astype(np.float32), rng.standard_normal((L, T, n)).astype(np.float32))
-for rho in (0.99, 0.999):
-    A = rng.random((L, T, n, n))
-    A *= rho / A.sum(axis=-1, keepdims=True)
-    cases[f"non-negative, row sums {rho}"] = (A.astype(np.float32), rng.random((L, T, n)).astype(np.float32))
-for name, (A, b) in cases.items():
-    ref = numpy_loop(A.astype(np.float64), b.astype(np.float64))  # the float64 loop
-    for label, mma, split in (("tensor cores, integer rna", True, None), ("tensor cores, cvt.rna", True, 1),
-                              ("FMA maps", False, None)):
-        cd.LOOKBACK_MMA, cd.LOOKBACK_SPLIT = mma, split
-        h = scanarray.linear_recurrence(cupy.asarray(A), cupy.asarray(b), dense=True, backend="cupy",
-                                        method="lookback").get().astype(np.float64)
-        rel = np.linalg.norm(h - ref) / np.linalg.norm(ref)
-        bias = np.mean((h - ref) / np.where(ref == 0, 1, np.abs(ref)))
-        print(f"{name:28s} {label:27s} rel err {rel:.2e}  mean signed rel err {bias:+.2e}")
-cd.LOOKBACK_MMA, cd.LOOKBACK_SPLIT = True, None
+for method, n, T, variants in SETUPS:
+    L = 4
+    cases = {}
+    A = rng.standard_normal((L, T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))
+    cases["random signs"] = (A.astype(np.float32), rng.standard_normal((L, T, n)).astype(np.float32))
+    for rho in (0.99, 0.999):
+        A = rng.random((L, T, n, n))
+        A *= rho / A.sum(axis=-1, keepdims=True)
+        cases[f"non-negative, row sums {rho}"] = (A.astype(np.float32), rng.random((L, T, n)).astype(np.float32))
+    for name, (A, b) in cases.items():
+        ref = numpy_loop(A.astype(np.float64), b.astype(np.float64))  # the float64 loop
+        for label, settings in variants:
+            old = {k: getattr(cd, k) for k in settings}
+            for k, v in settings.items():
+                setattr(cd, k, v)
+            try:
+                h = scanarray.linear_recurrence(cupy.asarray(A), cupy.asarray(b), dense=True, backend="cupy",
+                                                method=method).get().astype(np.float64)
+            finally:
+                for k, v in old.items():
+                    setattr(cd, k, v)
+            rel = np.linalg.norm(h - ref) / np.linalg.norm(ref)
+            bias = np.mean((h - ref) / np.where(ref == 0, 1, np.abs(ref)))
+            print(f"{method} n={n:2d} {name:28s} {label:24s} rel err {rel:.2e}  mean signed rel err {bias:+.2e}")

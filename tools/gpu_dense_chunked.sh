@@ -120,32 +120,60 @@ if METHOD == "lookback":
             cd.LOOKBACK_MMA, cd.LOOKBACK_MINW, cd.LOOKBACK_SPLIT = True, None, None
     cd.LOOKBACK_L = cd.LOOKBACK_W = cd.LOOKBACK_RING = cd.LOOKBACK_DEPTH = None
     raise SystemExit(0)
-# per-pass GPU time (events between the three launches), the plans, and host time per call
-for B, T, n, inv in ((64, 1024, 16, False), (8, 4096, 64, False), (64, 1024, 16, True)):
-    rs = cupy.random.RandomState(1)
-    A = (rs.standard_normal((B, 1 if inv else T, n, n), dtype=cupy.float32) * (0.9 / (2 * np.sqrt(n) + 1)))
-    b = rs.standard_normal((B, T, n), dtype=cupy.float32)
-    f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="chunked")
+# per-pass GPU time (events between the three launches), the plans, and host time per call, with
+# the products on tensor cores (float32, 9 <= n <= 64, the default) and with FMAs; then variants of
+# the tensor-core kernel at (8, 4096, 64): CHUNK_VARIANTS="L,D,minb,split,fresh;..." (empty: None)
+def phases(f, reps=20):
     for _ in range(3):
         f()
     cupy.cuda.Device().synchronize()
     ph = []
-    for _ in range(20):
+    for _ in range(reps):
         cd.PHASE_EVENTS = ev = []
         f()
         ev[-1].synchronize()
         ph.append([cupy.cuda.get_elapsed_time(ev[i], ev[i + 1]) for i in range(3)])
     cd.PHASE_EVENTS = None
-    med = np.median(np.array(ph), axis=0) * 1e3
-    issued, per = host_time_us(f, reps=300)
+    return np.median(np.array(ph), axis=0) * 1e3
+variants = [(None, None, None, None, None)]
+if os.environ.get("CHUNK_VARIANTS"):
+    variants += [tuple(None if x == "" else int(x) for x in v.split(",")) for v in os.environ["CHUNK_VARIANTS"].split(";")]
+runs = [(s, m, v) for s in ((8, 4096, 64, False), (64, 1024, 16, False), (8, 4096, 32, False), (64, 1024, 16, True))
+        for m in (True, False) for v in (variants if (s[2] == 64 and m) else variants[:1])]
+for (B, T, n, inv), mma, (VL, VD, minb, split, fresh) in runs:
+    cd.CHUNK_MMA, cd.CHUNK_L, cd.CHUNK_D = mma, VL, VD
+    cd.CHUNK_MMA_MINB, cd.CHUNK_MMA_SPLIT, cd.CHUNK_MMA_FRESH = minb, split, fresh
+    rs = cupy.random.RandomState(1)
+    A = (rs.standard_normal((B, 1 if inv else T, n, n), dtype=cupy.float32) * float(0.9 / (2 * np.sqrt(n) + 1)))
+    A = A.astype(cupy.float32)
+    b = rs.standard_normal((B, T, n), dtype=cupy.float32)
+    out = cupy.empty_like(b)
+    f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="chunked", out=out)
+    try:
+        med = phases(f)
+        issued, per = host_time_us(f, reps=300)
+    except Exception as e:  # noqa: BLE001
+        print(f"phases (B={B}, T={T}, n={n}) mma={mma} variant {(VL, VD, minb, split, fresh)}: {e!r}"[:300])
+        continue
     L = cd.chunk_length(T)
-    key = [k for k in cd._chunk_plans if k[2] == n and k[3] == B][0]
+    key = [k for k in cd._chunk_plans if k[1] == np.float32 and k[2] == n and k[3] == B and k[4] == -(-T // L)
+           and k[-4:] == (mma, minb, split, fresh)][-1]
     (fp, gp, bp, sp, G), carry, rerun = cd._chunk_plans[key]
-    print(f"phases (B={B}, T={T}, n={n}, A {'invariant' if inv else 'varying'}, L={L}): products {med[0]:.1f} us, "
-          f"carries {med[1]:.1f} us, rerun {med[2]:.1f} us (GPU, events, median of 20); host {issued:.1f} us issued "
-          f"per call, {per:.1f} us per call back-to-back (300 calls); products grid {gp} block {bp} smem {sp} G {G} "
-          f"regs {fp.num_regs}; carries block {carry[2]} rerun grid {rerun[1]} block {rerun[2]}")
+    try:
+        occ = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fp.ptr, bp[0], sp)
+    except Exception:  # noqa: BLE001
+        occ = "?"
+    print(f"phases (B={B}, T={T}, n={n}, A {'invariant' if inv else 'varying'}, L={L}, "
+          f"{'tensor-core' if cd._chunk_mma_n(np.dtype(np.float32), n) else 'FMA'} products, D={VD}, minb={minb}, "
+          f"split={split}, fresh={fresh}): products {med[0]:.1f} us, carries {med[1]:.1f} us, rerun {med[2]:.1f} us "
+          f"(GPU, events, median of 20); host {issued:.1f} us issued, {per:.1f} us per call back-to-back (300 calls); "
+          f"products grid {gp} block {bp} smem {sp} regs {fp.num_regs} blocks/SM {occ}")
+cd.CHUNK_MMA, cd.CHUNK_L, cd.CHUNK_D = True, None, None
+cd.CHUNK_MMA_MINB = cd.CHUNK_MMA_SPLIT = cd.CHUNK_MMA_FRESH = None
 PY
+date -u +"accuracy %H:%M:%S UTC"
+# the tensor-core products' accuracy by variant, on mixed-sign and same-sign data
+timeout ${ACC_S:-120} python3 benchmarks/dense_split_accuracy.py 2>&1 | tee "$OUT/accuracy.txt" | tail -30
 date -u +"tests %H:%M:%S UTC"
 NX=""; python3 -c "import xdist" 2>/dev/null && NX="-n 4"
 # the CuPy cases of the method in the dense tests and the shared contract suite (--maxfail: one device call)
@@ -158,5 +186,5 @@ BENCH_SEQ_VARIANTS=0 BENCH_JAX_S=${BENCH_JAX_S:-70} timeout ${BENCH_S:-150} pyth
   --out "$OUT/dense_${METHOD}_targets.md" > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
 grep -E "host time|JAX worker" "$OUT/bench.log"
 date -u +"end %H:%M:%S UTC"
-grep -E "^phases|^lookback|^  " "$OUT/smoke.txt" | cut -c1-240
+grep -E "^phases|^lookback|^  |^SMOKE" "$OUT/smoke.txt" | cut -c1-300
 grep -E "^\| (8|64) \| (4096|1024|8) \|" "$OUT/dense_${METHOD}_targets.md"
