@@ -420,7 +420,7 @@ def with_chunk(L, R, D, fn, mma=True, minb=None, split=None):
 
 
 def _chunk_label(v):
-    L, R, D, mma, minb, split = (tuple(v) + (None, True, None, None))[:6]
+    L, R, D, mma, minb, split = (tuple(v) + (None,) * 3)[:6]
     if mma is None:
         mma = True
     kind = "FMA products" if (R or not mma) else "tensor-core products"

@@ -7,8 +7,9 @@ ones with row sums 0.99 and 0.999 and positive inputs (every product term of one
 one-sided rounding accumulates instead of averaging out). Variants: the default (both TF32 pieces
 rounded to nearest by integer operations, main products summed per k-tile in float32), the main
 products in one tensor-core accumulation chain (``*_FRESH = 0``), hi/lo by ``cvt.rna`` (lookback),
-and the FMA kernels. Prints the relative error (2-norm) and the mean signed relative error (the
-drift). On the CUDA host: ``python3 benchmarks/dense_split_accuracy.py [--all]``.
+the FMA kernels, and (at n = 64) the methods ``sequential`` and ``cyclic_reduction``. Prints the
+relative error (2-norm) and the mean signed relative error (the drift). On the CUDA host:
+``python3 benchmarks/dense_split_accuracy.py [--all]``.
 """
 
 import os
@@ -28,7 +29,8 @@ SETUPS = [
     ("lookback", 16, 1024, [("tensor cores (default)", {}), ("tensor cores, one chain", {"LOOKBACK_FRESH": 0}),
                             ("tensor cores, cvt.rna", {"LOOKBACK_SPLIT": 1}), ("FMA maps", {"LOOKBACK_MMA": False})]),
     ("chunked", 64, 2048, [("tensor cores (default)", {}), ("tensor cores, one chain", {"CHUNK_MMA_FRESH": 0}),
-                           ("FMA products", {"CHUNK_MMA": False})]),
+                           ("FMA products", {"CHUNK_MMA": False}), ("method sequential", {"method": "sequential"}),
+                           ("method cyclic_reduction", {"method": "cyclic_reduction"})]),
 ]
 if "--all" in sys.argv:
     SETUPS.append(("chunked", 32, 2048, SETUPS[1][3]))
@@ -46,12 +48,14 @@ for method, n, T, variants in SETUPS:
     for name, (A, b) in cases.items():
         ref = numpy_loop(A.astype(np.float64), b.astype(np.float64))  # the float64 loop
         for label, settings in variants:
+            settings = dict(settings)
+            how = settings.pop("method", method)  # another method on the same data (no module setting)
             old = {k: getattr(cd, k) for k in settings}
             for k, v in settings.items():
                 setattr(cd, k, v)
             try:
                 h = scanarray.linear_recurrence(cupy.asarray(A), cupy.asarray(b), dense=True, backend="cupy",
-                                                method=method).get().astype(np.float64)
+                                                method=how).get().astype(np.float64)
             finally:
                 for k, v in old.items():
                     setattr(cd, k, v)

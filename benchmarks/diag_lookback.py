@@ -18,7 +18,7 @@ predecessor that knows its state is on average 80 tiles back; neither a back-off
 loop (20-400 ns) nor reading 2 or 4 rounds of statuses at once sped it up (the latter spills).
 
 GB/s = bytes of a + b read + h written / median time (CUDA events).
-Usage: python benchmarks/diag_lookback.py
+Usage: [DIAG_ONLY="time-major"] [DIAG_VARIANTS="shipped;other"] python benchmarks/diag_lookback.py
 """
 
 from __future__ import annotations
@@ -33,8 +33,13 @@ from scanarray import _config
 from scanarray.backends import _cupy_common, _cupy_scan
 
 GB = 1e9
+#: (label, shape, CUPY_SCAN overrides); a shape (T, N) named "time-major" is scanned along axis 0
 WORK = [("(1,1,2**24)", (1, 2**24), {}), ("(1,1,2**28)", (1, 2**28), {}),
-        ("(2,256,65536) look-back tiles", (512, 65536), {"rows_block_fill": 1e9})]
+        ("(2,256,65536) look-back tiles", (512, 65536), {"rows_block_fill": 1e9}),
+        ("time-major (65536,4096) ax0", (65536, 4096), {})]
+#: DIAG_ONLY / DIAG_VARIANTS: ;-separated substrings of the workload / variant labels to run
+ONLY = [x for x in os.environ.get("DIAG_ONLY", "").split(";") if x]
+WHICH = [x for x in os.environ.get("DIAG_VARIANTS", "").split(";") if x]
 
 
 def timed(fn, reps=15):
@@ -63,13 +68,19 @@ def main():
     lines = ["| workload | variant | GB/s | ms | same h as shipped |", "|---|---|---|---|---|"]
     hists = []
     for label, shape, cfg in WORK:
+        if ONLY and not any(x in label for x in ONLY):
+            continue
         saved = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _config.CUPY_SCAN.items()}
         a = cupy.asarray((0.9 + 0.1 * rng.random(shape)).astype(np.float32))
         b = cupy.asarray(rng.standard_normal(shape, dtype=np.float32))
         out = cupy.empty_like(b)
+        if label.startswith("time-major"):  # canonical views (lanes, T): time is axis 0 of the data
+            a, b, out = a.T, b.T, out.T
         ref = None
         nb = a.nbytes + 2 * b.nbytes
         for vlabel, defs, rows_long in VARIANTS:
+            if WHICH and not any(x in vlabel for x in WHICH):
+                continue
             _config.CUPY_SCAN.update(cfg)
             if rows_long is not None:
                 _config.CUPY_SCAN["rows_long"] = {**saved["rows_long"], 4: rows_long}
