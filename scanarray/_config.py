@@ -124,9 +124,10 @@ DENSE_PREFIX_MAX_WORK = 12 * 2**29
 #: DENSE_CHUNK_MIN_LANES lanes and DENSE_CHUNK_MIN_T steps (one lane, small n and n = 128 not timed).
 DENSE_CHUNK_FMA_PER_MS = {4: 2.8e9, 16: 2.8e9, 32: 2.8e9, 64: 9.0e9}
 #: float32 products on tensor cores (``_cupy_dense.CHUNK_MMA``, sm_80+), the products pass alone, H200,
-#: 2026-11-21 13:34 UTC (tools/gpu_dense_chunked.sh): 40.0 us at (B, T, n) = (64, 1024, 16), 94.5 us at
-#: (8, 4096, 32), 560 us at (8, 4096, 64): 6.7e9, 11.4e9 and 15.4e9 multiply-adds per ms.
-DENSE_CHUNK_MMA_PER_MS = {4: 6.7e9, 16: 6.7e9, 32: 11.4e9, 64: 15.4e9}
+#: 2026-11-21 (tools/gpu_dense_chunked.sh): 40.0 us at (B, T, n) = (64, 1024, 16) (13:34 UTC), 96.3 us at
+#: (8, 4096, 32) and 468 us at (8, 4096, 64) (13:59 UTC, 4 blocks per SM): 6.7e9, 11.1e9 and 18.4e9
+#: multiply-adds per ms.
+DENSE_CHUNK_MMA_PER_MS = {4: 6.7e9, 16: 6.7e9, 32: 11.1e9, 64: 18.4e9}
 #: Where ``chunked`` would be chosen, ``lookback`` (the same chunk products, one launch) instead for
 #: n <= DENSE_LOOKBACK_MAX_N: H200, 2026-11-21 10:36 UTC (METHOD=lookback tools/gpu_dense_chunked.sh;
 #: benchmarks/results/dense_lookback_2026-11-21.md), (B, T, n) = (64, 1024, 16) float32: lookback

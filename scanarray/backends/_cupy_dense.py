@@ -447,10 +447,11 @@ def _chunk_mma_n(dt, n):
 
 def _mma_product_plan(N, total, D):
     """``(function, blocks, threads, shared bytes, 1)`` of ``dense_chunk_products_mma``: a block of
-    ``2 N`` threads per (lane, chunk), ``A`` through a ring of ``D`` steps (default 4)."""
+    ``2 N`` threads per (lane, chunk), ``A`` through a ring of ``D`` steps (default 4; 3 at N = 64,
+    where 4 blocks of 50 KB share an SM: see ``DENSE_MMA_MINB`` in dense.cu)."""
     from ._cupy_common import get_function
 
-    D = D or 4
+    D = D or (3 if N == 64 else 4)
     shared = (D * N * N + D * N + 2 * N) * 4
     opts = ()
     if CHUNK_MMA_MINB is not None:
@@ -463,6 +464,10 @@ def _mma_product_plan(N, total, D):
     group = () if opts else tuple(f"dense_chunk_products_mma<{m}, {d}>" for m in _MMA_NS for d in _CHUNK_DS)
     f = get_function("dense.cu", f"dense_chunk_products_mma<{N}, {D}>", opts, group=group)
     _allow_shared(f, shared)
+    # As much shared memory as the SM has: by default the driver's carveout held the N = 64 kernel
+    # to 2 blocks per SM by shared memory as well as by registers (Nsight Compute, H200, 13:51 UTC)
+    if getattr(f, "preferred_shared_memory_carveout", None) is not None:
+        f.preferred_shared_memory_carveout = 100
     return f, (total,), (2 * N,), shared, 1
 
 

@@ -835,8 +835,14 @@ __device__ __forceinline__ int dense_swz(int r, int k) {
     return r * N + ((((k >> 2) ^ ((r & 1) * S))) << 2) + (k & 3);
 }
 
+// Blocks per SM the registers must allow. Binds at N = 64 only (128 threads a block; 64 and 32
+// threads allow 255 registers at 4 blocks): 128 registers with some spills, 4 blocks of 4 warps per
+// SM, ran the (8, 4096, 64) products pass in 461 us against 559-560 at 2 and 3 blocks (168-176
+// registers), H200 2026-11-21 ~13:58 UTC (tools/gpu_dense_chunked.sh, CHUNK_VARIANTS): Nsight Compute
+// had found that kernel latency-bound at 8 warps per SM (4.4 cycles between a warp's instructions,
+// issue slots 43% busy, tensor pipe 28%).
 #ifndef DENSE_MMA_MINB
-#define DENSE_MMA_MINB 2
+#define DENSE_MMA_MINB 4
 #endif
 // 1: the main TF32 products summed per k-tile in float32 (sa_mma_tf32_fresh), 0: one tensor-core
 // accumulation chain per output tile (measured on the H200 at n = 64, row sums 0.99, non-negative:
