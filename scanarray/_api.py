@@ -111,6 +111,13 @@ def linear_recurrence(
     and non-finite values land where a sequential loop puts them: no backend
     rewrites the scan in log space or divides by ``a``.
 
+    With ``dense=True`` on CuPy, the float32 chunk products of ``"lookback"``
+    and ``"chunked"`` run on tensor cores as three TF32 products per multiply,
+    which keeps float32-sized errors (7e-8 on mixed-sign data); on
+    non-negative systems close to spectral radius 1 the tensor core's
+    rounding toward zero adds up to about 2e-6 (radius 0.99) or 1.5e-5
+    (0.999), where ``method="sequential"`` stays at 7e-8 (docs/dense.md).
+
     References
     ----------
     .. [1] G. E. Blelloch, "Prefix sums and their applications", CMU-CS-90-190, 1990.

@@ -593,7 +593,12 @@ def chunked(A, b, h0, dt, reverse, out):
 
     1. ``dense_chunk_products``: for every (lane, chunk) at once, the chunk's
        transition product ``P_c = A[last] ... A[first]`` and its end state
-       ``e_c`` from a zero entering state (``T n^3`` multiply-adds in all);
+       ``e_c`` from a zero entering state (``T n^3`` multiply-adds in all;
+       float32 with ``9 <= n <= 64`` on sm_80+: ``dense_chunk_products_mma``,
+       on tensor cores in 3xTF32, ``CHUNK_MMA``: 7.5e-8 relative error on
+       mixed-sign data like the FMA products, 1.7e-6 on non-negative systems of
+       spectral radius 0.99, 1.5e-5 at 0.999: docs/dense.md, "Full float32
+       precision");
     2. the sequential kernel over the ``C`` chunks of each lane carries the
        entering states ``s_c = P_{c-1} s_{c-1} + e_{c-1}`` (``s_0`` = the
        initial state), ``C`` dependent steps;
@@ -695,9 +700,10 @@ LOOKBACK_MMA = True
 #: Resident warps per SM the kernel's registers must allow (``LB_MINW``; another module); None:
 #: the compiler's choice. Benchmarks only.
 LOOKBACK_MINW = None
-#: The tensor-core maps' operand split (``SA_TF32_SPLIT``, cuda/tf32x3.cuh): None the default (2: both pieces rounded
-#: by integer operations), 1 the same values by ``cvt.rna``, 0 ONE TF32 product per multiply (TF32
-#: accuracy, not float32: a benchmark of what the 3xTF32 split costs, never for results). Benchmarks only.
+#: The tensor-core maps' operand split (``SA_TF32_SPLIT``, cuda/tf32x3.cuh): None the default (2:
+#: both pieces rounded by integer operations), 1 the same values by ``cvt.rna``, 0 ONE TF32 product
+#: per multiply (TF32 accuracy, not float32: a benchmark of what the 3xTF32 split costs, never for
+#: results). Benchmarks only.
 LOOKBACK_SPLIT = None
 #: Benchmarks only: 0 sums the tensor-core maps' main products in one accumulation chain per tile
 #: (``LB_MMA_FRESH``; the default 1 sums them per k-tile in float32, dense_lookback.cu).
@@ -819,7 +825,7 @@ def lookback(A, b, h0, dt, reverse, out):
     products per multiply, ``LOOKBACK_MMA``: 7e-8 relative error on mixed-sign
     data like the FMA products, but the tensor core's accumulation rounds toward
     zero, which on non-negative systems near spectral radius 1 adds up to
-    3e-6 (radius 0.99) or 1.5e-5 (0.999): docs/dense.md, "Full float32 precision"),
+    1.9e-6 (radius 0.99) or 8.7e-6 (0.999): docs/dense.md, "Full float32 precision"),
     publishes it, finds its entering
     state by a decoupled look-back over its predecessors' published maps and
     states (Merrill & Garland 2016, NVR-2016-002; matvecs only), publishes its
