@@ -404,12 +404,17 @@ CHUNK_VARIANTS = {16: [(32, None, None, False), (64, None, None), (16, None, Non
                        (None, None, None, True, 3), (None, None, None, True, None, 3)]}
 
 
-def _chunk_spec():
-    spec = os.environ.get("BENCH_CHUNK_SPEC")
+def parse_variants(spec, flags=()):
+    """Variant tuples from ``"a,b,c;d,e,f"`` (benchmark environment variables): integers, None for
+    an empty field, and at the positions in `flags` a boolean (``"1"`` is True)."""
     if not spec:
         return []
-    conv = lambda x, i: None if x == "" else (x == "1" if i == 3 else int(x))  # noqa: E731
+    conv = lambda x, i: None if x == "" else (x == "1" if i in flags else int(x))  # noqa: E731
     return [tuple(conv(x, i) for i, x in enumerate(v.split(","))) for v in spec.split(";")]
+
+
+def _chunk_spec():
+    return parse_variants(os.environ.get("BENCH_CHUNK_SPEC"), flags=(3,))
 
 
 def with_chunk(L, R, D, fn, mma=True, minb=None, split=None):

@@ -14,7 +14,7 @@ timeout ${SMOKE_S:-100} python3 - <<'PY' 2>&1 | tee "$OUT/smoke.txt"
 import os, time, numpy as np, cupy, scanarray
 from scanarray.backends import _cupy_dense as cd
 import sys; sys.path.insert(0, "benchmarks")
-from bench_dense import host_time_us
+from bench_dense import host_time_us, parse_variants
 METHOD = os.environ["METHOD"]
 def loop(A, b, h0, reverse):
     c = A.dtype.kind == "c" or b.dtype.kind == "c"
@@ -71,10 +71,7 @@ if METHOD == "lookback":
         # (L, W, ring, look-back depth, tensor-core maps, resident warps per SM the registers allow);
         # None: the default; LOOKBACK_VARIANTS="L,W,R,D,M,MINW;..." adds more (empty fields: None)
         variants = [(None, None, None, None, True, None), (None, None, None, None, False, None)]
-        spec = os.environ.get("LOOKBACK_VARIANTS")
-        if spec:
-            conv = lambda x, i: None if x == "" else (x == "1" if i == 4 else int(x))  # noqa: E731
-            variants += [tuple(conv(x, i) for i, x in enumerate(v.split(","))) for v in spec.split(";")]
+        variants += parse_variants(os.environ.get("LOOKBACK_VARIANTS"), flags=(4,))
         for L, W, R, D, M, MW in variants if n == 16 and not inv else variants[:2]:
             cd.LOOKBACK_L, cd.LOOKBACK_W, cd.LOOKBACK_RING, cd.LOOKBACK_DEPTH, cd.LOOKBACK_MMA = L, W, R, D, M
             # MINW -1: one TF32 product per multiply (timing only), -2: hi rounded by cvt.rna
@@ -135,9 +132,7 @@ def phases(f, reps=20):
         ph.append([cupy.cuda.get_elapsed_time(ev[i], ev[i + 1]) for i in range(3)])
     cd.PHASE_EVENTS = None
     return np.median(np.array(ph), axis=0) * 1e3
-variants = [(None, None, None, None, None)]
-if os.environ.get("CHUNK_VARIANTS"):
-    variants += [tuple(None if x == "" else int(x) for x in v.split(",")) for v in os.environ["CHUNK_VARIANTS"].split(";")]
+variants = [(None, None, None, None, None)] + parse_variants(os.environ.get("CHUNK_VARIANTS"))
 runs = [(s, m, v) for s in ((8, 4096, 64, False), (64, 1024, 16, False), (8, 4096, 32, False), (64, 1024, 16, True))
         for m in (True, False) for v in (variants if (s[2] == 64 and m) else variants[:1])]
 for (B, T, n, inv), mma, (VL, VD, minb, split, fresh) in runs:

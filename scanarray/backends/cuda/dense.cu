@@ -811,8 +811,8 @@ __global__ void dense_chunk_products(const T* __restrict__ A, long long a_lane, 
 // ------------------------------------------------------------------ chunk products on tensor cores
 // float32, n up to N = 16 * MW (MW = 1, 2, 4 warps; sm_80+): the products pass of `chunked` with
 // dense_chunk_products' arguments and outputs (G = 1: a block per (lane, chunk)). The SIMT kernel
-// above does T n^3 multiply-adds at about 9e9 per ms at n = 64 (H200, docs/dense.md): 0.9 of the
-// 1.1 ms at (8, 4096, 64). Here warp w carries rows 16w .. 16w + 15 of the transposed product
+// above does T n^3 multiply-adds at about 1e10 per ms at n = 64: 833 us of the 1.1 ms at
+// (8, 4096, 64) (H200, docs/dense.md; 468 us here). Here warp w carries rows 16w .. 16w + 15 of the transposed product
 // X = P^T in mma.sync m16n8k8 accumulators, X <- X A[t]^T, three TF32 products per multiply
 // (tf32x3.cuh), and the end state e <- A[t] e + b[t] by float32 FMAs beside it (warp w owns rows
 // 16w .. 16w + 15 of e; e passes between warps through a shared double buffer).

@@ -14,7 +14,8 @@
 //   2 (default): integer operations on the bit pattern (add half a TF32 unit, clear the low 13
 //      bits: the values of cvt.rna.tf32.f32, in two simple instructions, on the integer pipe);
 //   3: hi by Veltkamp's splitting (x * 8193, two subtractions: round to nearest on the float
-//      pipe, which issues twice as fast as the integer one on sm_90), lo by integer rounding;
+//      pipe instead of the integer one), lo by integer rounding; slower in the one kernel timed
+//      (chunked products at (8, 4096, 64), H200 2026-11-21: 580 against 560 us);
 //   1: cvt.rna.tf32.f32 (a multi-instruction conversion on sm_90; the same values as 2);
 //   0: ONE TF32 product, hi = x, lo = 0 (benchmarks only: TF32 accuracy, NOT float32).
 #ifndef SCANARRAY_TF32X3_CUH
