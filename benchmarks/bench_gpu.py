@@ -171,7 +171,9 @@ def kernel_only(a, b, out, axis, method):
 
 
 def host_overhead_us(n=200):
-    """Host microseconds per call on a tiny problem: public function, backend driver, launch."""
+    """Host microseconds per call on a tiny problem: public function (its launch bound to the
+    repeated signature, and the full path), backend driver, launch."""
+    from scanarray import _api
     from scanarray._problem import Problem
     from scanarray.backends import _cupy_scan
 
@@ -183,8 +185,13 @@ def host_overhead_us(n=200):
                    backend="cupy")
     launch = kernel_only(a, b, out, -1, "lookback")
     res = {}
-    for name, f in (("api", lambda: scanarray.linear_recurrence(a, b, out=out, backend="cupy")),
-                    ("driver", lambda: _cupy_scan.linear_recurrence(prob)), ("launch", launch)):
+
+    def api():
+        scanarray.linear_recurrence(a, b, out=out, backend="cupy")
+
+    for name, f, fast in (("api", api, True), ("api full path", api, False),
+                          ("driver", lambda: _cupy_scan.linear_recurrence(prob), True), ("launch", launch, True)):
+        _api.FAST_CALLS = fast
         for _ in range(5):
             f()
         cupy.cuda.Device().synchronize()
@@ -193,6 +200,7 @@ def host_overhead_us(n=200):
             f()
         res[name] = (time.perf_counter() - t) / n * 1e6
         cupy.cuda.Device().synchronize()
+    _api.FAST_CALLS = True
     # the same launch through CuPy's RawKernel call instead of the packed parameter buffer
     from scanarray.backends import _cupy_common
 
@@ -582,7 +590,7 @@ def main(argv=None):
         f"Device: {device}; {date}; CuPy {cupy.__version__}; copy bandwidth {copy_bw:.0f} GB/s "
         f"(1 GiB device-to-device, bytes read + written). GB/s = bytes of a + b read + h written / median time.\n\n"
         + table(rows) + "\n\n" + "\n".join(notes) + "\n"
-        + f"\nHost time per call on a tiny problem (public function / backend driver / kernel launch): {host_txt}.\n"
+        + f"\nHost time per call on a tiny problem (public function, bound to its repeated signature / its full path / backend driver / kernel launch): {host_txt}.\n"
         + (f"\nTile-shape sweep (kernel-only):\n\n{sweep_text}\n" if sweep_text else "")
     )
     os.makedirs(args.out, exist_ok=True)

@@ -49,6 +49,9 @@ class Problem:
     #: length 1 where it broadcasts), for lazy backends (``writes_out=False``)
     #: that cannot read broadcasting from strides, e.g. Dask; None otherwise
     a_compact: Any = None
+    #: set by a backend whose call was one launch on the caller's own memory: a callable that
+    #: binds the caller's arrays to a direct repeat of that launch (see ``_cupy_scan._Binder``)
+    bind: Any = None
 
     @property
     def time_axis(self) -> int:

@@ -281,6 +281,152 @@ def test_threads_share_plans(rng):
         _check(out[i], a, b, what=f"thread {i}")
 
 
+# --------------------------------------------------------------------------- repeated calls
+
+
+@pytest.fixture
+def full_path_calls(monkeypatch):
+    """Counts calls that went through the full path (the backend driver) rather than a launch
+    bound to their signature; starts with no bound calls."""
+    from scanarray import _api
+    from scanarray.backends import _cupy_scan
+
+    monkeypatch.setattr(_api, "_FAST", {})
+    count = [0]
+    real = _cupy_scan.linear_recurrence
+
+    def counting(p):
+        count[0] += 1
+        return real(p)
+
+    monkeypatch.setattr(_cupy_scan, "linear_recurrence", counting)
+    return count
+
+
+REPEAT_CASES = {
+    "rows": dict(shape=(3, 9000), axis=-1),
+    "rows reverse": dict(shape=(3, 9000), axis=-1, reverse=True),
+    "one tile rows": dict(shape=(5, 4096), axis=-1),
+    "time-major": dict(shape=(9000, 5), axis=0),
+    "scalar a": dict(shape=(3, 9000), axis=-1, a="scalar"),
+    "lane a, axis 1 of 3": dict(shape=(2, 5000, 3), axis=1, a="lane"),
+    "out given": dict(shape=(3, 9000), axis=-1, out="new"),
+    "out=b in place, reverse": dict(shape=(3, 9000), axis=-1, out="b", reverse=True),
+    "initial": dict(shape=(3, 9000), axis=-1, initial=True),
+    "float16": dict(shape=(3, 9000), axis=-1, dtype="float16"),
+    "sequential": dict(shape=(3, 700), axis=-1, method="sequential"),
+}
+
+
+@pytest.mark.parametrize("case", list(REPEAT_CASES))
+def test_repeated_calls_bound(full_path_calls, case, rng):
+    """Calls repeating a signature skip the full path and launch on their own new arrays:
+    each of four calls, on fresh data at fresh addresses, matches the loop."""
+    c = REPEAT_CASES[case]
+    shape, axis, dtype = c["shape"], c["axis"], c.get("dtype", "float32")
+    kw = dict(backend="cupy", method=c.get("method", "lookback"), reverse=c.get("reverse", False))
+    keep = []  # keep every call's arrays alive: fresh addresses each time
+    for i in range(4):
+        if c.get("a") == "scalar":
+            a = 0.99
+        elif c.get("a") == "lane":
+            a = coefficients(rng, tuple(1 if d == axis % len(shape) else n for d, n in enumerate(shape)), dtype,
+                             reset=0, high=0.99)
+        else:
+            a = coefficients(rng, shape, dtype)
+        b = values(rng, shape, dtype)
+        a_d = a if np.isscalar(a) else cupy.asarray(a)
+        b_d = cupy.asarray(b)
+        init = None
+        if c.get("initial"):
+            init = values(rng, shape[:axis % len(shape)] + shape[axis % len(shape) + 1:], dtype)
+            kw["initial"] = cupy.asarray(init)
+        out = {"new": cupy.empty(shape, dtype), "b": b_d}.get(c.get("out"))
+        h = scanarray.linear_recurrence(a_d, b_d, axis, out=out, **kw)
+        if out is not None:
+            assert h is out
+        keep.append((a_d, b_d, h, kw.get("initial")))
+        _check(h, a, b, axis, what=f"{case}, call {i}", initial=init, reverse=kw["reverse"])
+    assert full_path_calls[0] == 1, "repeated calls of one signature went through the full path"
+
+
+def test_repeated_call_with_overlapping_out(full_path_calls, rng):
+    """A bound signature called with an out that overlaps a (not b) takes the full path, which
+    copies a first: the result matches the loop on the original a."""
+    shape = (3, 9000)
+    a, b = coefficients(rng, shape, "float32"), values(rng, shape, "float32")
+    a_d, b_d = cupy.asarray(a), cupy.asarray(b)
+    scanarray.linear_recurrence(a_d, b_d, out=cupy.empty(shape, "float32"), backend="cupy", method="lookback")
+    h = scanarray.linear_recurrence(a_d, b_d, out=a_d, backend="cupy", method="lookback")
+    assert h is a_d and full_path_calls[0] == 2
+    _check(h, a, b, what="out = a")
+
+
+def test_repeated_call_with_other_alignment(full_path_calls, rng):
+    """Same shapes and strides, views one element further into their buffers: the vector loads
+    planned for the first call do not apply, so the full path plans again (and binds the
+    signature to the new alignment: the third call, aligned again, takes the full path too)."""
+    T = 9000
+    big_a, big_b = coefficients(rng, (3, T + 1), "float32"), values(rng, (3, T + 1), "float32")
+    a_d, b_d = cupy.asarray(big_a), cupy.asarray(big_b)
+    for off in (0, 1, 0):
+        h = scanarray.linear_recurrence(a_d[:, off:T + off], b_d[:, off:T + off], backend="cupy", method="lookback")
+        _check(h, big_a[:, off:T + off], big_b[:, off:T + off], what=f"offset {off}")
+    assert full_path_calls[0] == 3
+
+
+def test_repeated_call_after_tunables_change(full_path_calls, monkeypatch, rng):
+    """Changed tile shapes (as tests and sweeps patch them) are seen by the next call."""
+    from scanarray.backends import _cupy_scan
+
+    shape = (2, 20_000)
+    a, b = coefficients(rng, shape, "float32", reset=0.001, high=1.0), values(rng, shape, "float32")
+    a_d, b_d = cupy.asarray(a), cupy.asarray(b)
+    scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback")
+    monkeypatch.setitem(_config.CUPY_SCAN, "rows_long", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
+    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    h = scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback")
+    assert full_path_calls[0] == 2
+    assert any(p.threads == 32 for p in _cupy_scan._plans.values()), "the new tile shape was not planned"
+    _check(h, a, b, what="after a tunables change")
+
+
+def test_repeated_scalar_call_on_another_stream(full_path_calls, rng):
+    """A Python-scalar a was copied to the device on the first call's stream; a call on
+    another stream takes the full path (a fresh copy, ordered on that stream)."""
+    shape = (3, 9000)
+    b = values(rng, shape, "float32")
+    b_d = cupy.asarray(b)
+    scanarray.linear_recurrence(0.9, b_d, backend="cupy", method="lookback")
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        h = scanarray.linear_recurrence(0.9, b_d, backend="cupy", method="lookback")
+        s.synchronize()
+    assert full_path_calls[0] == 2
+    _check(h, 0.9, b, what="scalar a, other stream")
+
+
+def test_repeated_scalar_call_keeps_its_constant(full_path_calls, rng):
+    """The device copy of a Python-scalar a made by the first call is what later bound calls
+    read: it must outlive the first call (the memory pool would hand its bytes to the next
+    allocation)."""
+    shape = (3, 9000)
+    for i in range(3):
+        b = values(rng, shape, "float64")
+        junk = cupy.full((1024,), 7.0)  # reuses freed pool blocks, as any allocation would
+        h = scanarray.linear_recurrence(1.0, cupy.asarray(b), backend="cupy", method="lookback")
+        del junk
+        _check(h, 1.0, b, what=f"a = 1.0, call {i}")
+    assert full_path_calls[0] == 1
+
+
+def test_repeated_call_scalar_sign_of_zero(full_path_calls, rng):
+    """a = 0.0 and a = -0.0 are different signatures (they differ in the sign of zero results)."""
+    b_d = cupy.zeros((2, 100), "float32")
+    scanarray.linear_recurrence(0.0, b_d, backend="cupy", method="lookback")
+    scanarray.linear_recurrence(-0.0, b_d, backend="cupy", method="lookback")
+    assert full_path_calls[0] == 2
+
+
 # --------------------------------------------------------------------------- 64-bit indexing
 
 

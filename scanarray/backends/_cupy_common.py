@@ -30,6 +30,7 @@ __all__ = [
     "ctype",
     "cuda_include_dirs",
     "get_function",
+    "raw_args",
     "read_source",
 ]
 
@@ -157,10 +158,11 @@ class PackedLauncher:
     (asynchronous) semantics as CuPy's launch.
 
     :meth:`create` takes a sample argument tuple (device arrays, which pass
-    their pointer, and NumPy scalars); :meth:`launch` must get arguments of the
-    same kinds in the same order. ``create`` returns None where this does not
-    apply (an argument of another type, a CuPy without ``Function.ptr``);
-    callers then use the ``RawKernel`` call.
+    their pointer, device pointers as Python ints, and NumPy scalars);
+    :meth:`launch` must get arguments of the same kinds in the same order.
+    ``create`` returns None where this does not apply (an argument of another
+    type, a CuPy without ``Function.ptr``); callers then use the ``RawKernel``
+    call (see :func:`raw_args`).
     """
 
     def __init__(self, fptr, fmt, size, arrays):
@@ -187,6 +189,8 @@ class PackedLauncher:
                 if code is None:
                     return None
                 size = x.dtype.itemsize
+            elif type(x) is int:  # a device pointer
+                code, size = "Q", 8
             elif hasattr(x, "data") and hasattr(x.data, "ptr"):
                 code, size = "Q", 8
                 arrays.append(i)
@@ -210,9 +214,17 @@ class PackedLauncher:
 
     def launch(self, cupy, grid, threads, args, shared_mem=0):
         buf, _, _, extra = self._buffers()
-        vals = list(args)
-        for i in self._arrays:
-            vals[i] = vals[i].data.ptr
-        self._pack(buf, 0, *vals)
+        if self._arrays:
+            args = list(args)
+            for i in self._arrays:
+                args[i] = args[i].data.ptr
+        self._pack(buf, 0, *args)
         cupy.cuda.driver.launchKernel(self._fptr, grid, 1, 1, threads, 1, 1, shared_mem,
                                       cupy.cuda.get_current_stream().ptr, 0, extra)
+
+
+def raw_args(args):
+    """``args`` for CuPy's ``RawKernel`` call: device pointers given as Python ints become
+    ``numpy.uint64`` (passed by value, the pointer's 8 bytes), where CuPy would pick a
+    narrower integer type."""
+    return tuple(np.uint64(x) if type(x) is int else x for x in args)
