@@ -298,6 +298,14 @@ _LANES_FEW_WARPS = [{"lanes": c} for c in ((4, 16, 6), (2, 16, 12), (2, 16, 8), 
 _ROWS_SPLIT = [{"rows": r, "rows_block": b} for r, b in
                (((256, 8, 4), (256, 8, 4)), ((128, 16, 8), (128, 16, 4)), ((256, 4, 4), (256, 4, 4)),
                 ((256, 8, 4), (128, 8, 8)))]
+# (2,256,4096): fpscan's shape for 4096 steps (one block of 1024 threads x 4 steps per row, two
+# blocks per SM) against block-per-row splits of several tile lengths (rows_split None: off)
+SWEEP_SMALL = [
+    ("(2,256,4096)", (2, 256, 4096), -1, "float32",
+     [{}, {"rows": (1024, 4, 2), "rows_split": None}, {"rows": (512, 8, 2), "rows_split": None},
+      {"rows": (256, 16, 4), "rows_split": None}, {"rows_split": (256, 8, 4)}]),
+    ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", [{}, {"rows": (1024, 4, 2)}, {"rows": (512, 8, 2)}]),
+]
 SWEEP_ONE_TILE = [
     ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1 + _ROWS_SPLIT),
     ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", _ROWS1),
@@ -527,6 +535,7 @@ def main(argv=None):
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--sweep", action="store_true", help="tile-shape sweep first (kernel-only timings)")
     ap.add_argument("--sweep-one-tile", action="store_true", help="one-tile rows and time-major sweep")
+    ap.add_argument("--sweep-small", action="store_true", help="(2,256,4096): fpscan-like one-tile rows and splits")
     ap.add_argument("--sweep-prefetch", action="store_true", help="prefetch/look-back sweep (kernel only)")
     ap.add_argument("--sweep-block", action="store_true", help="block-per-row tile shapes (kernel only)")
     ap.add_argument("--sweep-lanes", action="store_true", help="time-major tile shapes, few warps (kernel only)")
@@ -553,6 +562,8 @@ def main(argv=None):
     sweep_text = sweep(copy_bw, log, reps) if args.sweep else ""
     if args.sweep_one_tile:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_ONE_TILE)
+    if args.sweep_small:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_SMALL)
     if args.sweep_prefetch:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH)
     if args.sweep_long:

@@ -51,8 +51,9 @@ def _instantiations():
             G = max(1, 16 // widest)
             NV = max(1, _ITEMS[cs] // G)
             t = f"{A}, {B}, {O}, {C}"
-            out.append(f"template __global__ void rows_tiles<{t}, 256, {G}, {NV}, {ac}, 1>"
-                       f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
+            for lb in ("true", "false"):
+                out.append(f"template __global__ void rows_tiles<{t}, 256, {G}, {NV}, {ac}, 1, {lb}>"
+                           f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
             out.append(f"template __global__ void rows_block<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES});")
             out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}, 1>"

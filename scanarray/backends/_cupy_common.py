@@ -212,6 +212,36 @@ class PackedLauncher:
             bufs = self._local.bufs = (buf, size, extra, int(extra.ctypes.data))
         return bufs
 
+    def bind(self, grid, threads, template, b_at=None, shared_mem=0):
+        """``go(stream_ptr, pa, pb, po, ph0)``: this launch with the arguments of ``template``
+        (a sample argument list holding no arrays) but its first five replaced by the pointers
+        and a flag (``ph0`` None: pass ``pb`` and 0) and, at ``b_at``, by ``pb`` again (a
+        pointer argument that only needs to be valid). For calls bound to a signature, where
+        the rest of the arguments never change."""
+        from cupy.cuda import driver
+
+        if self._arrays:
+            return None
+        pack, fptr, launch, buffers = self._pack, self._fptr, driver.launchKernel, self._buffers
+        rest = list(template[5:])
+        at = None if b_at is None else b_at - 5
+        one, zero = np.int32(1), np.int32(0)
+
+        def go(stream_ptr, pa, pb, po, ph0):
+            buf, _, _, extra = buffers()
+            if at is not None:
+                rest_ = rest.copy()
+                rest_[at] = pb
+            else:
+                rest_ = rest
+            if ph0 is None:
+                pack(buf, 0, pa, pb, po, pb, zero, *rest_)
+            else:
+                pack(buf, 0, pa, pb, po, ph0, one, *rest_)
+            launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, 0, extra)
+
+        return go
+
     def launch(self, cupy, grid, threads, args, shared_mem=0):
         buf, _, _, extra = self._buffers()
         if self._arrays:

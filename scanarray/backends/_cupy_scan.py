@@ -172,6 +172,7 @@ class _Binder:
             return None
         align = (pa % 16, pb % 16, po % 16)
         const = a if a_const else None
+        go = plan_.direct(dev)  # None: launch through the plan (look-back workspaces)
         # out=b exactly is the one overlap allowed (shapes and dtypes are in the signature)
         in_place_ok = result.shape == b.shape and result.strides == b.strides and result.dtype == b.dtype
 
@@ -215,19 +216,24 @@ class _Binder:
             qa, qb, qo = ra + off_a, rb + off_b, ro + off_o
             if (qa % 16, qb % 16, qo % 16) != align:
                 return None
-            plan_.launch_ptrs(cupy, qa, qb, qo, None if h0_ is None else rh, dev)
+            if go is not None:
+                go(stream().ptr, qa, qb, qo, None if h0_ is None else rh)
+            else:
+                plan_.launch_ptrs(cupy, qa, qb, qo, None if h0_ is None else rh, dev)
             return res
 
         return call
 
 
 _ONE, _ZERO = np.int32(1), np.int32(0)
+_ZERO32, _ZERO64 = np.uint32(0), np.uint64(0)
 
 
 class _Plan:
     """One kernel launch: which kernel, its grid, its arguments besides the arrays."""
 
     def __init__(self, **kw):
+        self.kt = 1  # tiles along time chained by look-back (kernels without look-back: 1)
         self.__dict__.update(kw)
         self.fns = {}  # (compiled kernel, packed launcher or None) per device
 
@@ -237,6 +243,16 @@ class _Plan:
     def launch_ptrs(self, cupy, pa, pb, po, ph0, dev=None):
         """Launch on device pointers (ints) of the planned views (``ph0`` None for zeros) on the
         current device (``dev``, when the caller knows it)."""
+        if self.kt <= 1:
+            self._call(cupy, self._args(pa, pb, po, ph0, None), dev)
+            return
+        ws = _workspace(cupy, self.rec_size, self.slots)
+        with ws:
+            self._call(cupy, self._args(pa, pb, po, ph0, ws), dev)
+            ws.advance(self.grid)
+
+    def _args(self, pa, pb, po, ph0, ws):
+        """The kernel's argument list (``ws``: the workspace of a look-back launch, else None)."""
         sc = self.__dict__.get("_scalars")
         if sc is None:  # the scalar arguments, converted once per plan
             ns, (sa, sb, so) = self.ns, self.ss
@@ -249,29 +265,27 @@ class _Plan:
             sc = self._scalars = (times, vec, lane_args)
         times, vec, lane_args = sc
         head = [pa, pb, po, pb if ph0 is None else ph0, _ONE if ph0 is not None else _ZERO] + times
-        if self.kind == "seq":
-            self._call(cupy, head + lane_args + [np.int64(self.nlanes)], dev)
-            return
-        if self.kind == "rows_warp":
-            self._call(cupy, head + vec + lane_args + [np.int64(self.nlanes)], dev)
-            return
+        if self.kind in ("seq", "rows_warp"):
+            return head + vec + lane_args + [np.int64(self.nlanes)]
         if self.kind == "rows_block":
-            self._call(cupy, head + vec + lane_args, dev)
-            return
-        ws = _workspace(cupy, self.rec_size, self.slots) if self.kt > 1 else None
-        with ws or _nullctx():
-            if ws is not None:
-                buf, base, epoch = ws.ptr, ws.counter, ws.epoch
-            else:
-                buf, base, epoch = pb, 0, 0
-            tail = [buf, np.uint64(base), np.uint32(epoch), np.int64(self.kt)]
-            if self.kind == "rows_tiles":
-                args = head + vec + lane_args + tail
-            else:
-                args = head + lane_args + [np.int64(self.nlanes), np.int64(self.ng)] + tail
-            self._call(cupy, args, dev)
-            if ws is not None:
-                ws.advance(self.grid)
+            return head + vec + lane_args
+        # look-back kernels; a one-tile launch never touches its workspace argument (b stands in)
+        tail = [pb, _ZERO64, _ZERO32, np.int64(self.kt)] if ws is None else \
+            [ws.ptr, np.uint64(ws.counter), np.uint32(ws.epoch), np.int64(self.kt)]
+        if self.kind == "rows_tiles":
+            return head + vec + lane_args + tail
+        return head + lane_args + [np.int64(self.nlanes), np.int64(self.ng)] + tail
+
+    def direct(self, dev):
+        """For bound calls: ``go(stream_ptr, pa, pb, po, ph0)`` launching this plan's kernel with
+        the arguments packed from a template, or None where that does not apply (a look-back
+        launch, which takes a workspace per call, or a kernel launched through CuPy's call)."""
+        entry = self.fns.get(dev)
+        if self.kt > 1 or entry is None or entry[1] is None:
+            return None
+        template = self._args(0, 0, 0, None, None)
+        ws_at = len(template) - 4 if self.kind in ("rows_tiles", "lanes_tiles") else None
+        return entry[1].bind(self.grid, self.threads, template, ws_at)
 
     def _call(self, cupy, args, dev=None):
         # the compiled kernel and its packed launcher (None: CuPy's call) per device
@@ -362,7 +376,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
         "rows_warp": f"scanarray::rows_warp<{targs}>",
-        "rows_tiles": f"scanarray::rows_tiles<{targs}>",
+        "rows_tiles": f"scanarray::rows_tiles<{targs}, false>",  # rows of one tile: no look-back code
         "rows_block": f"scanarray::rows_block<{targs_b}>",
         "rows_long": f"scanarray::rows_tiles<{targs_l}>",
         **({"rows_split": f"scanarray::rows_block<{targs_s}>"} if split is not None else {}),

@@ -267,7 +267,7 @@ template <class C, int NW> struct TileShared {
 
 // Everything of one rows tile after its loads: reduce to the tile's pair, publish it, look back,
 // write h once. Tile `id` is tile k of row `row` (KT tiles per row, status index = id).
-template <class TO, class C, int NT, int G, int NV>
+template <class TO, class C, int NT, int G, int NV, bool LB>
 __device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], TileShared<C, NT / 32>& sh,
                                                const Status<C>& status, i64 id, i64 row, i64 k, i64 KT,
                                                const C* h0, int has_h0, u32 epoch, TO* po, i64 sto, i64 tw, i64 T,
@@ -282,7 +282,7 @@ __device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], T
   // predecessor's.
   Pair<C> lb0;
   int st0 = ST_X;
-  if (w == 0 && k > 0) st0 = lb_read(status, row0, k, 0, lane, epoch, h0, has_h0, row, lb0, false);
+  if (LB && w == 0 && k > 0) st0 = lb_read(status, row0, k, 0, lane, epoch, h0, has_h0, row, lb0, false);
 
   bool bad = false;
 #pragma unroll
@@ -302,7 +302,7 @@ __device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], T
     const int tile_bad = scan_warp_totals<C, NW>(sh.warp, sh.bad, lane, agg);
 
     C hin = Num<C>::zero();
-    if (k == 0) {
+    if (!LB || k == 0) {
       if (has_h0) hin = h0[row];
     } else {
       // A tile whose steps hold a non-finite value never publishes an aggregate (composition
@@ -374,7 +374,7 @@ __device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], T
       C hout = apply(agg, hin);
       if (!finite(hout)) {
         slow = 1;  // overflow inside the tile: let the exact replay decide what the loop gives
-      } else if (k + 1 < KT && lane == 0) {
+      } else if (LB && k + 1 < KT && lane == 0) {
         status.publish_inc(id, hout, epoch);
       }
     }
@@ -399,12 +399,14 @@ __device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], T
     }
     __syncthreads();
   }
-  if (tid == 0 && k + 1 < KT) status.publish_inc(id, sh.hin, epoch);
+  if (LB && tid == 0 && k + 1 < KT) status.publish_inc(id, sh.hin, epoch);
 #pragma unroll
   for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
 }
 
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
+// LB = false: rows of one tile, compiled without the look-back (fewer registers: 1024-thread
+// blocks are held to 32 per thread).
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, bool LB = true>
 __global__ void __launch_bounds__(NT, MINB)
     rows_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
@@ -418,9 +420,9 @@ __global__ void __launch_bounds__(NT, MINB)
   Status<C> status;
   status.init(ws + 16);
 
-  const i64 id = take_tile(ws, ctr_base, KT, s_id);
-  i64 k;
-  const i64 row = divmod(id, KT, k);
+  const i64 id = LB ? take_tile(ws, ctr_base, KT, s_id) : (i64)blockIdx.x;
+  i64 k = 0;
+  const i64 row = LB ? divmod(id, KT, k) : id;
   i64 oa, ob, oo;
   lm.offsets(row, oa, ob, oo);
   const TA* pa = a + oa;
@@ -431,7 +433,7 @@ __global__ void __launch_bounds__(NT, MINB)
   C a_val = Num<C>::one();
   if (AC) a_val = To<C>::f(pa[0]);
   load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
-  rows_tile_scan<TO, C, NT, G, NV>(xa, xb, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
+  rows_tile_scan<TO, C, NT, G, NV, LB>(xa, xb, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
                                    vec_o);
 }
 
