@@ -419,6 +419,22 @@ def test_repeated_scalar_call_keeps_its_constant(full_path_calls, rng):
     assert full_path_calls[0] == 1
 
 
+@pytest.mark.parametrize("shape", [(3, 4096), (3, 9000)])  # one-tile rows, look-back rows
+def test_launch_through_cupy_call(full_path_calls, monkeypatch, shape, rng):
+    """CuPy's own RawKernel call (the fallback where the packed launch does not apply) gets the
+    same arguments, pointers included, for full-path and bound calls alike."""
+    from scanarray.backends import _cupy_common, _cupy_scan
+
+    monkeypatch.setattr(_cupy_common, "PACKED_LAUNCH", False)
+    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    for i in range(3):
+        a, b = coefficients(rng, shape, "float32"), values(rng, shape, "float32")
+        h = scanarray.linear_recurrence(cupy.asarray(a), cupy.asarray(b), backend="cupy", method="lookback")
+        _check(h, a, b, what=f"RawKernel call {i}")
+    assert full_path_calls[0] == 1
+    assert all(packed is None for p in _cupy_scan._plans.values() for _, packed in p.fns.values())
+
+
 def test_repeated_call_scalar_sign_of_zero(full_path_calls, rng):
     """a = 0.0 and a = -0.0 are different signatures (they differ in the sign of zero results)."""
     b_d = cupy.zeros((2, 100), "float32")

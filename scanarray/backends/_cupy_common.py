@@ -255,6 +255,6 @@ class PackedLauncher:
 
 def raw_args(args):
     """``args`` for CuPy's ``RawKernel`` call: device pointers given as Python ints become
-    ``numpy.uint64`` (passed by value, the pointer's 8 bytes), where CuPy would pick a
-    narrower integer type."""
+    ``numpy.uint64``, so that each is passed as the kernel's 8-byte pointer parameter by value
+    whatever integer type CuPy would give a Python int."""
     return tuple(np.uint64(x) if type(x) is int else x for x in args)

@@ -120,7 +120,7 @@ def _scan(cupy, a, b, out, h0, dt, method):
 
 # --------------------------------------------------------------------------- repeated calls
 # A loop calling the public function on arrays of one signature (shapes, strides, dtypes,
-# arguments) repeats the same validation, views and plan lookup every time: ~28 us of host
+# arguments) repeats the same validation, views and plan lookup every time: 28-45 us of host
 # time per call on the H200's host (docs/gpu.md), while a small scan runs for a few. The
 # public function keeps, per signature, a bound call (scanarray._api._FAST) that checks what
 # the signature does not fix (device, pointer alignment, overlap of out with the inputs, the
