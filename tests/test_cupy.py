@@ -437,9 +437,11 @@ def test_launch_through_cupy_call(full_path_calls, monkeypatch, shape, rng):
 
 def test_repeated_call_scalar_sign_of_zero(full_path_calls, rng):
     """a = 0.0 and a = -0.0 are different signatures (they differ in the sign of zero results)."""
-    b_d = cupy.zeros((2, 100), "float32")
-    scanarray.linear_recurrence(0.0, b_d, backend="cupy", method="lookback")
-    scanarray.linear_recurrence(-0.0, b_d, backend="cupy", method="lookback")
+    b = values(rng, (2, 100), "float32")
+    b_d = cupy.asarray(b)
+    for a in (0.0, -0.0):
+        h = scanarray.linear_recurrence(a, b_d, backend="cupy", method="lookback")
+        _check(h, a, b, what=f"a = {a}")
     assert full_path_calls[0] == 2
 
 

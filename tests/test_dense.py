@@ -791,6 +791,16 @@ def test_cupy_chunked_products_kinds(cupy_chunk, monkeypatch, mma, n, a_shape, D
     _check_chunked(A, b, None, "float32", True, f"chunked mma={mma} n={n} {a_shape} D={D} reverse")
 
 
+def _nonnegative_case(rng, lanes, T, n):
+    """float32 non-negative transitions with row sums 0.99 (spectral radius 0.99), positive inputs
+    and initial state: every product term has one sign, so one-sided rounding adds up."""
+    A = rng.random((lanes, T, n, n))
+    A *= 0.99 / A.sum(axis=-1, keepdims=True)
+    b = rng.random((lanes, T, n))
+    h0 = rng.random((lanes, n))
+    return A.astype(np.float32), b.astype(np.float32), h0.astype(np.float32)
+
+
 @pytest.mark.gpu
 @_CUPY_SKIP
 @pytest.mark.parametrize("mma", [True, False])
@@ -803,12 +813,7 @@ def test_cupy_chunked_nonnegative_no_bias(cupy_chunk, monkeypatch, mma, n, rng):
 
     cupy_chunk(minimum=3)
     monkeypatch.setattr(_cupy_dense, "CHUNK_MMA", mma)
-    T, lanes = 1024, 4
-    A = rng.random((lanes, T, n, n))
-    A *= 0.99 / A.sum(axis=-1, keepdims=True)
-    A = A.astype(np.float32)
-    b = rng.random((lanes, T, n)).astype(np.float32)
-    h0 = rng.random((lanes, n)).astype(np.float32)
+    A, b, h0 = _nonnegative_case(rng, 4, 1024, n)
     _check_chunked(A, b, h0, "float32", False, f"chunked non-negative mma={mma} n={n}")
 
 
@@ -993,12 +998,7 @@ def test_cupy_lookback_nonnegative_no_bias(cupy_lookback, mma, rng):
     rounding (the tensor core's accumulation, a truncated TF32 piece) accumulates over a chunk's
     steps instead of averaging out; float32's 1e-5 must hold anyway, with both kinds of maps."""
     cupy_lookback(mma=mma)
-    T, n, lanes = 1024, 16, 4
-    A = rng.random((lanes, T, n, n))
-    A *= 0.99 / A.sum(axis=-1, keepdims=True)
-    A = A.astype(np.float32)
-    b = rng.random((lanes, T, n)).astype(np.float32)
-    h0 = rng.random((lanes, n)).astype(np.float32)
+    A, b, h0 = _nonnegative_case(rng, 4, 1024, 16)
     _check_lookback(A, b, h0, "float32", False, f"lookback non-negative mma={mma}")
     h = call("cupy", "lookback", A, b, initial=h0)
     ref, _ = dense_ref(A, b, -1, initial=h0)
