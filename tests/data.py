@@ -19,10 +19,17 @@ def values(rng, shape, dtype, scale=1.0):
     return x.astype(dtype)
 
 
-def coefficients(rng, shape, dtype, reset=0.05, high=1.05):
-    """Decays with sign changes, a few exact resets (a = 0) and a few growths (|a| > 1)."""
+def coefficients(rng, shape, dtype, reset=0.05, high=1.05, low=0.0):
+    """Decays with sign changes, a few exact resets (a = 0) and a few growths (|a| > 1).
+
+    ``low`` > 0 keeps ``|a|`` in ``[low, high]``: with ``low`` near 1 a state carries across
+    thousands of steps, so a wrong carry between tiles shows (with ``|a|`` spread over
+    ``[0, 1]`` the product over a tile of hundreds of steps is 0 and hides it)."""
     dtype = np.dtype(dtype)
-    r = rng.uniform(-high, high, shape)
+    if low > 0:
+        r = rng.uniform(low, high, shape) * rng.choice([-1.0, 1.0], shape)
+    else:
+        r = rng.uniform(-high, high, shape)
     if dtype.kind == "c":
         r = np.abs(r) * np.exp(1j * rng.uniform(-np.pi, np.pi, shape))
     r = np.where(rng.random(shape) < reset, 0, r)

@@ -168,15 +168,24 @@ template <class T> __device__ __forceinline__ void stcg(cplx<T>* p, cplx<T> v) {
 // workspace is zeroed once when allocated and never again: a status of an older call reads as X.
 enum { ST_X = 0, ST_A = 1, ST_P = 2 };
 
-// float pairs: flag and (A, B) in ONE 16-byte word, written and read with a single vector access
-// (as CUB's ScanTileState does for small values), so no fence orders payload against flag.
+// float pairs: (A, B) and the flag in ONE 16-byte word, written and read with a single vector
+// access, as two 64-bit halves (flag << 32 | A, flag << 32 | B). The PTX memory model makes each
+// aligned 64-bit element of a vector access single-copy atomic, not the whole vector: a reader
+// may see one half of a new store with the other half of an older one (a flag P next to the A
+// status's payload, or next to an older call's payload). Each half carries the flag, so a reader
+// takes a word only when both flags agree and otherwise reads it as X (not ready), and no fence
+// orders payload against flag. (The first version put one flag next to the pair, as CUB's
+// ScanTileState does for small values, and relied on 16-byte vectors not tearing: on an H200 a
+// reader then took an A status's B for a P state in about half the runs of a row whose state is
+// NaN, which the loop keeps NaN - tests/test_cupy.py, test_long_rows and test_time_major.)
 template <class C> struct Status;
 template <> struct Status<float> {
-  uint4* w;
-  __device__ __forceinline__ void init(char* base) { w = reinterpret_cast<uint4*>(base); }
+  ulonglong2* w;
+  __device__ __forceinline__ void init(char* base) { w = reinterpret_cast<ulonglong2*>(base); }
   __device__ __forceinline__ void put(i64 i, float A, float B, u32 flag) const {
-    asm volatile("st.relaxed.gpu.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(w + i), "r"(__float_as_uint(A)),
-                 "r"(__float_as_uint(B)), "r"(flag), "r"(0u)
+    const u64 hi = (u64)flag << 32;
+    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(w + i), "l"(hi | __float_as_uint(A)),
+                 "l"(hi | __float_as_uint(B))
                  : "memory");
   }
   __device__ __forceinline__ void publish_agg(i64 i, Pair<float> p, u32 epoch) const {
@@ -185,15 +194,12 @@ template <> struct Status<float> {
   __device__ __forceinline__ void publish_inc(i64 i, float h, u32 epoch) const { put(i, 0.0f, h, (epoch << 2) | ST_P); }
   // Returns the state; for P, p = (0, h) (a constant map), so composing with it yields h.
   __device__ __forceinline__ int read(i64 i, u32 epoch, Pair<float>& p) const {
-    u32 x, y, f, z;
-    asm volatile("ld.relaxed.gpu.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(x), "=r"(y), "=r"(f), "=r"(z)
-                 : "l"(w + i)
-                 : "memory");
-    (void)z;
-    if ((f >> 2) != epoch) return ST_X;
-    p.A = (f & 3) == ST_P ? 0.0f : __uint_as_float(x);
-    p.B = __uint_as_float(y);
+    u64 x, y;
+    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(x), "=l"(y) : "l"(w + i) : "memory");
+    const u32 f = (u32)(x >> 32);
+    if (f != (u32)(y >> 32) || (f >> 2) != epoch) return ST_X;  // torn between two stores, or older
+    p.A = (f & 3) == ST_P ? 0.0f : __uint_as_float((u32)x);
+    p.B = __uint_as_float((u32)y);
     return (int)(f & 3);
   }
 };
