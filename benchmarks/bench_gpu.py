@@ -306,6 +306,21 @@ SWEEP_SMALL = [
       {"rows": (256, 16, 4), "rows_split": None}, {"rows_split": (256, 8, 4)}]),
     ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", [{}, {"rows": (1024, 4, 2)}, {"rows": (512, 8, 2)}]),
 ]
+# rows of several tiles: the tile staged in shared memory (rows_staged) against held in registers
+# (rows_staged None: rows_tiles with rows_long's shape)
+_STAGED = [{"rows_staged": c} for c in (None, (128, 32, 6), (128, 32, 5), (128, 16, 12), (256, 16, 6), (64, 32, 12))]
+SWEEP_STAGED = [
+    ("(1,1,2**28)", (1, 1, 2**28), -1, "float32", _STAGED),
+    ("(1,1,2**24)", (1, 1, 2**24), -1, "float32", _STAGED),
+    ("(2,256,65536) look-back", (2, 256, 65536), -1, "float32",
+     [{"rows_block_fill": 1e9, **v} for v in _STAGED[:3]]),
+    ("f64 (1,1,2**27)", (1, 1, 2**27), -1, "float64", [{"rows_staged": c} for c in (None, (128, 16, 6), (128, 8, 12))]),
+    ("c64 (1,1,2**27)", (1, 1, 2**27), -1, "complex64", [{"rows_staged": c} for c in (None, (128, 16, 6))]),
+    ("time-major (65536,4096)", (65536, 4096), 0, "float32",
+     [{"lanes_staged": c} for c in (None, (4, 16, 8), (4, 16, 9), (4, 16, 10), (8, 16, 4), (4, 32, 4), (2, 16, 16))]),
+    ("f64 time-major (65536,2048)", (65536, 2048), 0, "float64",
+     [{"lanes_staged": c} for c in (None, (4, 8, 8), (4, 16, 4))]),
+]
 SWEEP_ONE_TILE = [
     ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1 + _ROWS_SPLIT),
     ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", _ROWS1),
@@ -319,7 +334,8 @@ def sweep(copy_bw, log, reps, work=None):
 
     saved = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _config.CUPY_SCAN.items()}
     rng = np.random.default_rng(1)
-    lines = ["| kernel | config | workload | GB/s | % copy |", "|---|---|---|---|---|"]
+    lines = ["| kernel | config | workload | GB/s | % copy | max diff / max abs of the first variant |",
+             "|---|---|---|---|---|---|"]
     try:
         for label, shape, axis, dtype, variants in work or SWEEP_WORK:
             a_h, b_h = make(shape, axis, dtype, "full", rng)
@@ -327,6 +343,7 @@ def sweep(copy_bw, log, reps, work=None):
             out = cupy.empty_like(b)
             nb = nbytes(a, b)
             size = np.dtype(dtype).itemsize
+            first = None  # the first variant's result: a sanity check of the others (tests use the oracle)
             for v in variants:
                 for k, val in saved.items():
                     _config.CUPY_SCAN[k] = dict(val) if isinstance(val, dict) else val
@@ -347,11 +364,15 @@ def sweep(copy_bw, log, reps, work=None):
                     ms, _ = timed_burst(run, reps)
                     gbs = nb / (ms * 1e-3) / GB
                     kern = run.plan.name.split("<")[0].split("::")[-1]
-                    lines.append(f"| {kern} | {v} | {label} | {gbs:.0f} | {100 * gbs / copy_bw:.1f} |")
+                    if first is None:
+                        first, diff = out.copy(), 0.0
+                    else:
+                        diff = float(cupy.abs(out - first).max() / cupy.abs(first).max())
+                    lines.append(f"| {kern} | {v} | {label} | {gbs:.0f} | {100 * gbs / copy_bw:.1f} | {diff:.1e} |")
                     log(lines[-1])
                 except Exception as exc:
                     log(f"sweep {label} {v}: {type(exc).__name__}: {str(exc)[:300]}")
-            del a, b, out
+            del a, b, out, first
             cupy.get_default_memory_pool().free_all_blocks()
     finally:
         for k, val in saved.items():
@@ -539,6 +560,7 @@ def main(argv=None):
     ap.add_argument("--sweep-prefetch", action="store_true", help="prefetch/look-back sweep (kernel only)")
     ap.add_argument("--sweep-block", action="store_true", help="block-per-row tile shapes (kernel only)")
     ap.add_argument("--sweep-lanes", action="store_true", help="time-major tile shapes, few warps (kernel only)")
+    ap.add_argument("--sweep-staged", action="store_true", help="long rows: tiles staged in shared memory (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
     ap.add_argument("--profile", action="store_true", help="cProfile of the public function's host time")
     args = ap.parse_args(argv)
@@ -564,6 +586,8 @@ def main(argv=None):
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_ONE_TILE)
     if args.sweep_small:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_SMALL)
+    if args.sweep_staged:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_STAGED)
     if args.sweep_prefetch:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH)
     if args.sweep_long:

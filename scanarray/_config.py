@@ -18,6 +18,16 @@ __all__ = ["CUPY_SCAN", "cupy_auto_method", "cupy_dense_auto_method", "numpy_den
 CUPY_SCAN = {
     "rows": {4: (256, 16, 4), 8: (128, 8, 6), 16: (128, 4, 6)},
     "rows_long": {4: (256, 16, 4), 8: (256, 8, 2), 16: (256, 4, 2)},
+    # rows of several tiles on compute capability >= 9.0: ``rows_staged`` (the tile staged in shared
+    # memory by asynchronous copies, so more tiles per SM wait on their look-back), this shape
+    # instead of ``rows_long``; None: ``rows_long``. Kernel only, H200, 2026-11-21 16:43, 16:54 and
+    # 17:12 UTC (bench_gpu.py --sweep-staged; 32 KB of a and b per block, 6 blocks per SM): one row
+    # of 2**28 float32 76.3 / 76.6 / 76.4% of the copy against rows_tiles' 74.1 / 74.4 / 74.4% in
+    # the same runs; 2**24 65.3 / 65.5 / 64.8 against 62.9 / 63.2 / 61.7; (2,256,65536) forced to
+    # look back 83.7 / 84.2 / 84.1 against 83.1 / 83.5 / 83.9; float64 one row of 2**27 56.3% against
+    # 43.0%, complex64 52.4% against 38.8%. Other shapes were slower: (128,32,5) 73.0%, (256,16,6)
+    # 71.3%, (128,16,12) 69.0%, (64,32,12) 61.3% on 2**28. 16-byte types: same bytes, not timed.
+    "rows_staged": {4: (128, 32, 6), 8: (128, 16, 6), 16: (128, 8, 6)},
     # rows_block keeps its next tile's loads in flight (twice the data registers): fewer blocks per
     # SM than the kernels without prefetch. Kernel-only, H200, 2026-11-21 08:08 UTC
     # (bench_gpu.py --sweep-prefetch): f32 (256,16,2) 83.2% / 87.6% of the copy on (2,256,65536) /
@@ -31,6 +41,13 @@ CUPY_SCAN = {
     # float32 time-major: (4,16,6) 76.7% of the copy on (65536,4096) against 72.3% for (4,16,4)
     # (H200, 2026-11-21 08:21 UTC, bench_gpu.py --sweep-one-tile; 12 bytes of spills)
     "lanes": {4: (4, 16, 6), 8: (4, 8, 4), 16: (4, 4, 4)},
+    # time-major on compute capability >= 9.0: ``lanes_tiles`` with the tile staged in shared memory
+    # (storage types of at least 4-byte alignment), this shape instead of ``lanes``; None: ``lanes``.
+    # Kernel only, H200, 2026-11-21 16:54 and 17:12 UTC (bench_gpu.py --sweep-staged): float32
+    # (65536,4096) staged 65.3-80.9% of the copy over six shapes against 84.5 / 83.8% in registers
+    # (each thread stages its own lane, 4 bytes per copy): off; float64 (65536,2048) staged
+    # (4,16,4) 64.7 / 64.7% against 53.3 / 53.3% for ``lanes`` (4,8,4). 16-byte types not timed: off.
+    "lanes_staged": {4: None, 8: (4, 16, 4), 16: None},
     # rows of one ``rows`` tile that fit one wave of this shape (SMs x its min blocks): a block per
     # row looping over tiles of this shape, so that the reads of a row's next tile overlap the
     # writes of its first (a one-wave launch of one-tile rows reads everything, then writes).

@@ -30,11 +30,18 @@ pytestmark = pytest.mark.gpu
 METHODS = ["lookback", "sequential"]
 
 
+SMALL = {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)}
+
+
 @pytest.fixture
 def small_tiles(monkeypatch):
-    """Tiles of 32 threads (512 float32 steps) and 8-step time-major tiles: many look-backs."""
-    monkeypatch.setitem(_config.CUPY_SCAN, "rows", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
-    monkeypatch.setitem(_config.CUPY_SCAN, "rows_long", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
+    """Tiles of 32 threads (512 float32 steps) and 8-step time-major tiles: many look-backs. Rows
+    of several tiles run the kernel the device gets (``rows_staged`` from compute capability 9.0,
+    else ``rows_tiles``); ``long_rows_kernel`` runs both."""
+    monkeypatch.setitem(_config.CUPY_SCAN, "rows", dict(SMALL))
+    monkeypatch.setitem(_config.CUPY_SCAN, "rows_long", dict(SMALL))
+    monkeypatch.setitem(_config.CUPY_SCAN, "rows_staged", dict(SMALL))
+    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_staged", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_block", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "lanes", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_split", {4: (32, 8, 1)})
@@ -58,7 +65,7 @@ def _check(h, a, b, axis=-1, what="", **kw):
 def test_lookback_stress_repeatable(small_tiles, dtype, rng):
     """Hundreds of tiles per row, 50 runs: bit-identical every time and matching the loop."""
     shape = (3, 40_000)
-    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0)
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.999)  # carries across many tiles
     b = values(rng, shape, dtype)
     a_d, b_d = cupy.asarray(a), cupy.asarray(b)
     first = scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback")
@@ -68,9 +75,129 @@ def test_lookback_stress_repeatable(small_tiles, dtype, rng):
     _check(first, a, b, what=f"stress {dtype}")
 
 
-def test_lookback_stress_time_major(small_tiles, rng):
+@pytest.fixture(params=["rows_staged", "rows_tiles"])
+def long_rows_kernel(small_tiles, monkeypatch, request):
+    """Small tiles, rows of several tiles run by each long-row kernel: staged in shared memory
+    (where the device has cp.async, compute capability >= 9.0 here) or held in registers."""
+    from scanarray.backends import _cupy_scan
+
+    if request.param == "rows_tiles":
+        monkeypatch.setitem(_config.CUPY_SCAN, "rows_staged", {})
+    elif not _cupy_scan._staging_device(cupy):
+        pytest.skip("rows_staged runs from compute capability 9.0")
+    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    return request.param
+
+
+def _long_rows_plan(shape, dtype):
+    from scanarray.backends import _cupy_scan
+
+    b = cupy.zeros(shape, dtype)
+    compute = np.dtype(np.float32) if b.itemsize == 2 else np.dtype(dtype)  # half types accumulate in float32
+    return _cupy_scan.plan(b, b, b, compute, "lookback")
+
+
+@pytest.mark.parametrize(
+    "case", ["float32", "float64", "complex64", "complex128", "reverse", "unaligned", "unaligned reverse",
+             "float16", "float16 in float32 out", "scalar a", "lane a", "initial", "strided", "non-finite"])
+def test_long_rows(long_rows_kernel, case, rng):
+    """Few rows of many tiles, in both long-row kernels: every layout the staging handles
+    (asynchronous copies where aligned, element by element otherwise, the last tile partial)."""
+    dtype = case if case in ("float32", "float64", "complex64", "complex128") else "float32"
+    shape = (3, 20_011)  # odd: the last tile of each row is partial
+    kw = {}
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.999)  # carries across many tiles
+    b = values(rng, shape, dtype)
+    if case == "float16" or case == "float16 in float32 out":
+        a, b = a.astype(np.float16), b.astype(np.float16)
+    if case == "float16 in float32 out":  # half storage read, float32 written
+        kw["dtype"] = np.float32
+    if case == "scalar a":
+        a = 0.9995
+    if case == "lane a":
+        a = coefficients(rng, (3, 1), "float32", reset=0.0, high=1.0, low=0.999)
+    if case == "initial":
+        kw["initial"] = values(rng, (3,), "float32")
+    if "reverse" in case:
+        kw["reverse"] = True
+    if case == "non-finite":
+        a[0, 7000] = np.inf
+        b[1, 12] = np.nan
+        b[2, 3000], b[2, 15000] = np.inf, -np.inf
+    a_d = a if np.isscalar(a) else cupy.asarray(a)
+    b_d = cupy.asarray(b)
+    if "unaligned" in case:
+        a, b = a[:, 1:], b[:, 1:]
+        a_d, b_d = a_d[:, 1:], b_d[:, 1:]
+    if case == "strided":
+        a, b = a[:, ::2], b[:, ::2]
+        a_d, b_d = a_d[:, ::2], b_d[:, ::2]
+    init = kw.get("initial")
+    call = dict(kw, initial=None if init is None else cupy.asarray(init), backend="cupy", method="lookback")
+    h = scanarray.linear_recurrence(a_d, b_d, **call)
+    p = _long_rows_plan(b.shape, h.dtype)
+    assert p.kt > 1 and long_rows_kernel in p.name, (long_rows_kernel, p.name)
+    _check(h, a, b, what=f"long rows {long_rows_kernel} {case}", initial=init, reverse=kw.get("reverse", False))
+    again = scanarray.linear_recurrence(a_d, b_d, **call)
+    assert bool(cupy.array_equal(h, again, equal_nan=True)), "look-back gave different results on identical input"
+
+
+@pytest.fixture(params=["staged", "registers"])
+def lanes_kernel(small_tiles, monkeypatch, request):
+    """Small tiles, time-major tiles staged in shared memory (compute capability >= 9.0 here) or
+    held in registers."""
+    from scanarray.backends import _cupy_scan
+
+    if request.param == "registers":
+        monkeypatch.setitem(_config.CUPY_SCAN, "lanes_staged", {})
+    elif not _cupy_scan._staging_device(cupy):
+        pytest.skip("staged time-major tiles run from compute capability 9.0")
+    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    return request.param
+
+
+@pytest.mark.parametrize(
+    "case", ["float32", "float64", "complex64", "complex128", "float16", "reverse", "scalar a", "lane a",
+             "time a", "initial", "strided lanes", "non-finite"])
+def test_time_major(lanes_kernel, case, rng):
+    """Time along axis 0 with lanes contiguous, many time tiles chained per lane, both kernels;
+    70 lanes: the last lane group is partial; 3001 steps: so is the last time tile."""
+    dtype = case if case in ("float32", "float64", "complex64", "complex128") else "float32"
+    shape = (3001, 70)
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)  # carries across many 8-step tiles
+    b = values(rng, shape, dtype)
+    kw = {}
+    if case == "float16":
+        a, b = a.astype(np.float16), b.astype(np.float16)
+    if case == "scalar a":
+        a = 0.999
+    if case == "lane a":
+        a = coefficients(rng, (1, 70), "float32", reset=0.0, high=1.0, low=0.99)
+    if case == "time a":
+        a = coefficients(rng, (3001, 1), "float32", reset=0.001, high=1.0, low=0.99)
+    if case == "initial":
+        kw["initial"] = values(rng, (70,), "float32")
+    if case == "reverse":
+        kw["reverse"] = True
+    if case == "strided lanes":
+        b = values(rng, (3001, 140), "float32")[:, ::2]
+    if case == "non-finite":
+        a[700, 3] = np.inf
+        b[12, 40] = np.nan
+        b[300, 69], b[2000, 69] = np.inf, -np.inf
+    init = kw.get("initial")
+    call = dict(kw, initial=None if init is None else cupy.asarray(init), backend="cupy", method="lookback")
+    a_d = a if np.isscalar(a) else cupy.asarray(a)
+    b_d = cupy.asarray(b)
+    h = scanarray.linear_recurrence(a_d, b_d, 0, **call)
+    _check(h, a, b, 0, what=f"time-major {lanes_kernel} {case}", initial=init, reverse=kw.get("reverse", False))
+    again = scanarray.linear_recurrence(a_d, b_d, 0, **call)
+    assert bool(cupy.array_equal(h, again, equal_nan=True)), "look-back gave different results on identical input"
+
+
+def test_lookback_stress_time_major(lanes_kernel, rng):
     shape = (6_000, 70)  # time along axis 0, 70 lanes: 3 lane groups, 750 time tiles
-    a = coefficients(rng, shape, "float32", reset=0.001, high=1.0)
+    a = coefficients(rng, shape, "float32", reset=0.001, high=1.0, low=0.99)
     b = values(rng, shape, "float32")
     first = _scan(a, b, 0, method="lookback")
     for _ in range(49):
@@ -383,7 +510,8 @@ def test_repeated_call_after_tunables_change(full_path_calls, monkeypatch, rng):
     a, b = coefficients(rng, shape, "float32", reset=0.001, high=1.0), values(rng, shape, "float32")
     a_d, b_d = cupy.asarray(a), cupy.asarray(b)
     scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback")
-    monkeypatch.setitem(_config.CUPY_SCAN, "rows_long", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
+    for key in ("rows_long", "rows_staged"):
+        monkeypatch.setitem(_config.CUPY_SCAN, key, {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
     monkeypatch.setattr(_cupy_scan, "_plans", {})
     h = scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback")
     assert full_path_calls[0] == 2

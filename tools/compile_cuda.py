@@ -54,12 +54,15 @@ def _instantiations():
             for lb in ("true", "false"):
                 out.append(f"template __global__ void rows_tiles<{t}, 256, {G}, {NV}, {ac}, 1, {lb}>"
                            f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
+            out.append(f"template __global__ void rows_staged<{t}, 128, {G}, {NV}, {ac}, 1>"
+                       f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
             out.append(f"template __global__ void rows_block<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES});")
             out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES}, i64);")
-            out.append(f"template __global__ void lanes_tiles<{t}, 8, {_ITEMS[cs]}, {ac}, 1>"
-                       f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
+            for nw, stg in ((8, "false"), (4, "true")):  # staged: within 48 KB of static shared memory
+                out.append(f"template __global__ void lanes_tiles<{t}, {nw}, {_ITEMS[cs]}, {ac}, 1, {stg}>"
+                           f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
             out.append(f"template __global__ void seq<{t}, {ac}>({head}, {_LANES}, i64);")
     return out
 

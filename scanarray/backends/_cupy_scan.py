@@ -347,7 +347,8 @@ _plans: dict = {}
 
 def _tunables(cfg, cs):
     return (cfg["rows"][cs], cfg["rows_long"][cs], cfg["rows_block"][cs], cfg["lanes"][cs], cfg["seq_threads"],
-            cfg["rows_block_fill"], cfg.get("rows_split", {}).get(cs))
+            cfg["rows_block_fill"], cfg.get("rows_split", {}).get(cs), cfg.get("rows_staged", {}).get(cs),
+            cfg.get("lanes_staged", {}).get(cs))
 
 
 def _make_plan(a, b, out, dt, method, ns, ss, cfg):
@@ -372,15 +373,21 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     split = cfg.get("rows_split", {}).get(csize)
     if split is not None:
         NT_s, tile_s, targs_s = rows_args("rows_split")
+    staged = cfg.get("rows_staged", {}).get(csize) is not None and _staging_device(cupy_mod())
+    if staged:  # long rows: the tile staged in shared memory (rows_staged), else in registers
+        NT_l, tile_l, targs_l = rows_args("rows_staged")
     nw_l, S, minb_l = cfg["lanes"][csize]
+    lanes_stg = cfg.get("lanes_staged", {}).get(csize) is not None and _staging_device(cupy_mod())
+    if lanes_stg:  # time-major: the tile staged in shared memory
+        nw_l, S, minb_l = cfg["lanes_staged"][csize]
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
         "rows_warp": f"scanarray::rows_warp<{targs}>",
         "rows_tiles": f"scanarray::rows_tiles<{targs}, false>",  # rows of one tile: no look-back code
         "rows_block": f"scanarray::rows_block<{targs_b}>",
-        "rows_long": f"scanarray::rows_tiles<{targs_l}>",
+        "rows_long": f"scanarray::rows_{'staged' if staged else 'tiles'}<{targs_l}>",
         **({"rows_split": f"scanarray::rows_block<{targs_s}>"} if split is not None else {}),
-        "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}>",
+        "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}, {_b(lanes_stg)}>",
     }
     group = tuple(dict.fromkeys(names.values()))
     common = dict(ns=ns, ss=ss, nlanes=nlanes, group=group, times=(T, ta, tb, to))
@@ -431,6 +438,17 @@ def cupy_mod():
 
 
 _sms: dict = {}
+_cc: dict = {}
+
+
+def _staging_device(cupy):
+    """Whether long rows stage their tiles in shared memory on the current device: compute
+    capability 9.0 or more, the devices it was measured on (cp.async itself needs 8.0)."""
+    dev = cupy.cuda.Device().id
+    ok = _cc.get(dev)
+    if ok is None:
+        ok = _cc[dev] = int(cupy.cuda.Device(dev).compute_capability) >= 90
+    return ok
 
 
 def _sm_count(cupy):

@@ -26,23 +26,23 @@
 
 namespace scanarray {
 
-// Prefix pairs of one warp's 32 * G * NV consecutive steps. Thread `lane` holds, for v < NV, the
-// G steps starting at v * 32 * G + lane * G. Returns the warp's total; pre[v] is the pair of the
-// steps before the thread's group v (from the warp's start).
-template <class C, int G, int NV>
-__device__ __forceinline__ Pair<C> warp_prefixes(const C (&xa)[NV][G], const C (&xb)[NV][G], Pair<C> (&pre)[NV],
-                                                 int lane) {
-  Pair<C> inc[NV];
+// The pair of G consecutive steps.
+template <class C, int G>
+__device__ __forceinline__ Pair<C> group_pair(const C (&xa)[G], const C (&xb)[G]) {
+  Pair<C> f{xa[0], xb[0]};
 #pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    Pair<C> f{xa[v][0], xb[v][0]};
-#pragma unroll
-    for (int g = 1; g < G; ++g) {
-      f.B = xa[v][g] * f.B + xb[v][g];
-      f.A = xa[v][g] * f.A;
-    }
-    inc[v] = f;
+  for (int g = 1; g < G; ++g) {
+    f.B = xa[g] * f.B + xb[g];
+    f.A = xa[g] * f.A;
   }
+  return f;
+}
+
+// Prefix pairs of one warp's 32 * G * NV consecutive steps. Thread `lane` holds, for v < NV, the
+// G steps starting at v * 32 * G + lane * G, here as their pairs inc[v] (consumed). Returns the
+// warp's total; pre[v] is the pair of the steps before the thread's group v (from the warp's start).
+template <class C, int NV>
+__device__ __forceinline__ Pair<C> warp_prefixes_of(Pair<C> (&inc)[NV], Pair<C> (&pre)[NV], int lane) {
 #pragma unroll
   for (int d = 1; d < 32; d <<= 1) {
 #pragma unroll
@@ -61,6 +61,16 @@ __device__ __forceinline__ Pair<C> warp_prefixes(const C (&xa)[NV][G], const C (
     carry = compose(tot, carry);
   }
   return carry;
+}
+
+// The same from the steps themselves.
+template <class C, int G, int NV>
+__device__ __forceinline__ Pair<C> warp_prefixes(const C (&xa)[NV][G], const C (&xb)[NV][G], Pair<C> (&pre)[NV],
+                                                 int lane) {
+  Pair<C> inc[NV];
+#pragma unroll
+  for (int v = 0; v < NV; ++v) inc[v] = group_pair<C, G>(xa[v], xb[v]);
+  return warp_prefixes_of<C, NV>(inc, pre, lane);
 }
 
 template <class C, int G>
@@ -256,6 +266,35 @@ __device__ __forceinline__ int lb_read(const Status<C>& status, i64 row0, i64 k,
 }
 
 // --------------------------------------------------------------------------------------- rows_tiles
+// A tile's steps as rows_tile_scan sees them: held in registers (rows_tiles), or staged in shared
+// memory (rows_staged). Both give the tile's prefixes, its output from an entering state, and the
+// exact replay.
+template <class C, int G, int NV>
+struct RegTile {
+  C (&xa)[NV][G];
+  C (&xb)[NV][G];
+  __device__ __forceinline__ Pair<C> prefixes(Pair<C> (&pre)[NV], int lane, bool& bad) {
+    bad = false;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
+    return warp_prefixes<C, G, NV>(xa, xb, pre, lane);
+  }
+  template <class TO>
+  __device__ __forceinline__ void write(const Pair<C> (&pre)[NV], C h, TO* po, i64 sto, i64 tw, i64 T, int vec_o) {
+    write_groups<TO, C, G, NV>(xa, xb, pre, h, po, sto, tw, T, vec_o);
+  }
+  // the replay's states replace xb; store_replayed writes them once every warp has replayed
+  template <class TO>
+  __device__ __forceinline__ C replay(C h, int lane, TO*, i64, i64, i64, int) {
+    return warp_replay<C, G, NV>(xa, xb, h, lane);
+  }
+  template <class TO>
+  __device__ __forceinline__ void store_replayed(TO* po, i64 sto, i64 tw, i64 T, int vec_o) {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
+  }
+};
+
 // Shared memory of one rows tile's scan.
 template <class C, int NW> struct TileShared {
   Pair<C> warp[NW];
@@ -267,8 +306,8 @@ template <class C, int NW> struct TileShared {
 
 // Everything of one rows tile after its loads: reduce to the tile's pair, publish it, look back,
 // write h once. Tile `id` is tile k of row `row` (KT tiles per row, status index = id).
-template <class TO, class C, int NT, int G, int NV, bool LB>
-__device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], TileShared<C, NT / 32>& sh,
+template <class TO, class C, int NT, int G, int NV, bool LB, class Tile>
+__device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& sh,
                                                const Status<C>& status, i64 id, i64 row, i64 k, i64 KT,
                                                const C* h0, int has_h0, u32 epoch, TO* po, i64 sto, i64 tw, i64 T,
                                                int vec_o) {
@@ -284,12 +323,9 @@ __device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], T
   int st0 = ST_X;
   if (LB && w == 0 && k > 0) st0 = lb_read(status, row0, k, 0, lane, epoch, h0, has_h0, row, lb0, false);
 
-  bool bad = false;
-#pragma unroll
-  for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
-
+  bool bad;
   Pair<C> pre[NV];
-  Pair<C> tot = warp_prefixes<C, G, NV>(xa, xb, pre, lane);
+  Pair<C> tot = d.prefixes(pre, lane, bad);
   bad = __any_sync(0xffffffffu, bad);
   if (lane == 0) {
     sh.warp[w] = tot;
@@ -387,21 +423,20 @@ __device__ __forceinline__ void rows_tile_scan(C (&xa)[NV][G], C (&xb)[NV][G], T
   const C hin = sh.hin;
 
   if (!sh.slow) {
-    write_groups<TO, C, G, NV>(xa, xb, pre, apply(sh.warp[w], hin), po, sto, tw, T, vec_o);
+    d.write(pre, apply(sh.warp[w], hin), po, sto, tw, T, vec_o);
     return;
   }
 
   // Exact path: the loop itself, warp after warp, from the exact entering state.
   for (int i = 0; i < NW; ++i) {
     if (w == i) {
-      C h = warp_replay<C, G, NV>(xa, xb, sh.hin, lane);
+      C h = d.replay(sh.hin, lane, po, sto, tw, T, vec_o);
       if (lane == 0) sh.hin = h;
     }
     __syncthreads();
   }
   if (LB && tid == 0 && k + 1 < KT) status.publish_inc(id, sh.hin, epoch);
-#pragma unroll
-  for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
+  d.store_replayed(po, sto, tw, T, vec_o);
 }
 
 // LB = false: rows of one tile, compiled without the look-back (fewer registers: 1024-thread
@@ -433,8 +468,190 @@ __global__ void __launch_bounds__(NT, MINB)
   C a_val = Num<C>::one();
   if (AC) a_val = To<C>::f(pa[0]);
   load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
-  rows_tile_scan<TO, C, NT, G, NV, LB>(xa, xb, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
-                                   vec_o);
+  RegTile<C, G, NV> d{xa, xb};
+  rows_tile_scan<TO, C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
+                                       vec_o);
+}
+
+// ---------------------------------------------------------------------------------------- rows_staged
+// rows_tiles for rows of several tiles, with the tile staged in shared memory. In rows_tiles a
+// block holds its tile in registers from its loads to its writes, look-back included, and the
+// register file caps the tiles in flight per SM (4 x 4096 float32 steps): one row of 2**28 ran at
+// 100% of the copy bandwidth without the look-back and 74% with it (docs/gpu.md). Here each thread
+// copies its groups into shared memory asynchronously (cp.async, sm_80+: no registers held while
+// the copies fly), reduces them from there, and reads them again to write h after the look-back,
+// so a block needs few registers and more tiles wait on their look-back at once.
+__device__ __forceinline__ u32 smem_addr(const void* p) {
+  u32 r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+// Copy N bytes (4, 8 or 16, aligned) global -> shared without registers (.cg: L2 only, for 16).
+template <int N>
+__device__ __forceinline__ void cp_async(void* dst, const void* src) {
+#if __CUDA_ARCH__ >= 800
+  if (N == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(smem_addr(dst)), "l"(src), "n"(N) : "memory");
+  }
+#else
+  struct alignas(N) W { unsigned char x[N]; };
+  *reinterpret_cast<W*>(dst) = *reinterpret_cast<const W*>(src);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+// The tile in shared memory: slot v * NT + tid holds thread tid's group v of a and b as raw
+// vectors of the storage type (in memory order, so reversed for a time stride of -1). Each thread
+// reads only the slots it filled itself, so no barrier orders them. Steps past the row's end
+// (last tile) are never written and read as the identity (a = 1, b = 0).
+template <class TA, class TB, class C, int NT, int G, int NV, bool AC>
+struct SmemTile {
+  const Vec<TA, G>* sa;
+  const Vec<TB, G>* sb;
+  C a_val;
+  i64 tw, T;
+  int tid;
+  bool flip;
+  __device__ __forceinline__ void get(int v, C (&xa)[G], C (&xb)[G]) const {
+    const Vec<TB, G> rb = sb[v * NT + tid];
+    Vec<TA, G> ra;
+    if (!AC) ra = sa[v * NT + tid];
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const bool in = tw + v * 32 * G + g < T;
+      const TB vb = flip ? rb.v[G - 1 - g] : rb.v[g];
+      xb[g] = in ? To<C>::f(vb) : Num<C>::zero();
+      if (AC) {
+        xa[g] = a_val;
+      } else {
+        const TA va = flip ? ra.v[G - 1 - g] : ra.v[g];
+        xa[g] = in ? To<C>::f(va) : Num<C>::one();
+      }
+    }
+  }
+  __device__ __forceinline__ Pair<C> prefixes(Pair<C> (&pre)[NV], int lane, bool& bad) {
+    cp_async_wait_all();
+    bad = false;
+    Pair<C> inc[NV];
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      C xa[G], xb[G];
+      get(v, xa, xb);
+      bad |= group_bad<C, G>(xa, xb);
+      inc[v] = group_pair<C, G>(xa, xb);
+    }
+    return warp_prefixes_of<C, NV>(inc, pre, lane);
+  }
+  template <class TO>
+  __device__ __forceinline__ void write(const Pair<C> (&pre)[NV], C h_in, TO* po, i64 sto, i64, i64, int vec_o) {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      C xa[G], xb[G];
+      get(v, xa, xb);
+      C h = apply(pre[v], h_in);
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        h = xa[g] * h + xb[g];
+        xb[g] = h;
+      }
+      store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb);
+    }
+  }
+  // the exact replay stores as it goes (the staged inputs are not overwritten)
+  template <class TO>
+  __device__ __forceinline__ C replay(C h, int lane, TO* po, i64 sto, i64, i64, int vec_o) {
+#pragma unroll 1
+    for (int v = 0; v < NV; ++v) {
+      for (int l = 0; l < 32; ++l) {
+        if (lane == l) {
+          C xa[G], xb[G];
+          get(v, xa, xb);
+#pragma unroll
+          for (int g = 0; g < G; ++g) {
+            h = xa[g] * h + xb[g];
+            xb[g] = h;
+          }
+          store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb);
+        }
+        h = shfl_idx(h, l);
+      }
+    }
+    return h;
+  }
+  template <class TO>
+  __device__ __forceinline__ void store_replayed(TO*, i64, i64, i64, int) {}
+};
+
+// Stage one thread's NV groups of b (and a, unless constant in time): asynchronous vector copies
+// on the aligned path, element by element otherwise.
+template <class TA, class TB, int NT, int G, int NV, bool AC>
+__device__ __forceinline__ void stage_groups(const TA* pa, const TB* pb, i64 sta, i64 stb, i64 tw, i64 T, int vec_a,
+                                             int vec_b, Vec<TA, G>* sa, Vec<TB, G>* sb, int tid) {
+  constexpr int NBV = sizeof(Vec<TB, G>), NAV = sizeof(Vec<TA, G>);
+  if (rows_fast<AC, G, NV>(tw, T, sta, stb, vec_a, vec_b) && NBV >= 4 && (AC || NAV >= 4)) {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      const i64 t0 = tw + v * 32 * G;
+      const i64 off = stb == 1 ? t0 : -t0 - (G - 1);
+      cp_async<(NBV >= 4 ? NBV : 4)>(&sb[v * NT + tid], pb + off);
+      if (!AC) cp_async<(NAV >= 4 ? NAV : 4)>(&sa[v * NT + tid], pa + off);
+    }
+    cp_async_commit();
+  } else {
+    for (int v = 0; v < NV; ++v) {
+      for (int g = 0; g < G; ++g) {
+        const i64 t = tw + v * 32 * G + g;
+        const int q = stb == -1 ? G - 1 - g : g;
+        if (t < T) {
+          sb[v * NT + tid].v[q] = pb[t * stb];
+          if (!AC) sa[v * NT + tid].v[q] = pa[t * sta];
+        }
+      }
+    }
+  }
+}
+
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
+__global__ void __launch_bounds__(NT, MINB)
+    rows_staged(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+  constexpr int ITEMS = G * NV;
+  constexpr int TILE = NT * ITEMS;
+  __shared__ i64 s_id;
+  __shared__ TileShared<C, NT / 32> sh;
+  __shared__ Vec<TB, G> s_b[NV * NT];
+  __shared__ Vec<TA, G> s_a[AC ? 1 : NV * NT];
+
+  SCAN_LANE_MAP;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+  Status<C> status;
+  status.init(ws + 16);
+
+  const i64 id = take_tile(ws, ctr_base, KT, s_id);
+  i64 k = 0;
+  const i64 row = divmod(id, KT, k);
+  i64 oa, ob, oo;
+  lm.offsets(row, oa, ob, oo);
+  const TA* pa = a + oa;
+  const TB* pb = b + ob;
+  const i64 tw = k * (i64)TILE + (i64)w * 32 * ITEMS + (i64)lane * G;
+  C a_val = Num<C>::one();
+  if (AC) a_val = To<C>::f(pa[0]);
+  stage_groups<TA, TB, NT, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, s_a, s_b, tid);
+  SmemTile<TA, TB, C, NT, G, NV, AC> d{s_a, s_b, a_val, tw, T, tid, stb == -1};
+  rows_tile_scan<TO, C, NT, G, NV, true>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
+                                         vec_o);
 }
 
 // --------------------------------------------------------------------------------------- rows_block
@@ -580,11 +797,29 @@ __global__ void __launch_bounds__(NT, MINB)
 // -------------------------------------------------------------------------------------- lanes_tiles
 constexpr int LBL_WIN = 4, LBL_ROUNDS = 4;
 
-template <class TA, class TB, class TO, class C, int NW, int S, bool AC, int MINB>
+// STG: the tile staged in shared memory by asynchronous copies (as rows_staged does, for the same
+// reason: registers held through the look-back cap the tiles in flight per SM), for storage types
+// of at least 4-byte alignment; each thread copies and reads back only its own lane's steps.
+template <class S_> struct Stageable {
+  static constexpr bool value = alignof(S_) >= 4 && sizeof(S_) % alignof(S_) == 0;
+};
+template <class S_>
+__device__ __forceinline__ void cp_async_elem(S_* dst, const S_* src) {
+  constexpr int AL = alignof(S_) > 16 ? 16 : alignof(S_);
+#pragma unroll
+  for (int i = 0; i < (int)(sizeof(S_) / AL); ++i)
+    cp_async<AL>(reinterpret_cast<char*>(dst) + i * AL, reinterpret_cast<const char*>(src) + i * AL);
+}
+
+template <class TA, class TB, class TO, class C, int NW, int S, bool AC, int MINB, bool STG = false>
 __global__ void __launch_bounds__(NW * 32, MINB)
     lanes_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
                 SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
   constexpr int L = NW * S;
+  constexpr bool ST = STG && Stageable<TB>::value && (AC || Stageable<TA>::value);
+  constexpr int NT = NW * 32;
+  __shared__ TB s_xb[ST ? S * NT : 1];
+  __shared__ TA s_xa[(ST && !AC) ? S * NT : 1];
   __shared__ i64 s_id;
   __shared__ Pair<C> s_f[NW][32];
   __shared__ int s_bad[NW][32];
@@ -608,10 +843,32 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   TO* po = out + oo;
   const i64 t0 = k * (i64)L + (i64)w * S;
 
-  C xa[S], xb[S];
+  C xa[ST ? 1 : S], xb[ST ? 1 : S];
   C a_val = Num<C>::one();
   if (AC && valid) a_val = To<C>::f(pa[0]);
-  if (valid && t0 + S <= T) {
+  // step s of this thread's lane: from registers, or (staged) from shared memory at each use
+  auto get = [&](int s, C& ya, C& yb) {
+    if constexpr (ST) {
+      const bool in = valid && t0 + s < T;
+      yb = in ? To<C>::f(s_xb[s * NT + tid]) : Num<C>::zero();
+      ya = AC ? a_val : (in ? To<C>::f(s_xa[(AC ? 0 : s * NT + tid)]) : Num<C>::one());
+    } else {
+      ya = xa[s];
+      yb = xb[s];
+    }
+  };
+  if constexpr (ST) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const i64 t = t0 + s;
+      if (valid && t < T) {
+        cp_async_elem(&s_xb[s * NT + tid], pb + t * stb);
+        if (!AC) cp_async_elem(&s_xa[(AC ? 0 : s * NT + tid)], pa + t * sta);
+      }
+    }
+    cp_async_commit();
+    cp_async_wait_all();
+  } else if (valid && t0 + S <= T) {
     // every load issued before any is used (see load_thread)
     TB rb[S];
     TA ra[AC ? 1 : S];
@@ -636,13 +893,17 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     }
   }
   float nf = 0.0f;
-  Pair<C> f{xa[0], xb[0]};
+  Pair<C> f;
 #pragma unroll
   for (int s = 0; s < S; ++s) {
-    nf = nf_acc(nf_acc(nf, xa[s]), xb[s]);
-    if (s > 0) {
-      f.B = xa[s] * f.B + xb[s];
-      f.A = xa[s] * f.A;
+    C ya, yb;
+    get(s, ya, yb);
+    nf = nf_acc(nf_acc(nf, ya), yb);
+    if (s == 0) {
+      f = Pair<C>{ya, yb};
+    } else {
+      f.B = ya * f.B + yb;
+      f.A = ya * f.A;
     }
   }
   s_f[w][lane] = f;
@@ -733,7 +994,9 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     C h = apply(s_f[w][lane], s_h[lane]);
 #pragma unroll
     for (int s = 0; s < S; ++s) {
-      h = xa[s] * h + xb[s];
+      C ya, yb;
+      get(s, ya, yb);
+      h = ya * h + yb;
       const i64 t = t0 + s;
       if (valid && t < T) put(po + t * sto, h);
     }
@@ -745,7 +1008,9 @@ __global__ void __launch_bounds__(NW * 32, MINB)
       C h = s_h[lane];
 #pragma unroll
       for (int s = 0; s < S; ++s) {
-        h = xa[s] * h + xb[s];
+        C ya, yb;
+        get(s, ya, yb);
+        h = ya * h + yb;
         const i64 t = t0 + s;
         if (valid && t < T) put(po + t * sto, h);
       }
