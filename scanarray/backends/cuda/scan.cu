@@ -304,6 +304,67 @@ template <class C, int NW> struct TileShared {
   Pair<C> lb[32 * LB_ROUNDS];
 };
 
+// The state entering tile k of the row whose tile 0 has status index row0: one warp looks back
+// over the predecessors (st0, lb0: a first round read earlier without waiting, or ST_X).
+template <class C, int NW>
+__device__ __forceinline__ C lookback_entering(const Status<C>& status, TileShared<C, NW>& sh, i64 row0, i64 k,
+                                               int lane, u32 epoch, const C* h0, int has_h0, i64 row, int st0,
+                                               Pair<C> lb0) {
+  sh.lb[lane] = lb0;
+  u32 pm = __ballot_sync(0xffffffffu, st0 == ST_P);
+  const u32 xm = __ballot_sync(0xffffffffu, st0 == ST_X);
+  int found = pm ? __ffs(pm) - 1 : -1;
+  if (found >= 0 && (xm & ((1u << found) - 1u))) found = -1;  // a gap before the P: read again
+  int polls = 0;
+  while (found < 0) {
+    ++polls;
+    // Deeper rounds; if none of 32 * LB_ROUNDS predecessors knows its state yet, poll again
+    // from the nearest one (a P appears as the tiles ahead finish).
+    for (int r = 0; r < LB_ROUNDS && found < 0; ++r) {
+      Pair<C> y;
+      const int st = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, y);
+      sh.lb[32 * r + lane] = y;
+      pm = __ballot_sync(0xffffffffu, st == ST_P);
+      if (pm) found = 32 * r + __ffs(pm) - 1;
+    }
+  }
+  __syncwarp();
+#if SCANARRAY_LB_DIAG == 2
+  // diagnostic build: histograms of the look-back depth and of the polling rounds
+  if (lane == 0) {
+    atomicAdd(&scanarray_lb_diag[found < 255 ? found : 255], 1ull);
+    atomicAdd(&scanarray_lb_diag[256 + (polls < 255 ? polls : 255)], 1ull);
+  }
+#endif
+#if SCANARRAY_LB_DIAG == 3
+  if (lane == 0) found = found > 0 ? 0 : found;  // diagnostic build: no serial apply, wrong results
+#endif
+  if (lane == 0) {
+    // Apply the aggregates in order, as each tile applies its own to its entering state:
+    // the result is bit-identical to the state tile k-1 publishes, whichever P was found,
+    // so results do not depend on timing.
+    // (Once non-finite, a state stays non-finite, so one test at the end suffices and the
+    // loop can keep several shared-memory loads in flight.)
+    C h = sh.lb[found].B;
+    int i = found - 1;
+    for (; i >= 3; i -= 4) {
+      const Pair<C> p0 = sh.lb[i], p1 = sh.lb[i - 1], p2 = sh.lb[i - 2], p3 = sh.lb[i - 3];
+      h = apply(p3, apply(p2, apply(p1, apply(p0, h))));
+    }
+    for (; i >= 0; --i) h = apply(sh.lb[i], h);
+    if (!finite(h)) {
+      // Non-finite state: only tile k-1's own (exact, replayed) state is right.
+      Pair<C> y;
+      while (status.read(row0 + k - 1, epoch, y) != ST_P) {
+      }
+      h = y.B;
+    }
+    sh.hin = h;
+  }
+  __syncwarp();
+  return sh.hin;
+}
+
 // Everything of one rows tile after its loads: reduce to the tile's pair, publish it, look back,
 // write h once. Tile `id` is tile k of row `row` (KT tiles per row, status index = id).
 template <class TO, class C, int NT, int G, int NV, bool LB, class Tile>
@@ -350,59 +411,7 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
 #else
       {
 #endif
-      sh.lb[lane] = lb0;
-      u32 pm = __ballot_sync(0xffffffffu, st0 == ST_P);
-      const u32 xm = __ballot_sync(0xffffffffu, st0 == ST_X);
-      int found = pm ? __ffs(pm) - 1 : -1;
-      if (found >= 0 && (xm & ((1u << found) - 1u))) found = -1;  // a gap before the P: read again
-      int polls = 0;
-      while (found < 0) {
-        ++polls;
-        // Deeper rounds; if none of 32 * LB_ROUNDS predecessors knows its state yet, poll again
-        // from the nearest one (a P appears as the tiles ahead finish).
-        for (int r = 0; r < LB_ROUNDS && found < 0; ++r) {
-          Pair<C> y;
-          const int st = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, y);
-          sh.lb[32 * r + lane] = y;
-          pm = __ballot_sync(0xffffffffu, st == ST_P);
-          if (pm) found = 32 * r + __ffs(pm) - 1;
-        }
-      }
-      __syncwarp();
-#if SCANARRAY_LB_DIAG == 2
-      // diagnostic build: histograms of the look-back depth and of the polling rounds
-      if (lane == 0) {
-        atomicAdd(&scanarray_lb_diag[found < 255 ? found : 255], 1ull);
-        atomicAdd(&scanarray_lb_diag[256 + (polls < 255 ? polls : 255)], 1ull);
-      }
-#endif
-#if SCANARRAY_LB_DIAG == 3
-      if (lane == 0) found = found > 0 ? 0 : found;  // diagnostic build: no serial apply, wrong results
-#endif
-      if (lane == 0) {
-        // Apply the aggregates in order, as each tile applies its own to its entering state:
-        // the result is bit-identical to the state tile k-1 publishes, whichever P was found,
-        // so results do not depend on timing.
-        // (Once non-finite, a state stays non-finite, so one test at the end suffices and the
-        // loop can keep several shared-memory loads in flight.)
-        C h = sh.lb[found].B;
-        int i = found - 1;
-        for (; i >= 3; i -= 4) {
-          const Pair<C> p0 = sh.lb[i], p1 = sh.lb[i - 1], p2 = sh.lb[i - 2], p3 = sh.lb[i - 3];
-          h = apply(p3, apply(p2, apply(p1, apply(p0, h))));
-        }
-        for (; i >= 0; --i) h = apply(sh.lb[i], h);
-        if (!finite(h)) {
-          // Non-finite state: only tile k-1's own (exact, replayed) state is right.
-          Pair<C> y;
-          while (status.read(row0 + k - 1, epoch, y) != ST_P) {
-          }
-          h = y.B;
-        }
-        sh.hin = h;
-      }
-      __syncwarp();
-      hin = sh.hin;
+      hin = lookback_entering<C, NW>(status, sh, row0, k, lane, epoch, h0, has_h0, row, st0, lb0);
       }
     }
     int slow = tile_bad || !finite(hin);
