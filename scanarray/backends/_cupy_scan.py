@@ -4,12 +4,14 @@
 tile of the time axis reads ``a`` and ``b`` once, publishes its pair (product of
 ``a``, local ``h``), looks back over its predecessors' pairs and writes ``h``
 once, so the traffic is that of a copy whatever the row split. The driver picks
-one of three kernels by layout, never copying data to change it:
+a kernel by layout and length, never copying data to change it:
 
 - time contiguous (stride +1 or, for ``reverse``, -1), or any layout where time
   is not the closest axis: ``rows_tiles`` (tiles along each row; rows of one
-  tile need no look-back) or, for rows shorter than a tile, ``rows_warp`` (a
-  warp per row);
+  tile need no look-back; on compute capability 9.0 and up, rows of several
+  tiles run ``rows_staged``, its tiles staged in shared memory), ``rows_block``
+  (a block per row, for enough long rows to fill the device) or, for rows
+  shorter than a tile, ``rows_warp`` (a warp per row);
 - lanes closer in memory than time steps (time-major, e.g. axis 0 of a C-order
   ``(T, N)`` array): ``lanes_tiles``, threads along lanes (coalesced), tiles
   along time chained per lane by the same look-back.

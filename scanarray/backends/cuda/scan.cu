@@ -9,11 +9,14 @@
 //             looks back over up to 32 predecessors per round trip (one warp, one status load per
 //             lane), and writes h once. Tiles take their index from an atomic counter, so a tile
 //             only ever waits on tiles that already run. Rows of one tile skip the look-back.
+// rows_staged rows_tiles with the tile staged in shared memory (cp.async) instead of registers,
+//             so that more tiles per SM wait on their look-back (long rows, sm_90).
+// rows_block  many long rows: a block per row, looping along it; no look-back.
 // rows_warp   rows shorter than a tile: one warp per row, looping along it; no look-back at all.
 // lanes_tiles time-major data (lanes contiguous, time strided): 32 lanes per warp x NW warps
 //             along time; each thread steps S times, loads coalesced across lanes; tiles along
 //             time are chained per lane by the same look-back (one thread per lane, a window of
-//             4 predecessors per round trip).
+//             4 predecessors per round trip); optionally staged in shared memory (STG).
 // seq         one thread per lane, looping over time: the sequential baseline.
 //
 // Non-finite values: composed pairs give NaN where the loop gives +-inf (inf*x + inf*y vs
