@@ -34,6 +34,10 @@ _COMBOS = [
     ("f32", "f16", "f16", "f32"), ("f64", "c128", "c128", "c128"), ("f32", "f32", "f16", "f32"),
 ]
 _ITEMS = {4: 16, 8: 8, 16: 4}
+# shapes that use shared memory, as _config.CUPY_SCAN's defaults: (threads, steps per thread) of
+# rows_staged and (warps, steps) of staged lanes_tiles (static shared memory must fit 48 KB)
+_STAGED_ROWS = {4: (128, 32), 8: (128, 16), 16: (128, 8)}
+_STAGED_LANES = {4: (4, 16), 8: (4, 16), 16: (4, 4)}
 _SIZE = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "c64": 8, "c128": 16}
 
 _SIG_HEAD = "const {A}*, const {B}*, {O}*, const {C}*, int, i64, i64, i64, i64"
@@ -54,14 +58,15 @@ def _instantiations():
             for lb in ("true", "false"):
                 out.append(f"template __global__ void rows_tiles<{t}, 256, {G}, {NV}, {ac}, 1, {lb}>"
                            f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
-            out.append(f"template __global__ void rows_staged<{t}, 128, {G}, {NV}, {ac}, 1>"
+            nt_s, items_s = _STAGED_ROWS[cs]
+            out.append(f"template __global__ void rows_staged<{t}, {nt_s}, {G}, {max(1, items_s // G)}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
             out.append(f"template __global__ void rows_block<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES});")
             out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES}, i64);")
-            for nw, stg in ((8, "false"), (4, "true")):  # staged: within 48 KB of static shared memory
-                out.append(f"template __global__ void lanes_tiles<{t}, {nw}, {_ITEMS[cs]}, {ac}, 1, {stg}>"
+            for (nw, steps), stg in (((8, _ITEMS[cs]), "false"), (_STAGED_LANES[cs], "true")):
+                out.append(f"template __global__ void lanes_tiles<{t}, {nw}, {steps}, {ac}, 1, {stg}>"
                            f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
             out.append(f"template __global__ void seq<{t}, {ac}>({head}, {_LANES}, i64);")
     return out
