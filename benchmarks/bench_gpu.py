@@ -347,6 +347,10 @@ def sweep(copy_bw, log, reps, work=None):
             for v in variants:
                 for k, val in saved.items():
                     _config.CUPY_SCAN[k] = dict(val) if isinstance(val, dict) else val
+                # a variant of rows_long's shape means the register kernel (rows_staged off)
+                long_regs = not isinstance(v, dict) or ("rows_long" in v and "rows_staged" not in v)
+                if long_regs and axis != 0:
+                    _config.CUPY_SCAN["rows_staged"][size] = None
                 if isinstance(v, dict):  # {CUPY_SCAN key: shape for this dtype size, or value}
                     for k, val in v.items():
                         if isinstance(_config.CUPY_SCAN[k], dict):

@@ -79,14 +79,20 @@ def test_lookback_stress_repeatable(long_rows_kernel, dtype, rng):
 def long_rows_kernel(small_tiles, monkeypatch, request):
     """Small tiles, rows of several tiles run by each long-row kernel: staged in shared memory
     (where the device has cp.async, compute capability >= 9.0 here) or held in registers."""
+    _staged_or_not(monkeypatch, "rows_staged", request.param == "rows_staged")
+    return request.param
+
+
+def _staged_or_not(monkeypatch, key, staged):
+    """Tiles staged in shared memory (``CUPY_SCAN[key]`` as set; skipped below compute capability
+    9.0, where they are not used) or held in registers (``key`` emptied); plans made afresh."""
     from scanarray.backends import _cupy_scan
 
-    if request.param == "rows_tiles":
-        monkeypatch.setitem(_config.CUPY_SCAN, "rows_staged", {})
+    if not staged:
+        monkeypatch.setitem(_config.CUPY_SCAN, key, {})
     elif not _cupy_scan._staging_device(cupy):
-        pytest.skip("rows_staged runs from compute capability 9.0")
+        pytest.skip("tiles are staged in shared memory from compute capability 9.0")
     monkeypatch.setattr(_cupy_scan, "_plans", {})
-    return request.param
 
 
 def _long_rows_plan(shape, dtype):
@@ -146,13 +152,7 @@ def test_long_rows(long_rows_kernel, case, rng):
 def lanes_kernel(small_tiles, monkeypatch, request):
     """Small tiles, time-major tiles staged in shared memory (compute capability >= 9.0 here) or
     held in registers."""
-    from scanarray.backends import _cupy_scan
-
-    if request.param == "registers":
-        monkeypatch.setitem(_config.CUPY_SCAN, "lanes_staged", {})
-    elif not _cupy_scan._staging_device(cupy):
-        pytest.skip("staged time-major tiles run from compute capability 9.0")
-    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    _staged_or_not(monkeypatch, "lanes_staged", request.param == "staged")
     return request.param
 
 

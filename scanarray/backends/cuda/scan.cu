@@ -451,40 +451,6 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
   d.store_replayed(po, sto, tw, T, vec_o);
 }
 
-// LB = false: rows of one tile, compiled without the look-back (fewer registers: 1024-thread
-// blocks are held to 32 per thread).
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, bool LB = true>
-__global__ void __launch_bounds__(NT, MINB)
-    rows_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
-  constexpr int ITEMS = G * NV;
-  constexpr int TILE = NT * ITEMS;
-  __shared__ i64 s_id;
-  __shared__ TileShared<C, NT / 32> sh;
-
-  SCAN_LANE_MAP;
-  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
-  Status<C> status;
-  status.init(ws + 16);
-
-  const i64 id = LB ? take_tile(ws, ctr_base, KT, s_id) : (i64)blockIdx.x;
-  i64 k = 0;
-  const i64 row = LB ? divmod(id, KT, k) : id;
-  i64 oa, ob, oo;
-  lm.offsets(row, oa, ob, oo);
-  const TA* pa = a + oa;
-  const TB* pb = b + ob;
-
-  C xa[NV][G], xb[NV][G];
-  const i64 tw = k * (i64)TILE + (i64)w * 32 * ITEMS + (i64)lane * G;
-  C a_val = Num<C>::one();
-  if (AC) a_val = To<C>::f(pa[0]);
-  load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
-  RegTile<C, G, NV> d{xa, xb};
-  rows_tile_scan<TO, C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
-                                       vec_o);
-}
-
 // ---------------------------------------------------------------------------------------- rows_staged
 // rows_tiles for rows of several tiles, with the tile staged in shared memory. In rows_tiles a
 // block holds its tile in registers from its loads to its writes, look-back included, and the
@@ -634,36 +600,66 @@ __device__ __forceinline__ void stage_groups(const TA* pa, const TB* pb, i64 sta
   }
 }
 
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
-__global__ void __launch_bounds__(NT, MINB)
-    rows_staged(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+// ------------------------------------------------------------------------ rows_tiles, rows_staged
+// One rows tile: its index, its data (in registers, or with STG staged in shared memory: see
+// rows_staged), then rows_tile_scan. LB = false: rows of one tile, compiled without the look-back.
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, bool LB, bool STG>
+__device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T,
+                                          i64 sta, i64 stb, i64 sto, int vec_a, int vec_b, int vec_o,
+                                          SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
   constexpr int ITEMS = G * NV;
   constexpr int TILE = NT * ITEMS;
   __shared__ i64 s_id;
   __shared__ TileShared<C, NT / 32> sh;
-  __shared__ Vec<TB, G> s_b[NV * NT];
-  __shared__ Vec<TA, G> s_a[AC ? 1 : NV * NT];
+  __shared__ Vec<TB, G> s_b[STG ? NV * NT : 1];
+  __shared__ Vec<TA, G> s_a[(STG && !AC) ? NV * NT : 1];
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
   Status<C> status;
   status.init(ws + 16);
 
-  const i64 id = take_tile(ws, ctr_base, KT, s_id);
+  const i64 id = LB ? take_tile(ws, ctr_base, KT, s_id) : (i64)blockIdx.x;
   i64 k = 0;
-  const i64 row = divmod(id, KT, k);
+  const i64 row = LB ? divmod(id, KT, k) : id;
   i64 oa, ob, oo;
   lm.offsets(row, oa, ob, oo);
   const TA* pa = a + oa;
   const TB* pb = b + ob;
+
   const i64 tw = k * (i64)TILE + (i64)w * 32 * ITEMS + (i64)lane * G;
   C a_val = Num<C>::one();
   if (AC) a_val = To<C>::f(pa[0]);
-  stage_groups<TA, TB, NT, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, s_a, s_b, tid);
-  SmemTile<TA, TB, C, NT, G, NV, AC> d{s_a, s_b, a_val, tw, T, tid, stb == -1};
-  rows_tile_scan<TO, C, NT, G, NV, true>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
+  if constexpr (STG) {
+    stage_groups<TA, TB, NT, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, s_a, s_b, tid);
+    SmemTile<TA, TB, C, NT, G, NV, AC> d{s_a, s_b, a_val, tw, T, tid, stb == -1};
+    rows_tile_scan<TO, C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
                                          vec_o);
+  } else {
+    C xa[NV][G], xb[NV][G];
+    load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
+    RegTile<C, G, NV> d{xa, xb};
+    rows_tile_scan<TO, C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
+                                         vec_o);
+  }
+}
+
+// The tile held in registers. LB = false: rows of one tile, compiled without the look-back (fewer
+// registers: 1024-thread blocks are held to 32 per thread).
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, bool LB = true>
+__global__ void __launch_bounds__(NT, MINB)
+    rows_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+  rows_tile<TA, TB, TO, C, NT, G, NV, AC, LB, false>(a, b, out, h0, has_h0, T, sta, stb, sto, vec_a, vec_b, vec_o,
+                                                     SCAN_LANE_ARGS, ws, ctr_base, epoch, KT);
+}
+
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
+__global__ void __launch_bounds__(NT, MINB)
+    rows_staged(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+  rows_tile<TA, TB, TO, C, NT, G, NV, AC, true, true>(a, b, out, h0, has_h0, T, sta, stb, sto, vec_a, vec_b, vec_o,
+                                                      SCAN_LANE_ARGS, ws, ctr_base, epoch, KT);
 }
 
 // --------------------------------------------------------------------------------------- rows_block

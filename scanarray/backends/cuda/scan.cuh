@@ -290,6 +290,7 @@ struct LaneMap {
 #define SCAN_LANE_PARAMS                                                                             \
   int nd, i64 n0, i64 n1, i64 n2, i64 n3, i64 sa0, i64 sa1, i64 sa2, i64 sa3, i64 sb0, i64 sb1, i64 sb2, \
       i64 sb3, i64 so0, i64 so1, i64 so2, i64 so3
+#define SCAN_LANE_ARGS nd, n0, n1, n2, n3, sa0, sa1, sa2, sa3, sb0, sb1, sb2, sb3, so0, so1, so2, so3
 #define SCAN_LANE_MAP \
   LaneMap lm{nd, {n0, n1, n2, n3}, {sa0, sa1, sa2, sa3}, {sb0, sb1, sb2, sb3}, {so0, so1, so2, so3}}
 
