@@ -225,6 +225,13 @@ __device__ __forceinline__ void write_groups(const C (&xa)[NV][G], const C (&xb)
 // Tile index from the workspace's counter (look-back kernels): tile i starts only after tiles
 // < i started, so the look-back's forward progress does not rely on the hardware's block order.
 __device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_id) {
+#ifdef SCANARRAY_TILE_BY_BLOCK
+  // diagnostic build (benchmarks/diag_timeline.py): the block's index, as CUB's scan takes it,
+  // which relies on blocks starting in index order; the counter still advances, unwaited, as
+  // the driver's next launch expects
+  if (KT > 1 && threadIdx.x == 0) atomicAdd(reinterpret_cast<u64*>(ws), 1ull);
+  if (true) return (i64)blockIdx.x;
+#endif
   if (KT > 1) {
     if (threadIdx.x == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
     __syncthreads();
@@ -241,6 +248,31 @@ __device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_
 }  // namespace scanarray
 extern "C" __device__ unsigned long long scanarray_lb_diag[512];
 namespace scanarray {
+#endif
+// Diagnostic build 4 (benchmarks/diag_timeline.py): a timeline of every look-back tile, stamped
+// by thread 0 (global timer in slots 0-7, the SM's clock in 8-15, the SM in 16, look-back depth
+// and polls in 17-18, the global timer when each of the first 5 look-back rounds came back in
+// 19-23).
+constexpr int TL_SLOTS = 24;
+#if SCANARRAY_LB_DIAG == 4
+}  // namespace scanarray
+extern "C" __device__ unsigned long long* scanarray_lb_tl;
+namespace scanarray {
+__device__ __forceinline__ void tl_stamp(i64 id, int slot) {
+  u64 g, c;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
+  scanarray_lb_tl[id * TL_SLOTS + slot] = g;
+  scanarray_lb_tl[id * TL_SLOTS + 8 + slot] = c;
+}
+#define TL_STAMP(id, slot)                        \
+  do {                                            \
+    if (threadIdx.x == 0) tl_stamp((id), (slot)); \
+  } while (0)
+#else
+#define TL_STAMP(id, slot) \
+  do {                     \
+  } while (0)
 #endif
 
 // Look-back of the rows kernel: 32 predecessors per round, up to LB_ROUNDS rounds kept.
@@ -329,6 +361,13 @@ __device__ __forceinline__ C lookback_entering(const Status<C>& status, TileShar
       sh.lb[32 * r + lane] = y;
       pm = __ballot_sync(0xffffffffu, st == ST_P);
       if (pm) found = 32 * r + __ffs(pm) - 1;
+#if SCANARRAY_LB_DIAG == 4
+      if (lane == 0 && polls == 1 && r < 5) {  // when each of the first rounds came back
+        u64 g;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+        scanarray_lb_tl[(row0 + k) * TL_SLOTS + 19 + r] = g;
+      }
+#endif
     }
   }
   __syncwarp();
@@ -337,6 +376,12 @@ __device__ __forceinline__ C lookback_entering(const Status<C>& status, TileShar
   if (lane == 0) {
     atomicAdd(&scanarray_lb_diag[found < 255 ? found : 255], 1ull);
     atomicAdd(&scanarray_lb_diag[256 + (polls < 255 ? polls : 255)], 1ull);
+  }
+#endif
+#if SCANARRAY_LB_DIAG == 4
+  if (lane == 0) {
+    scanarray_lb_tl[(row0 + k) * TL_SLOTS + 17] = (u64)found;
+    scanarray_lb_tl[(row0 + k) * TL_SLOTS + 18] = (u64)polls;
   }
 #endif
 #if SCANARRAY_LB_DIAG == 3
@@ -390,12 +435,14 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
   bool bad;
   Pair<C> pre[NV];
   Pair<C> tot = d.prefixes(pre, lane, bad);
+  if (LB) TL_STAMP(id, 2);
   bad = __any_sync(0xffffffffu, bad);
   if (lane == 0) {
     sh.warp[w] = tot;
     sh.bad[w] = bad;
   }
   __syncthreads();
+  if (LB) TL_STAMP(id, 3);
 
   if (w == 0) {
     Pair<C> agg;
@@ -408,6 +455,7 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
       // A tile whose steps hold a non-finite value never publishes an aggregate (composition
       // would turn the loop's infinities into NaN); its successors wait for its exact state.
       if (!tile_bad && finite(agg.A) && finite(agg.B) && lane == 0) status.publish_agg(id, agg, epoch);
+      TL_STAMP(id, 4);
 #if SCANARRAY_LB_DIAG == 1
       // diagnostic build (benchmarks/diag_lookback.py): no look-back at all, wrong results
       if (false) {
@@ -416,6 +464,7 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
 #endif
       hin = lookback_entering<C, NW>(status, sh, row0, k, lane, epoch, h0, has_h0, row, st0, lb0);
       }
+      TL_STAMP(id, 5);
     }
     int slow = tile_bad || !finite(hin);
     if (!slow) {
@@ -424,6 +473,7 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
         slow = 1;  // overflow inside the tile: let the exact replay decide what the loop gives
       } else if (LB && k + 1 < KT && lane == 0) {
         status.publish_inc(id, hout, epoch);
+        TL_STAMP(id, 6);
       }
     }
     if (lane == 0) {
@@ -436,6 +486,7 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
 
   if (!sh.slow) {
     d.write(pre, apply(sh.warp[w], hin), po, sto, tw, T, vec_o);
+    if (LB) TL_STAMP(id, 7);
     return;
   }
 
@@ -619,7 +670,22 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
   Status<C> status;
   status.init(ws + 16);
 
+#if SCANARRAY_LB_DIAG == 4
+  u64 g0, c0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0));
+#endif
   const i64 id = LB ? take_tile(ws, ctr_base, KT, s_id) : (i64)blockIdx.x;
+#if SCANARRAY_LB_DIAG == 4
+  if (LB && tid == 0) {
+    u32 sm;
+    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
+    scanarray_lb_tl[id * TL_SLOTS + 0] = g0;
+    scanarray_lb_tl[id * TL_SLOTS + 8] = c0;
+    scanarray_lb_tl[id * TL_SLOTS + 16] = sm;
+  }
+  if (LB) TL_STAMP(id, 1);
+#endif
   i64 k = 0;
   const i64 row = LB ? divmod(id, KT, k) : id;
   i64 oa, ob, oo;
