@@ -23,6 +23,7 @@ Usage: [DIAG_ONLY="time-major"] [DIAG_VARIANTS="shipped;other"] python benchmark
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import cupy
@@ -61,16 +62,37 @@ if OTHER:
                  ("histograms, other source", {"@source": OTHER, "SCANARRAY_LB_DIAG": 2}, None)]
 
 
+@contextlib.contextmanager
+def variant_kernel():
+    """One variant: ``use(plan, module)`` makes ``plan`` launch ``module``'s kernel; on exit the
+    plan forgets it and ``CUPY_SCAN``, which a variant may change, is restored."""
+    saved = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _config.CUPY_SCAN.items()}
+    real_get = _cupy_common.get_function
+    used = []
+
+    def use(plan, mod):
+        plan.fns.clear()  # plans keep their compiled kernel: take this variant's
+        used.append(plan)
+        _cupy_common.get_function = lambda src, name, options=(), group=(), _m=mod: _m.get_function(name)
+
+    try:
+        yield use
+    finally:
+        for plan in used:
+            plan.fns.clear()
+        _cupy_common.get_function = real_get
+        for k, v in saved.items():
+            _config.CUPY_SCAN[k] = dict(v) if isinstance(v, dict) else v
+
+
 def main():
     rng = np.random.default_rng(0)
-    real_get = _cupy_common.get_function
     modules = {}
     lines = ["| workload | variant | GB/s | ms | same h as shipped |", "|---|---|---|---|---|"]
     hists = []
     for label, shape, cfg in WORK:
         if ONLY and not any(x in label for x in ONLY):
             continue
-        saved = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _config.CUPY_SCAN.items()}
         a = cupy.asarray((0.9 + 0.1 * rng.random(shape)).astype(np.float32))
         b = cupy.asarray(rng.standard_normal(shape, dtype=np.float32))
         out = cupy.empty_like(b)
@@ -81,23 +103,22 @@ def main():
         for vlabel, defs, rows_long in VARIANTS:
             if WHICH and not any(x in vlabel for x in WHICH):
                 continue
-            _config.CUPY_SCAN.update(cfg)
-            if rows_long is not None:
-                _config.CUPY_SCAN["rows_long"] = {**saved["rows_long"], 4: rows_long}
-            plan = _cupy_scan.plan(a, b, out, np.dtype(np.float32), "lookback")
-            key = (plan.name, tuple(sorted(defs.items())))
-            if key not in modules:
-                opts = _cupy_common.compile_options(*(f"-D{k}={v}" for k, v in defs.items() if k[0] != "@"))
-                if "@source" in defs:
-                    with open(defs["@source"]) as fh:
-                        code = fh.read()
-                else:
-                    code = _cupy_common.read_source("scan.cu")
-                modules[key] = cupy.RawModule(code=code, options=opts, name_expressions=[plan.name])
-            mod = modules[key]
-            plan.fns.clear()  # plans keep their compiled kernel: take this variant's
-            _cupy_common.get_function = lambda src, name, options=(), group=(), _m=mod: _m.get_function(name)
-            try:
+            with variant_kernel() as use:
+                _config.CUPY_SCAN.update(cfg)
+                if rows_long is not None:
+                    _config.CUPY_SCAN["rows_long"] = {**_config.CUPY_SCAN["rows_long"], 4: rows_long}
+                plan = _cupy_scan.plan(a, b, out, np.dtype(np.float32), "lookback")
+                key = (plan.name, tuple(sorted(defs.items())))
+                if key not in modules:
+                    opts = _cupy_common.compile_options(*(f"-D{k}={v}" for k, v in defs.items() if k[0] != "@"))
+                    if "@source" in defs:
+                        with open(defs["@source"]) as fh:
+                            code = fh.read()
+                    else:
+                        code = _cupy_common.read_source("scan.cu")
+                    modules[key] = cupy.RawModule(code=code, options=opts, name_expressions=[plan.name])
+                mod = modules[key]
+                use(plan, mod)
                 if defs.get("SCANARRAY_LB_DIAG") == 2:
                     diag = cupy.ndarray((512,), cupy.uint64, mod.get_global("scanarray_lb_diag"))
                     diag.fill(0)
@@ -120,11 +141,6 @@ def main():
                 kern = plan.name.split("<")[1].split(",")[4:7]
                 lines.append(f"| {label} | {vlabel} ({','.join(kern)}) | {nb / (ms * 1e-3) / GB:.0f} | {ms:.3f} | {same} |")
                 print(lines[-1], flush=True)
-            finally:
-                plan.fns.clear()
-                _cupy_common.get_function = real_get
-                for k, v in saved.items():
-                    _config.CUPY_SCAN[k] = dict(v) if isinstance(v, dict) else v
         del a, b, out, ref
         cupy.get_default_memory_pool().free_all_blocks()
     print("\n".join(lines))

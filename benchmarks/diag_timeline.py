@@ -11,11 +11,22 @@ and the polling rounds. Prints, per workload:
 - the median and mean length of each phase (ns, from the SM clock scaled by the global timer);
 - tiles resident per SM and, of those, tiles whose loads are in flight (time averages over the
   middle 80% of the kernel);
-- how long after its predecessor published its inclusive state a tile found its own.
+- how long after its predecessor published its inclusive state a tile found its own, and after
+  everything its look-back used (the aggregates it applied, the state it started from) was
+  published; when each look-back round came back.
 
-It also times (kernel only, CUDA events) the shipped build, the timeline build, and a build
-whose tiles take ``blockIdx.x`` as their index instead of the atomic counter
-(``-DSCANARRAY_TILE_BY_BLOCK``), as CUB's scan does.
+The records go to ``$OUT/timeline_<kernel>_<steps>.npz`` (times relative to the first stamp).
+It also times (kernel only, CUDA events) the shipped build, the timeline build, a build whose
+tiles take ``blockIdx.x`` as their index instead of the atomic counter
+(``-DSCANARRAY_TILE_BY_BLOCK``, as CUB's scan does), and with ``DIAG_OTHER_SOURCE=path`` another
+version of ``scan.cu``.
+
+Results (H200, 2026-11-21 19:10 UTC, ``rows_staged``, one row of 2**28 float32; docs/gpu.md): a
+tile lives ~12 us: 0.55 taking its index, 3.2 loading and reducing, 0.55 publishing its
+aggregate, 5.7 looking back, 1.3 writing. The look-back's first round (the 32 nearest
+predecessors) comes back 2.7 us after the tile's own aggregate, waiting for the slowest of them;
+each further round ~0.45 us; the nearest known state is ~96 tiles back. Per SM, 5.8 tiles
+resident: 2.2 loading, 2.0 looking back.
 
 Usage: python benchmarks/diag_timeline.py   (on the GPU; DIAG_ONLY=";"-separated workload substrings)
 """
@@ -27,6 +38,7 @@ import os
 import cupy
 import numpy as np
 from bench_gpu import timed_burst
+from diag_lookback import variant_kernel
 
 from scanarray import _config
 from scanarray.backends import _cupy_common, _cupy_scan
@@ -55,9 +67,9 @@ def analyse(rec, nbytes):
     span = g[:, 7].max() - g[:, 0].min()
     ns_per_cycle = np.median((g[full, 7] - g[full, 0]) / np.maximum(c[full, 7] - c[full, 0], 1))
     steps = np.diff(np.unique(g[:, 1]))
-    out = [f"  {len(r)} tiles, {full.sum()} with every stamp; stamps span {span / 1e3:.1f} us "
-           f"({nbytes / span:.0f} GB/s); {ns_per_cycle:.3f} ns per SM cycle; smallest step of the "
-           f"global timer {steps[steps > 0].min() if (steps > 0).any() else 0} ns"]
+    out = [(f"  {len(r)} tiles, {full.sum()} with every stamp; stamps span {span / 1e3:.1f} us "
+            f"({nbytes / span:.0f} GB/s); {ns_per_cycle:.3f} ns per SM cycle; smallest step of the "
+            f"global timer {steps[steps > 0].min() if (steps > 0).any() else 0} ns")]
     d = np.diff(c[full], axis=1) * ns_per_cycle
     life = (c[full, 7] - c[full, 0]) * ns_per_cycle
     out.append(f"  tile life: median {np.median(life):.0f} ns, mean {life.mean():.0f} ns")
@@ -137,7 +149,6 @@ def _live(begin, end, ts, count=True):
 
 def main():
     rng = np.random.default_rng(0)
-    real_get = _cupy_common.get_function
     lines = ["| workload | variant | GB/s | ms |", "|---|---|---|---|"]
     notes = []
     for label, n, cfg in WORK:
@@ -147,19 +158,21 @@ def main():
         b = cupy.asarray(rng.standard_normal((1, n), dtype=np.float32))
         out = cupy.empty_like(b)
         nb = a.nbytes + 2 * b.nbytes
-        saved = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _config.CUPY_SCAN.items()}
         ref = None
         for vlabel, opts in VARIANTS:
-            try:
+            with variant_kernel() as use:
                 for k, v in cfg.items():
                     _config.CUPY_SCAN[k] = {**_config.CUPY_SCAN[k], **v}
                 plan = _cupy_scan.plan(a, b, out, np.dtype(np.float32), "lookback")
                 src = [o[1:] for o in opts if o[0] == "@"]
-                code = open(src[0]).read() if src else _cupy_common.read_source("scan.cu")
+                if src:
+                    with open(src[0]) as fh:
+                        code = fh.read()
+                else:
+                    code = _cupy_common.read_source("scan.cu")
                 mod = cupy.RawModule(code=code, options=_cupy_common.compile_options(*(o for o in opts if o[0] != "@")),
                                      name_expressions=[plan.name])
-                plan.fns.clear()
-                _cupy_common.get_function = lambda src, name, options=(), group=(), _m=mod: _m.get_function(name)
+                use(plan, mod)
                 if "LB_DIAG=4" in " ".join(opts):
                     rec = cupy.zeros((plan.grid, SLOTS), cupy.uint64)
                     cupy.ndarray((1,), cupy.uint64, mod.get_global("scanarray_lb_tl"))[0] = rec.data.ptr
@@ -180,11 +193,6 @@ def main():
                 lines.append(f"| {label} | {vlabel} | {nb / (ms * 1e-3) / GB:.0f} | {ms:.3f} |"
                              + ("" if same else " (h differs from shipped)"))
                 print(lines[-1], flush=True)
-            finally:
-                plan.fns.clear()
-                _cupy_common.get_function = real_get
-                for k, v in saved.items():
-                    _config.CUPY_SCAN[k] = dict(v) if isinstance(v, dict) else v
         del a, b, out, ref
         cupy.get_default_memory_pool().free_all_blocks()
     print("\n".join(notes))
