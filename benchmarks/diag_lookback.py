@@ -10,7 +10,9 @@ kernel source) and times the planned kernel alone:
   predecessor that knew its state) and of the polling cycles;
 - 3: look-back without the serial application of the predecessors' aggregates (wrong results
   in general; with this data, a in [0.9, 1), the product of a over a 4096-step tile underflows
-  to 0 in float32, so the state entering a tile does not matter and h comes out the same).
+  to 0 in float32, so the state entering a tile does not matter and h comes out the same);
+- tile index = blockIdx.x (``-DSCANARRAY_TILE_BY_BLOCK=1``): tiles take the block's index, as
+  CUB's scan does, instead of the atomic counter.
 
 Results of the investigation (H200, 2026-11-21, docs/gpu.md): without look-back one row of
 2**28 float32 runs at 4266 GB/s (100% of the copy) against 3026 with it; the nearest
@@ -51,6 +53,7 @@ VARIANTS = [  # (label, compile definitions, CUPY_SCAN["rows_long"] for float32)
     ("shipped", {}, None),
     ("no look-back (wrong results)", {"SCANARRAY_LB_DIAG": 1}, None),
     ("no serial apply (wrong results)", {"SCANARRAY_LB_DIAG": 3}, None),
+    ("tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 1}, None),
 ] + [
     ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
 ]
