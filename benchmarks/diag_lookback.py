@@ -49,6 +49,15 @@ def timed(fn, reps=15):
     return timed_burst(fn, reps, burst=1, budget_s=60)[0]
 
 
+def time_against(plan, a, b, out, ref):
+    """Kernel-only ms of ``plan`` on ``a, b`` into ``out``; ``ref``: the first variant's h (None:
+    this is the first, kept); and whether this variant's h equals it."""
+    ms = timed(lambda: plan.launch(cupy, a, b, out, None))
+    if ref is None:
+        ref = out.copy()
+    return ms, ref, bool(cupy.array_equal(out, ref))
+
+
 VARIANTS = [  # (label, compile definitions, CUPY_SCAN["rows_long"] for float32)
     ("shipped", {}, None),
     ("no look-back (wrong results)", {"SCANARRAY_LB_DIAG": 1}, None),
@@ -137,10 +146,7 @@ def main():
                                  f"{depth[2:8].sum()}/{depth[8:32].sum()}/{depth[32:].sum()}; polls 0/1/2/3+: "
                                  f"{polls[0]}/{polls[1]}/{polls[2]}/{polls[3:].sum()}")
                     print(hists[-1], flush=True)
-                ms = timed(lambda: plan.launch(cupy, a, b, out, None))
-                if ref is None:
-                    ref = out.copy()
-                same = bool(cupy.array_equal(out, ref))
+                ms, ref, same = time_against(plan, a, b, out, ref)
                 kern = plan.name.split("<")[1].split(",")[4:7]
                 lines.append(f"| {label} | {vlabel} ({','.join(kern)}) | {nb / (ms * 1e-3) / GB:.0f} | {ms:.3f} | {same} |")
                 print(lines[-1], flush=True)

@@ -37,8 +37,7 @@ import os
 
 import cupy
 import numpy as np
-from bench_gpu import timed_burst
-from diag_lookback import variant_kernel
+from diag_lookback import time_against, variant_kernel
 
 from scanarray import _config
 from scanarray.backends import _cupy_common, _cupy_scan
@@ -186,10 +185,7 @@ def main():
                     _save(host, os.path.join(os.environ.get("OUT", "/tmp"), f"timeline_{plan.name.split('<')[0].split(':')[-1]}_{n}.npz"))
                     print("\n".join(notes[-20:]), flush=True)
                     del rec
-                ms = timed_burst(lambda: plan.launch(cupy, a, b, out, None), 15, burst=1, budget_s=30)[0]
-                if ref is None:
-                    ref = out.copy()
-                same = bool(cupy.array_equal(out, ref))
+                ms, ref, same = time_against(plan, a, b, out, ref)
                 lines.append(f"| {label} | {vlabel} | {nb / (ms * 1e-3) / GB:.0f} | {ms:.3f} |"
                              + ("" if same else " (h differs from shipped)"))
                 print(lines[-1], flush=True)
