@@ -64,6 +64,9 @@ def linear_recurrence(p):
         a_in, b_in = a, b
         a = _readable(cupy, a, dt)
         b = _readable(cupy, b, dt)
+        # No cast copy: the launch reads the caller's own memory, through views at most (the
+        # reversed time axis, the lane views below), whose offsets the bound call keeps.
+        own = a is a_in and b is b_in
         h0 = p.initial
         lanes = tuple(b.shape[:-1])
         # Drop length-1 lane axes, then order the others by b's strides, widest first, so the
@@ -87,8 +90,11 @@ def linear_recurrence(p):
             h0 = h0 if trivial else h0[sel].transpose(order)
             h0 = cupy.ascontiguousarray(h0.astype(dt, copy=False))
         plan_ = _scan(cupy, a, b, out, h0, dt, p.method)
-        if plan_ is not None and same_dev and a is a_in and b is b_in:
+        if plan_ is not None and same_dev and own:
             # one launch on the caller's own memory: a repeated call can go straight to it
+            # (one row of shape (1, T) included: its length-1 lane axis is viewed away, and
+            # checking the views' identity instead cost such calls the full path, ~58 against
+            # ~9 us of host time a call on the H200's host, benchmarks/diag_onecall.py)
             ptrs = tuple(None if x is None else x.data.ptr for x in (a, b, out, h0))
             p.bind = _Binder(plan_, dev, dt.itemsize, *ptrs)
     return p.out
