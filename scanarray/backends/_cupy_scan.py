@@ -93,8 +93,9 @@ def linear_recurrence(p):
         if plan_ is not None and same_dev and own:
             # one launch on the caller's own memory: a repeated call can go straight to it
             # (one row of shape (1, T) included: its length-1 lane axis is viewed away, and
-            # checking the views' identity instead cost such calls the full path, ~58 against
-            # ~9 us of host time a call on the H200's host, benchmarks/diag_onecall.py)
+            # checking the views' identity instead sent such calls down the full path: 58 us of
+            # host time a call against 19-20 us bound, one long row on the H200's host,
+            # benchmarks/diag_onecall.py)
             ptrs = tuple(None if x is None else x.data.ptr for x in (a, b, out, h0))
             p.bind = _Binder(plan_, dev, dt.itemsize, *ptrs)
     return p.out
