@@ -257,6 +257,41 @@ def test_one_tile_rows_split(small_tiles, reverse, offset, rng):
     _check(h, a, b, what=f"one-tile rows split reverse={reverse}", initial=init, reverse=reverse)
 
 
+@pytest.mark.parametrize(
+    "case", ["float32", "float64", "complex64", "complex128", "reverse", "unaligned", "float16", "scalar a",
+             "initial", "strided", "non-finite"])
+def test_block_per_row(small_tiles, case, rng):
+    """Rows that each get a block walking along them (rows_block); |a| near 1, so the state
+    carried from tile to tile matters; 1501 steps: the last tile of each row is partial."""
+    dtype = case if case in ("float32", "float64", "complex64", "complex128") else "float32"
+    shape = (300, 1501)
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
+    b = values(rng, shape, dtype)
+    init = None
+    if case == "float16":
+        a, b = a.astype(np.float16), b.astype(np.float16)
+    if case == "scalar a":
+        a = 0.999
+    if case == "initial":
+        init = values(rng, (300,), dtype)
+    if case == "non-finite":
+        a[3, 700] = np.inf
+        b[5, 20] = np.nan
+        b[7, 600], b[7, 900] = np.inf, -np.inf
+    a_d = a if np.isscalar(a) else cupy.asarray(a)
+    b_d = cupy.asarray(b)
+    if case == "unaligned":
+        a, b, a_d, b_d = a[:, 1:], b[:, 1:], a_d[:, 1:], b_d[:, 1:]
+    if case == "strided":
+        a, b, a_d, b_d = a[:, ::2], b[:, ::2], a_d[:, ::2], b_d[:, ::2]
+    reverse = case == "reverse"
+    h = scanarray.linear_recurrence(a_d, b_d, initial=None if init is None else cupy.asarray(init),
+                                    reverse=reverse, backend="cupy", method="lookback")
+    p = _long_rows_plan(b.shape, h.dtype)
+    assert "::rows_block<" in p.name, p.name
+    _check(h, a, b, what=f"block per row {case}", initial=init, reverse=reverse)
+
+
 def test_many_long_rows_block_per_row_complex(small_tiles, rng):
     shape = (300, 1500)
     a = coefficients(rng, shape, "complex128", reset=0.002, high=1.0)
