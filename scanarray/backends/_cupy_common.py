@@ -242,6 +242,31 @@ class PackedLauncher:
 
         return go
 
+    def bind_lookback(self, grid, threads, template, workspace):
+        """:meth:`bind` for a look-back launch: ``workspace(stream_ptr)`` gives the launch's
+        workspace (``_cupy_scan._Workspace``), whose pointer, tile counter and epoch replace the
+        template's last arguments but one (``_Plan._args``); the launch advances it."""
+        from cupy.cuda import driver
+
+        if self._arrays:
+            return None
+        pack, fptr, launch, buffers = self._pack, self._fptr, driver.launchKernel, self._buffers
+        mid, kt = list(template[5:-4]), template[-1]
+        one, zero = np.int32(1), np.int32(0)
+
+        def go(stream_ptr, pa, pb, po, ph0):
+            ws = workspace(stream_ptr)
+            buf, _, _, extra = buffers()
+            with ws:
+                if ph0 is None:
+                    pack(buf, 0, pa, pb, po, pb, zero, *mid, ws.ptr, ws.counter, ws.epoch, kt)
+                else:
+                    pack(buf, 0, pa, pb, po, ph0, one, *mid, ws.ptr, ws.counter, ws.epoch, kt)
+                launch(fptr, grid, 1, 1, threads, 1, 1, 0, stream_ptr, 0, extra)
+                ws.advance(grid)
+
+        return go
+
     def launch(self, cupy, grid, threads, args, shared_mem=0):
         buf, _, _, extra = self._buffers()
         if self._arrays:

@@ -287,12 +287,16 @@ class _Plan:
 
     def direct(self, dev):
         """For bound calls: ``go(stream_ptr, pa, pb, po, ph0)`` launching this plan's kernel with
-        the arguments packed from a template, or None where that does not apply (a look-back
-        launch, which takes a workspace per call, or a kernel launched through CuPy's call)."""
+        the arguments packed from a template (a look-back launch also takes its stream's
+        workspace), or None where that does not apply (a kernel launched through CuPy's call)."""
         entry = self.fns.get(dev)
-        if self.kt > 1 or entry is None or entry[1] is None:
+        if entry is None or entry[1] is None:
             return None
         template = self._args(0, 0, 0, None, None)
+        if self.kt > 1:
+            rec_size, slots = self.rec_size, self.slots
+            return entry[1].bind_lookback(self.grid, self.threads, template,
+                                          lambda stream_ptr: _workspace_at(dev, stream_ptr, rec_size, slots))
         ws_at = len(template) - 4 if self.kind in ("rows_tiles", "lanes_tiles") else None
         return entry[1].bind(self.grid, self.threads, template, ws_at)
 
@@ -517,12 +521,18 @@ class _Workspace:
 
 
 def _workspace(cupy, rec_size, slots):
+    return _workspace_at(cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr, rec_size, slots)
+
+
+def _workspace_at(dev, stream_ptr, rec_size, slots):
+    """The workspace of (device, stream) for statuses of ``rec_size`` bytes, at least ``slots`` of
+    them; ``dev`` must be the current device (a new one is allocated there)."""
     need = 16 + rec_size * slots
-    key = (cupy.cuda.Device().id, cupy.cuda.get_current_stream().ptr, rec_size)
+    key = (dev, stream_ptr, rec_size)
     with _ws_lock:
         ws = _workspaces.get(key)
         if ws is None or ws.nbytes < need:
             # grow geometrically; the old buffer goes back to CuPy's pool on this stream
-            ws = _Workspace(cupy, max(need, 2 * ws.nbytes if ws is not None else 1 << 20))
+            ws = _Workspace(cupy_mod(), max(need, 2 * ws.nbytes if ws is not None else 1 << 20))
             _workspaces[key] = ws
     return ws
