@@ -212,20 +212,40 @@ class PackedLauncher:
             bufs = self._local.bufs = (buf, size, extra, int(extra.ctypes.data))
         return bufs
 
-    def bind(self, grid, threads, template, b_at=None, shared_mem=0):
+    def bind(self, grid, threads, template, b_at=None, shared_mem=0, workspace=None):
         """``go(stream_ptr, pa, pb, po, ph0)``: this launch with the arguments of ``template``
         (a sample argument list holding no arrays) but its first five replaced by the pointers
         and a flag (``ph0`` None: pass ``pb`` and 0) and, at ``b_at``, by ``pb`` again (a
         pointer argument that only needs to be valid). For calls bound to a signature, where
-        the rest of the arguments never change."""
+        the rest of the arguments never change.
+
+        A look-back launch passes ``workspace``: ``workspace(stream_ptr)`` gives the launch's
+        workspace (``_cupy_scan._Workspace``), whose pointer, tile counter and epoch replace the
+        template's last arguments but one (``_cupy_scan._Plan._args``)."""
         from cupy.cuda import driver
 
         if self._arrays:
             return None
         pack, fptr, launch, buffers = self._pack, self._fptr, driver.launchKernel, self._buffers
+        one, zero = np.int32(1), np.int32(0)
+
+        if workspace is not None:
+            mid, kt = list(template[5:-4]), template[-1]
+
+            def go(stream_ptr, pa, pb, po, ph0):
+                ws = workspace(stream_ptr)
+                buf, _, _, extra = buffers()
+                with ws.launching(grid):
+                    if ph0 is None:
+                        pack(buf, 0, pa, pb, po, pb, zero, *mid, ws.ptr, ws.counter, ws.epoch, kt)
+                    else:
+                        pack(buf, 0, pa, pb, po, ph0, one, *mid, ws.ptr, ws.counter, ws.epoch, kt)
+                    launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, 0, extra)
+
+            return go
+
         rest = list(template[5:])
         at = None if b_at is None else b_at - 5
-        one, zero = np.int32(1), np.int32(0)
 
         def go(stream_ptr, pa, pb, po, ph0):
             buf, _, _, extra = buffers()
@@ -239,31 +259,6 @@ class PackedLauncher:
             else:
                 pack(buf, 0, pa, pb, po, ph0, one, *rest_)
             launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, 0, extra)
-
-        return go
-
-    def bind_lookback(self, grid, threads, template, workspace):
-        """:meth:`bind` for a look-back launch: ``workspace(stream_ptr)`` gives the launch's
-        workspace (``_cupy_scan._Workspace``), whose pointer, tile counter and epoch replace the
-        template's last arguments but one (``_Plan._args``); the launch advances it."""
-        from cupy.cuda import driver
-
-        if self._arrays:
-            return None
-        pack, fptr, launch, buffers = self._pack, self._fptr, driver.launchKernel, self._buffers
-        mid, kt = list(template[5:-4]), template[-1]
-        one, zero = np.int32(1), np.int32(0)
-
-        def go(stream_ptr, pa, pb, po, ph0):
-            ws = workspace(stream_ptr)
-            buf, _, _, extra = buffers()
-            with ws:
-                if ph0 is None:
-                    pack(buf, 0, pa, pb, po, pb, zero, *mid, ws.ptr, ws.counter, ws.epoch, kt)
-                else:
-                    pack(buf, 0, pa, pb, po, ph0, one, *mid, ws.ptr, ws.counter, ws.epoch, kt)
-                launch(fptr, grid, 1, 1, threads, 1, 1, 0, stream_ptr, 0, extra)
-                ws.advance(grid)
 
         return go
 

@@ -880,10 +880,9 @@ def lookback(A, b, h0, dt, reverse, out):
         from ._cupy_scan import _workspace
 
         ws = _workspace(cupy, rec[0], grid)
-        with ws:
+        with ws.launching(grid):
             _launch(f, grid, threads, head + (fast, ws.buffer, np.uint64(ws.counter), np.uint32(ws.epoch), rec[1])
                     + extra, smem)
-            ws.advance(grid)
     else:
         _launch(f, grid, threads, head + (fast, B2, np.uint64(0), np.uint32(0), rec[1]) + extra, smem)
     if not direct:

@@ -256,9 +256,8 @@ class _Plan:
             self._call(cupy, self._args(pa, pb, po, ph0, None), dev)
             return
         ws = _workspace(cupy, self.rec_size, self.slots)
-        with ws:
+        with ws.launching(self.grid):
             self._call(cupy, self._args(pa, pb, po, ph0, ws), dev)
-            ws.advance(self.grid)
 
     def _args(self, pa, pb, po, ph0, ws):
         """The kernel's argument list (``ws``: the workspace of a look-back launch, else None)."""
@@ -295,8 +294,8 @@ class _Plan:
         template = self._args(0, 0, 0, None, None)
         if self.kt > 1:
             rec_size, slots = self.rec_size, self.slots
-            return entry[1].bind_lookback(self.grid, self.threads, template,
-                                          lambda stream_ptr: _workspace_at(dev, stream_ptr, rec_size, slots))
+            return entry[1].bind(self.grid, self.threads, template,
+                                 workspace=lambda stream_ptr: _workspace_at(dev, stream_ptr, rec_size, slots))
         ws_at = len(template) - 4 if self.kind in ("rows_tiles", "lanes_tiles") else None
         return entry[1].bind(self.grid, self.threads, template, ws_at)
 
@@ -495,6 +494,13 @@ _EPOCH_LIMIT = 2**29
 
 
 class _Workspace:
+    """Statuses and tile counter of one (device, stream, record size).
+
+    A launch takes them under ``with ws.launching(ntiles):``, which holds the lock (two host
+    threads may launch on one stream) and, if the launch raised nothing, moves the counter past
+    its ``ntiles`` tiles and starts a new epoch.
+    """
+
     def __init__(self, cupy, nbytes):
         self.buffer = cupy.zeros(nbytes, dtype=cupy.uint8)
         self.ptr = self.buffer.data.ptr
@@ -502,22 +508,28 @@ class _Workspace:
         self.counter = 0
         self.epoch = 1
         self.lock = threading.Lock()
+        self._ntiles = 0
 
-    def __enter__(self):
+    def launching(self, ntiles):
         self.lock.acquire()
+        self._ntiles = ntiles
         return self
 
-    def __exit__(self, *exc):
-        self.lock.release()
-        return False
+    def __enter__(self):
+        return self
 
-    def advance(self, ntiles):
-        self.counter += ntiles
-        self.epoch += 1
-        if self.epoch >= _EPOCH_LIMIT:
-            self.buffer.fill(0)
-            self.counter = 0
-            self.epoch = 1
+    def __exit__(self, exc_type, *exc):
+        try:
+            if exc_type is None:
+                self.counter += self._ntiles
+                self.epoch += 1
+                if self.epoch >= _EPOCH_LIMIT:
+                    self.buffer.fill(0)
+                    self.counter = 0
+                    self.epoch = 1
+        finally:
+            self.lock.release()
+        return False
 
 
 def _workspace(cupy, rec_size, slots):
