@@ -109,43 +109,45 @@ def _long_rows_plan(shape, dtype):
 def test_long_rows(long_rows_kernel, case, rng):
     """Few rows of many tiles, in both long-row kernels: every layout the staging handles
     (asynchronous copies where aligned, element by element otherwise, the last tile partial)."""
+    a, b, a_d, b_d, init, call = _layout_case(rng, case, (3, 20_011), low=0.999)  # odd: partial last tiles
+    h = scanarray.linear_recurrence(a_d, b_d, **call)
+    p = _long_rows_plan(b.shape, h.dtype)
+    assert p.kt > 1 and f"::{long_rows_kernel}<" in p.name, (long_rows_kernel, p.name)
+    _check(h, a, b, what=f"long rows {long_rows_kernel} {case}", initial=init, reverse=call["reverse"])
+    again = scanarray.linear_recurrence(a_d, b_d, **call)
+    assert bool(cupy.array_equal(h, again, equal_nan=True)), "look-back gave different results on identical input"
+
+
+def _layout_case(rng, case, shape, low):
+    """One layout case of the row-kernel tests: host inputs ``a, b`` for the oracle, their device
+    views, the initial state (None or host values) and the keywords of the CuPy call. ``|a|`` is
+    drawn from ``[low, 1)`` with rare resets, so that a wrong state carried between tiles shows."""
+    nrows, T = shape
     dtype = case if case in ("float32", "float64", "complex64", "complex128") else "float32"
-    shape = (3, 20_011)  # odd: the last tile of each row is partial
-    kw = {}
-    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.999)  # carries across many tiles
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=low)
     b = values(rng, shape, dtype)
-    if case == "float16" or case == "float16 in float32 out":
+    kw = {"reverse": "reverse" in case, "backend": "cupy", "method": "lookback"}
+    if case.startswith("float16"):
         a, b = a.astype(np.float16), b.astype(np.float16)
     if case == "float16 in float32 out":  # half storage read, float32 written
         kw["dtype"] = np.float32
     if case == "scalar a":
-        a = 0.9995
+        a = 1.0 - (1.0 - low) / 2
     if case == "lane a":
-        a = coefficients(rng, (3, 1), "float32", reset=0.0, high=1.0, low=0.999)
-    if case == "initial":
-        kw["initial"] = values(rng, (3,), "float32")
-    if "reverse" in case:
-        kw["reverse"] = True
+        a = coefficients(rng, (nrows, 1), dtype, reset=0.0, high=1.0, low=low)
+    init = values(rng, (nrows,), dtype) if case == "initial" else None
     if case == "non-finite":
-        a[0, 7000] = np.inf
+        a[0, 7 * T // 20] = np.inf
         b[1, 12] = np.nan
-        b[2, 3000], b[2, 15000] = np.inf, -np.inf
+        b[2, 3 * T // 20], b[2, 3 * T // 4] = np.inf, -np.inf
     a_d = a if np.isscalar(a) else cupy.asarray(a)
     b_d = cupy.asarray(b)
     if "unaligned" in case:
-        a, b = a[:, 1:], b[:, 1:]
-        a_d, b_d = a_d[:, 1:], b_d[:, 1:]
+        a, b, a_d, b_d = a[:, 1:], b[:, 1:], a_d[:, 1:], b_d[:, 1:]
     if case == "strided":
-        a, b = a[:, ::2], b[:, ::2]
-        a_d, b_d = a_d[:, ::2], b_d[:, ::2]
-    init = kw.get("initial")
-    call = dict(kw, initial=None if init is None else cupy.asarray(init), backend="cupy", method="lookback")
-    h = scanarray.linear_recurrence(a_d, b_d, **call)
-    p = _long_rows_plan(b.shape, h.dtype)
-    assert p.kt > 1 and f"::{long_rows_kernel}<" in p.name, (long_rows_kernel, p.name)
-    _check(h, a, b, what=f"long rows {long_rows_kernel} {case}", initial=init, reverse=kw.get("reverse", False))
-    again = scanarray.linear_recurrence(a_d, b_d, **call)
-    assert bool(cupy.array_equal(h, again, equal_nan=True)), "look-back gave different results on identical input"
+        a, b, a_d, b_d = a[:, ::2], b[:, ::2], a_d[:, ::2], b_d[:, ::2]
+    kw["initial"] = None if init is None else cupy.asarray(init)
+    return a, b, a_d, b_d, init, kw
 
 
 @pytest.fixture(params=["staged", "registers"])
@@ -263,33 +265,11 @@ def test_one_tile_rows_split(small_tiles, reverse, offset, rng):
 def test_block_per_row(small_tiles, case, rng):
     """Rows that each get a block walking along them (rows_block); |a| near 1, so the state
     carried from tile to tile matters; 1501 steps: the last tile of each row is partial."""
-    dtype = case if case in ("float32", "float64", "complex64", "complex128") else "float32"
-    shape = (300, 1501)
-    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
-    b = values(rng, shape, dtype)
-    init = None
-    if case == "float16":
-        a, b = a.astype(np.float16), b.astype(np.float16)
-    if case == "scalar a":
-        a = 0.999
-    if case == "initial":
-        init = values(rng, (300,), dtype)
-    if case == "non-finite":
-        a[3, 700] = np.inf
-        b[5, 20] = np.nan
-        b[7, 600], b[7, 900] = np.inf, -np.inf
-    a_d = a if np.isscalar(a) else cupy.asarray(a)
-    b_d = cupy.asarray(b)
-    if case == "unaligned":
-        a, b, a_d, b_d = a[:, 1:], b[:, 1:], a_d[:, 1:], b_d[:, 1:]
-    if case == "strided":
-        a, b, a_d, b_d = a[:, ::2], b[:, ::2], a_d[:, ::2], b_d[:, ::2]
-    reverse = case == "reverse"
-    h = scanarray.linear_recurrence(a_d, b_d, initial=None if init is None else cupy.asarray(init),
-                                    reverse=reverse, backend="cupy", method="lookback")
+    a, b, a_d, b_d, init, call = _layout_case(rng, case, (300, 1501), low=0.99)
+    h = scanarray.linear_recurrence(a_d, b_d, **call)
     p = _long_rows_plan(b.shape, h.dtype)
     assert "::rows_block<" in p.name, p.name
-    _check(h, a, b, what=f"block per row {case}", initial=init, reverse=reverse)
+    _check(h, a, b, what=f"block per row {case}", initial=init, reverse=call["reverse"])
 
 
 def test_many_long_rows_block_per_row_complex(small_tiles, rng):
@@ -514,6 +494,26 @@ def test_repeated_calls_bound(full_path_calls, case, rng):
         keep.append((a_d, b_d, h, kw.get("initial")))
         _check(h, a, b, axis, what=f"{case}, call {i}", initial=init, reverse=kw["reverse"])
     assert full_path_calls[0] == 1, "repeated calls of one signature went through the full path"
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_lookback_epochs_wrap(full_path_calls, monkeypatch, axis, rng):
+    """A workspace's epochs wrap every few calls here (its statuses zeroed, its counter reset on
+    its stream): seven calls, the first through the full path and the rest bound, on a stream
+    of their own, each matching the loop; rows of 3 tiles and time-major tiles."""
+    from scanarray.backends import _cupy_scan
+
+    monkeypatch.setattr(_cupy_scan, "_EPOCH_LIMIT", 3)
+    shape = (3, 9000) if axis == -1 else (9000, 5)
+    with cupy.cuda.Stream(non_blocking=True) as s:
+        for i in range(7):
+            a = coefficients(rng, shape, "float32", reset=0.001, high=1.0, low=0.999)
+            b = values(rng, shape, "float32")
+            h = scanarray.linear_recurrence(cupy.asarray(a), cupy.asarray(b), axis, backend="cupy",
+                                            method="lookback")
+            s.synchronize()
+            _check(h, a, b, axis, what=f"axis {axis}, call {i}")
+    assert full_path_calls[0] == 1
 
 
 def test_repeated_call_with_overlapping_out(full_path_calls, rng):
