@@ -1,0 +1,128 @@
+"""The packed kernel launch of the CuPy backends (``_cupy_common.PackedLauncher``), without a GPU.
+
+A bound launch packs its template once and only the changing arguments per call; the parameter
+buffer ``cuLaunchKernel`` reads must hold exactly what packing every argument would give. A fake
+``cupy.cuda.driver`` records the buffer at each launch.
+"""
+
+import ctypes
+import struct
+import sys
+import types
+
+import numpy as np
+import pytest
+
+from scanarray.backends._cupy_common import PackedLauncher
+
+
+@pytest.fixture
+def launches(monkeypatch):
+    """Parameter buffers (bytes) of the launches made through the fake driver."""
+    seen = []
+
+    def launch_kernel(fptr, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
+        words = (ctypes.c_uint64 * 5).from_address(extra)
+        size = ctypes.c_uint64.from_address(words[3]).value
+        seen.append(ctypes.string_at(words[1], size))
+
+    driver = types.SimpleNamespace(launchKernel=launch_kernel)
+    cuda = types.ModuleType("cupy.cuda")
+    cuda.driver = driver
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = cuda
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setitem(sys.modules, "cupy.cuda", cuda)
+    return seen
+
+
+def _launcher(sample):
+    fn = types.SimpleNamespace(kernel=types.SimpleNamespace(ptr=1234))
+    p = PackedLauncher.create(fn, sample)
+    assert p is not None
+    return p
+
+
+def _template(rng, tail):
+    """A scan kernel's argument list: 4 pointers and a flag, then mixed scalars, then ``tail``."""
+    head = [0, 0, 0, 0, np.int32(0)]
+    mid = [np.int64(rng.integers(-2**40, 2**40)) for _ in range(4)] + [np.int32(rng.integers(0, 9))] * 3
+    mid += [np.int32(rng.integers(0, 4))] + [np.int64(rng.integers(1, 2**33)) for _ in range(16)]
+    return head + mid + tail
+
+
+def _packed(p, args):
+    buf = np.zeros(p._size, np.uint8)
+    p._pack(buf, 0, *args)
+    return buf.tobytes()
+
+
+def _ptrs(rng):
+    return [int(x) for x in rng.integers(1, 2**47, 4)]
+
+
+def test_plain_bound_launch_packs_every_argument(launches, rng):
+    template = _template(rng, [np.int64(7)])
+    p = _launcher(template)
+    go = p.bind(5, 128, template)
+    for _ in range(3):
+        pa, pb, po, ph = _ptrs(rng)
+        go(99, pa, pb, po, ph)
+        assert launches[-1] == _packed(p, [pa, pb, po, ph, np.int32(1)] + template[5:])
+        go(99, pa, pb, po, None)
+        assert launches[-1] == _packed(p, [pa, pb, po, pb, np.int32(0)] + template[5:])
+
+
+def test_bound_launch_replaces_b_at(launches, rng):
+    template = _template(rng, [0, np.uint64(0), np.uint32(0), np.int64(3)])
+    at = len(template) - 4
+    p = _launcher(template)
+    go = p.bind(5, 128, template, b_at=at)
+    for _ in range(3):
+        pa, pb, po, _ = _ptrs(rng)
+        go(99, pa, pb, po, None)
+        want = [pa, pb, po, pb, np.int32(0)] + template[5:]
+        want[at] = pb
+        assert launches[-1] == _packed(p, want)
+
+
+class _Workspace:
+    def __init__(self):
+        self.ptr, self.counter, self.epoch = 2**40 + 256, 0, 1
+
+    def launching(self, ntiles):
+        self.ntiles = ntiles
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.counter += self.ntiles
+            self.epoch += 1
+        return False
+
+
+def test_lookback_bound_launch_packs_the_workspace(launches, rng):
+    template = _template(rng, [0, np.uint64(0), np.uint32(0), np.int64(11)])
+    p = _launcher(template)
+    ws = _Workspace()
+    go = p.bind(40, 128, template, workspace=lambda stream_ptr: ws)
+    for i in range(3):
+        pa, pb, po, ph = _ptrs(rng)
+        go(99, pa, pb, po, ph if i % 2 else None)
+        want = [pa, pb, po, ph if i % 2 else pb, np.int32(i % 2)] + template[5:-4]
+        want += [ws.ptr, np.uint64(40 * i), np.uint32(1 + i), template[-1]]
+        assert launches[-1] == _packed(p, want)
+    assert (ws.counter, ws.epoch) == (120, 4)
+
+
+def test_buffer_layout_aligns_each_parameter():
+    """Each parameter at a multiple of its size, as the kernel's parameter list lays it out."""
+    sample = [0, np.int32(1), np.int64(2), np.int32(3), np.uint32(4), np.float64(5.0), np.float32(6.0), 0]
+    p = _launcher(sample)
+    assert p._size == 56
+    got = _packed(p, sample)
+    assert struct.unpack_from("<q", got, 16)[0] == 2 and struct.unpack_from("<d", got, 32)[0] == 5.0
+    assert struct.unpack_from("<I", got, 28)[0] == 4 and struct.unpack_from("<Q", got, 48)[0] == 0
