@@ -89,6 +89,36 @@ def timed_burst(fn, reps, burst=10, budget_s=1.5):
     return statistics.median(out), out
 
 
+_SPIN = None
+
+
+def queued_us(fn, burst=50, reps=7, hold_cycles=2_000_000):
+    """Median GPU microseconds per call of ``burst`` calls queued behind a spin kernel (~1 ms, while
+    the host enqueues them): the kernels back to back without the host's time between them, which
+    :func:`timed_burst` counts where a call's host time exceeds its kernel's."""
+    global _SPIN
+    if _SPIN is None:
+        _SPIN = cupy.RawKernel(r"""
+extern "C" __global__ void spin(long long cycles) {
+  long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}""", "spin")
+    fn()
+    cupy.cuda.Device().synchronize()
+    e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
+    out = []
+    for _ in range(reps):
+        _SPIN((1,), (1,), (np.int64(hold_cycles),))
+        e0.record()
+        for _ in range(burst):
+            fn()
+        e1.record()
+        e1.synchronize()
+        out.append(cupy.cuda.get_elapsed_time(e0, e1) * 1e3 / burst)
+    return statistics.median(out)
+
+
 def wall_burst(fn, reps, burst=10, budget_s=3.0):
     """Median wall-clock milliseconds per call over bursts; ``fn`` returns a JAX array."""
     fn().block_until_ready()
@@ -321,6 +351,14 @@ SWEEP_STAGED = [
     ("f64 time-major (65536,2048)", (65536, 2048), 0, "float64",
      [{"lanes_staged": c} for c in (None, (4, 8, 8), (4, 16, 4))]),
 ]
+# fpscan's shapes, kernels timed queued (queued_us): rows_block's tile shapes on (2,256,65536),
+# one-tile rows (rows_split None) and block-per-row splits on (2,256,4096)
+# (the first sweep, 21:14 UTC, timed each once; this one alternates the close candidates three times)
+SWEEP_FPSCAN = [
+    ("(2,256,65536)", (2, 256, 65536), -1, "float32", [{"rows_block": c} for c in ((128, 16, 3), (256, 4, 4)) * 3]),
+    ("(4,64,262144)", (4, 64, 262144), -1, "float32", [{"rows_block": c} for c in ((128, 16, 3), (256, 4, 4)) * 3]),
+    ("(2,256,4096)", (2, 256, 4096), -1, "float32", [{}, {"rows_split": None}] * 3),
+]
 SWEEP_ONE_TILE = [
     ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1 + _ROWS_SPLIT),
     ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", _ROWS1),
@@ -328,8 +366,9 @@ SWEEP_ONE_TILE = [
 ]
 
 
-def sweep(copy_bw, log, reps, work=None):
-    """Kernel-only GB/s of tile-shape variants on the workloads they decide."""
+def sweep(copy_bw, log, reps, work=None, queued=False):
+    """Kernel-only GB/s of tile-shape variants on the workloads they decide (``queued``: timed by
+    :func:`queued_us`, for kernels shorter than a launch's host time)."""
     from scanarray import _config
 
     saved = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _config.CUPY_SCAN.items()}
@@ -365,7 +404,7 @@ def sweep(copy_bw, log, reps, work=None):
                         _config.CUPY_SCAN["rows_block_fill"] = v[3]
                 try:
                     run = kernel_only(a, b, out, axis, "lookback")
-                    ms, _ = timed_burst(run, reps)
+                    ms = queued_us(run) * 1e-3 if queued else timed_burst(run, reps)[0]
                     gbs = nb / (ms * 1e-3) / GB
                     kern = run.plan.name.split("<")[0].split("::")[-1]
                     if first is None:
@@ -564,6 +603,7 @@ def main(argv=None):
     ap.add_argument("--sweep-prefetch", action="store_true", help="prefetch/look-back sweep (kernel only)")
     ap.add_argument("--sweep-block", action="store_true", help="block-per-row tile shapes (kernel only)")
     ap.add_argument("--sweep-lanes", action="store_true", help="time-major tile shapes, few warps (kernel only)")
+    ap.add_argument("--sweep-fpscan", action="store_true", help="fpscan's shapes, kernels timed queued")
     ap.add_argument("--sweep-staged", action="store_true", help="long rows: tiles staged in shared memory (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
     ap.add_argument("--profile", action="store_true", help="cProfile of the public function's host time")
@@ -601,6 +641,8 @@ def main(argv=None):
                                                               _LANES_FEW_WARPS)])
     if args.sweep_block:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[2:4])
+    if args.sweep_fpscan:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_FPSCAN, queued=True)
 
     peers = Peers(log) if not args.no_peers else None
     if peers is None:

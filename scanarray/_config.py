@@ -51,10 +51,13 @@ CUPY_SCAN = {
     # rows of one ``rows`` tile that fit one wave of this shape (SMs x its min blocks): a block per
     # row looping over tiles of this shape, so that the reads of a row's next tile overlap the
     # writes of its first (a one-wave launch of one-tile rows reads everything, then writes).
-    # (2,256,4096) float32, kernel only, H200 2026-11-21 10:17 UTC: 59.1% of the copy against
-    # 49.2% for one-tile rows (bench_gpu.py --sweep-one-tile; 83.5% at 10:21 with the packed
-    # launch, _cupy_common.PackedLauncher); other itemsizes not measured: off.
-    "rows_split": {4: (128, 16, 4)},
+    # Off (empty) since 2026-11-21 21:15 UTC: timed with the launches queued behind a spin kernel
+    # (bench_gpu.py --sweep-fpscan, queued_us: the GPU's time alone), one-tile rows beat the split
+    # (128, 16, 4) on (2,256,4096) float32 in three alternations, 95.8 / 97.7 / 95.8% of the copy
+    # against 93.5 / 93.2 / 93.3% (H200). The split's earlier lead (59.1% against 49.2% at 10:17
+    # UTC, bench_gpu.py --sweep-one-tile) was measured in bursts whose launches took longer on
+    # the host than the kernels on the GPU. Tests still run it with their own shape.
+    "rows_split": {},
     "seq_threads": 128,
     # rows longer than a tile use ``rows_block`` (a block per row, no look-back) when there are
     # at least this many times (SMs x rows_block min blocks) of them, else ``rows_tiles`` with
