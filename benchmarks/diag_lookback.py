@@ -39,7 +39,8 @@ GB = 1e9
 #: (label, shape, CUPY_SCAN overrides); a shape (T, N) named "time-major" is scanned along axis 0
 WORK = [("(1,1,2**24)", (1, 2**24), {}), ("(1,1,2**28)", (1, 2**28), {}),
         ("(2,256,65536) look-back tiles", (512, 65536), {"rows_block_fill": 1e9}),
-        ("time-major (65536,4096) ax0", (65536, 4096), {})]
+        ("time-major (65536,4096) ax0", (65536, 4096), {}),
+        ("(2,256,65536) rows_block", (512, 65536), {}), ("(8,1024,4096) one-tile rows", (8192, 4096), {})]
 #: DIAG_ONLY / DIAG_VARIANTS: ;-separated substrings of the workload / variant labels to run
 ONLY = [x for x in os.environ.get("DIAG_ONLY", "").split(";") if x]
 WHICH = [x for x in os.environ.get("DIAG_VARIANTS", "").split(";") if x]
