@@ -13,7 +13,10 @@ process where they import: fpscan, accelerated-scan (warp CUDA kernel and
 Triton kernel), ``jax.lax.associative_scan``, ``cupyx.scipy.signal.lfilter``
 (scalar ``a`` only), ``cupy.cumsum`` (a prefix sum, not the recurrence: a
 lower bound on what CuPy's own scan machinery costs). fpscan is compared by
-the median over paired (interleaved) bursts of its time over ours.
+the median over paired (interleaved) bursts of its time over ours. The
+"queued" columns time the GPU alone (:func:`queued_us`: calls queued behind a
+spin kernel), which the bursts do not where a call's host time exceeds its
+kernel's (small problems).
 
 Usage: python benchmarks/bench_gpu.py [--quick] [--out DIR] [--only SUBSTR]
 Prints the table last and writes DIR/bench_gpu.md (DIR defaults to $OUT or .).
@@ -486,6 +489,8 @@ def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, l
     ms_k, _ = timed_burst(kernel_only(a, b, out, axis, "lookback"), reps)
     row["kernel_GBs"] = nb / (ms_k * 1e-3) / GB
     row["kernel_pct_copy"] = 100 * row["kernel_GBs"] / copy_bw
+    # the GPU alone (launches queued ahead of it): for kernels shorter than a launch's host time
+    row["kernel_q_GBs"] = nb / (queued_us(kernel_only(a, b, out, axis, "lookback")) * 1e-6) / GB
     row["plan"] = kernel_only(a, b, out, axis, "lookback").plan.name.split("<")[0].split("::")[-1]
     row["lookback_pct_copy"] = 100 * row["lookback_GBs"] / copy_bw
     row["lookback_Gelem_s"] = b.size / (ms * 1e-3) / 1e9
@@ -510,6 +515,7 @@ def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, l
 
                 ms_f, _ = timed_burst(fp, reps)
                 row["fpscan_GBs"] = nb / (ms_f * 1e-3) / GB
+                row["fpscan_q_GBs"] = nb / (queued_us(fp) * 1e-6) / GB
                 row["ours_over_fpscan"] = paired(ours("lookback"), fp, reps)
                 row["kernel_over_fpscan"] = paired(kernel_only(a, b, out, axis, "lookback"), fp, reps)
             except Exception as exc:
@@ -567,11 +573,13 @@ COLS = [
     ("b2b_pct_copy", "% copy", "{:.1f}"),
     ("kernel_GBs", "kernel only GB/s", "{:.0f}"),
     ("kernel_pct_copy", "% copy", "{:.1f}"),
+    ("kernel_q_GBs", "kernel queued GB/s", "{:.0f}"),
     ("plan", "kernel", "{}"),
     ("sequential_GBs", "sequential GB/s", "{:.0f}"),
     ("fpscan_GBs", "fpscan GB/s", "{:.0f}"),
     ("ours_over_fpscan", "ours/fpscan (paired)", "{:.2f}x"),
     ("kernel_over_fpscan", "kernel/fpscan (paired)", "{:.2f}x"),
+    ("fpscan_q_GBs", "fpscan queued GB/s", "{:.0f}"),
     ("acc_warp_GBs", "acc-scan warp", "{:.0f}"),
     ("acc_triton_GBs", "acc-scan triton", "{:.0f}"),
     ("jax_GBs", "jax assoc_scan", "{:.0f}"),
