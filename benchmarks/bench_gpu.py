@@ -362,6 +362,24 @@ SWEEP_FPSCAN = [
     ("(4,64,262144)", (4, 64, 262144), -1, "float32", [{"rows_block": c} for c in ((128, 16, 3), (256, 4, 4)) * 3]),
     ("(2,256,4096)", (2, 256, 4096), -1, "float32", [{}, {"rows_split": None}] * 3),
 ]
+# time-major tiles narrower than a warp (lanes per tile, a shape's 4th element; three elements: the
+# width CUPY_SCAN["lanes_narrow"] gives): more lane groups, so more chains of tiles along time
+# (8-byte types: staged)
+SWEEP_LANES_WIDTH = [
+    ("time-major (65536,4096)", (65536, 4096), 0, "float32",
+     [{"lanes": c} for c in ((4, 16, 6), (4, 16, 6, 16), (4, 16, 7), (4, 12, 8), (4, 16, 6))]),
+    ("time-major (131072,2048)", (131072, 2048), 0, "float32",
+     [{"lanes": c} for c in ((4, 16, 6), (4, 16, 6, 32), (4, 16, 6, 8))]),
+    ("time-major (262144,1024)", (262144, 1024), 0, "float32", [{"lanes": c} for c in ((4, 16, 6), (4, 16, 6, 32))]),
+    ("time-major (1048576,256)", (1048576, 256), 0, "float32",
+     [{"lanes": c} for c in ((4, 16, 6), (4, 16, 6, 32), (4, 16, 6, 8))]),
+    ("f64 time-major (65536,2048)", (65536, 2048), 0, "float64",
+     [{"lanes_staged": c} for c in ((4, 16, 4), (4, 16, 4, 32), (4, 16, 4, 16))]),
+    ("f64 time-major (131072,1024)", (131072, 1024), 0, "float64",
+     [{"lanes_staged": c} for c in ((4, 16, 4), (4, 16, 4, 32))]),
+    ("c64 time-major (65536,2048)", (65536, 2048), 0, "complex64",
+     [{"lanes_staged": c} for c in ((4, 16, 4), (4, 16, 4, 32))]),
+]
 SWEEP_ONE_TILE = [
     ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1 + _ROWS_SPLIT),
     ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", _ROWS1),
@@ -611,6 +629,7 @@ def main(argv=None):
     ap.add_argument("--sweep-prefetch", action="store_true", help="prefetch/look-back sweep (kernel only)")
     ap.add_argument("--sweep-block", action="store_true", help="block-per-row tile shapes (kernel only)")
     ap.add_argument("--sweep-lanes", action="store_true", help="time-major tile shapes, few warps (kernel only)")
+    ap.add_argument("--sweep-lanes-width", action="store_true", help="time-major tiles of 32, 16 or 8 lanes")
     ap.add_argument("--sweep-fpscan", action="store_true", help="fpscan's shapes, kernels timed queued")
     ap.add_argument("--sweep-staged", action="store_true", help="long rows: tiles staged in shared memory (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
@@ -649,6 +668,8 @@ def main(argv=None):
                                                               _LANES_FEW_WARPS)])
     if args.sweep_block:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[2:4])
+    if args.sweep_lanes_width:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_LANES_WIDTH)
     if args.sweep_fpscan:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_FPSCAN, queued=True)
 

@@ -48,6 +48,17 @@ CUPY_SCAN = {
     # (each thread stages its own lane, 4 bytes per copy): off; float64 (65536,2048) staged
     # (4,16,4) 64.7 / 64.7% against 53.3 / 53.3% for ``lanes`` (4,8,4). 16-byte types not timed: off.
     "lanes_staged": {4: None, 8: (4, 16, 4), 16: None},
+    # time-major tiles of fewer lanes than a warp where lanes are few: (lanes per tile, for fewer
+    # lanes than this). Lane groups are the chains of the look-back: 1024 float32 lanes make 32
+    # chains of 32 lanes, 64 of 16. Kernel only, H200, 2026-11-21 (bench_gpu.py
+    # --sweep-lanes-width), % of the copy, this width against 32 lanes: float32 (262144,1024)
+    # 78.3 / 69.6 (22:59 UTC; 78.5 / 70.0 at 22:53), (131072,2048) 83.7 / 80.1, (1048576,256)
+    # 60.0 / 51.9; float64 (65536,2048) 70.4 / 66.6, (131072,1024) 64.7 / 62.4; complex64
+    # (65536,2048) 68.3 / 69.7. 8 float32 lanes (32-byte pieces of a row) were slower: 65.0-67.0%
+    # where 16 gave 78.5-83.7. 4096 lanes and more keep 32: (65536,4096) 84.6 / 85.1 and
+    # (16384,16384) 82.4 / 87.6 with 16. A tuple of four in "lanes" or "lanes_staged" names the
+    # width itself.
+    "lanes_narrow": {4: (16, 4096), 8: (8, 4096), 16: (8, 4096)},
     # rows of one ``rows`` tile that fit one wave of this shape (SMs x its min blocks): a block per
     # row looping over tiles of this shape, so that the reads of a row's next tile overlap the
     # writes of its first (a one-wave launch of one-tile rows reads everything, then writes).

@@ -150,11 +150,17 @@ def _layout_case(rng, case, shape, low):
     return a, b, a_d, b_d, init, kw
 
 
-@pytest.fixture(params=["staged", "registers"])
+@pytest.fixture(params=["staged", "registers", "staged, 32 lanes", "registers, 32 lanes", "registers, 8 lanes"])
 def lanes_kernel(small_tiles, monkeypatch, request):
     """Small tiles, time-major tiles staged in shared memory (compute capability >= 9.0 here) or
-    held in registers."""
-    _staged_or_not(monkeypatch, "lanes_staged", request.param == "staged")
+    held in registers, as wide as ``CUPY_SCAN["lanes_narrow"]`` makes them for these few lanes (16
+    lanes for 4-byte types, 8 for wider ones) or of a given width (lane groups of other lengths,
+    tiles of other lengths along time)."""
+    staged = request.param.startswith("staged")
+    _staged_or_not(monkeypatch, "lanes_staged", staged)
+    if "lanes" in request.param:
+        key, lw = ("lanes_staged" if staged else "lanes"), int(request.param.split()[1])
+        monkeypatch.setitem(_config.CUPY_SCAN, key, {cs: (*shape, lw) for cs, shape in _config.CUPY_SCAN[key].items()})
     return request.param
 
 

@@ -68,8 +68,9 @@ def _instantiations():
             out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES}, i64);")
             for (nw, steps), stg in (((8, _ITEMS[cs]), "false"), (_STAGED_LANES[cs], "true")):
-                out.append(f"template __global__ void lanes_tiles<{t}, {nw}, {steps}, {ac}, 1, {stg}>"
-                           f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
+                for lw in (32, 16, 8):
+                    out.append(f"template __global__ void lanes_tiles<{t}, {nw}, {steps}, {ac}, 1, {stg}, {lw}>"
+                               f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
             out.append(f"template __global__ void seq<{t}, {ac}>({head}, {_LANES}, i64);")
     return out
 

@@ -360,7 +360,7 @@ _plans: dict = {}
 def _tunables(cfg, cs):
     return (cfg["rows"][cs], cfg["rows_long"][cs], cfg["rows_block"][cs], cfg["lanes"][cs], cfg["seq_threads"],
             cfg["rows_block_fill"], cfg.get("rows_split", {}).get(cs), cfg.get("rows_staged", {}).get(cs),
-            cfg.get("lanes_staged", {}).get(cs))
+            cfg.get("lanes_staged", {}).get(cs), cfg.get("lanes_narrow", {}).get(cs))
 
 
 def _make_plan(a, b, out, dt, method, ns, ss, cfg):
@@ -388,10 +388,11 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     staged = cfg.get("rows_staged", {}).get(csize) is not None and _staging_device(cupy_mod())
     if staged:  # long rows: the tile staged in shared memory (rows_staged), else in registers
         NT_l, tile_l, targs_l = rows_args("rows_staged")
-    nw_l, S, minb_l = cfg["lanes"][csize]
     lanes_stg = cfg.get("lanes_staged", {}).get(csize) is not None and _staging_device(cupy_mod())
-    if lanes_stg:  # time-major: the tile staged in shared memory
-        nw_l, S, minb_l = cfg["lanes_staged"][csize]
+    # time-major: (warps, steps, min blocks per SM[, lanes per tile]), staged in shared memory or not
+    nw_l, S, minb_l, *lw = cfg["lanes_staged" if lanes_stg else "lanes"][csize]
+    narrow = cfg.get("lanes_narrow", {}).get(csize)
+    lw = lw[0] if lw else (narrow[0] if narrow and nlanes < narrow[1] else 32)
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
         "rows_warp": f"scanarray::rows_warp<{targs}>",
@@ -399,7 +400,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         "rows_block": f"scanarray::rows_block<{targs_b}>",
         "rows_long": f"scanarray::rows_{'staged' if staged else 'tiles'}<{targs_l}>",
         **({"rows_split": f"scanarray::rows_block<{targs_s}>"} if split is not None else {}),
-        "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}, {_b(lanes_stg)}>",
+        "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}, {_b(lanes_stg)}, {lw}>",
     }
     group = tuple(dict.fromkeys(names.values()))
     common = dict(ns=ns, ss=ss, nlanes=nlanes, group=group, times=(T, ta, tb, to))
@@ -411,10 +412,10 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
 
     lanes_closer = bool(ns) and abs(ss[1][-1]) < abs(tb) and abs(tb) != 1
     if lanes_closer:
-        kt = -(-T // (nw_l * S))
-        ng = -(-nlanes // 32)
+        kt = -(-T // (32 * nw_l // lw * S))
+        ng = -(-nlanes // lw)
         return _Plan(kind="lanes_tiles", name=names["lanes_tiles"], grid=kt * ng, threads=32 * nw_l, ng=ng, kt=kt,
-                     rec_size=_rec_size(dt), slots=kt * ng * 32, **common)
+                     rec_size=_rec_size(dt), slots=kt * ng * lw, **common)
 
     vec = (
         0 if ac else int(_vec_ok(a, ta, ss[0], G)),

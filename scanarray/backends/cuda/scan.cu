@@ -13,10 +13,11 @@
 //             so that more tiles per SM wait on their look-back (long rows, sm_90).
 // rows_block  many long rows: a block per row, looping along it; no look-back.
 // rows_warp   rows shorter than a tile: one warp per row, looping along it; no look-back at all.
-// lanes_tiles time-major data (lanes contiguous, time strided): 32 lanes per warp x NW warps
-//             along time; each thread steps S times, loads coalesced across lanes; tiles along
-//             time are chained per lane by the same look-back (one thread per lane, a window of
-//             4 predecessors per round trip); optionally staged in shared memory (STG).
+// lanes_tiles time-major data (lanes contiguous, time strided): LW lanes (32, 16 or 8) x
+//             NW * 32 / LW stretches of S steps along time; each thread steps S times, loads
+//             coalesced across lanes; tiles along time are chained per lane by the same look-back
+//             (one thread per lane, a window of 4 predecessors per round trip); optionally staged
+//             in shared memory (STG).
 // seq         one thread per lane, looping over time: the sequential baseline.
 //
 // Non-finite values: composed pairs give NaN where the loop gives +-inf (inf*x + inf*y vs
@@ -885,30 +886,34 @@ __device__ __forceinline__ void cp_async_elem(S_* dst, const S_* src) {
     cp_async<AL>(reinterpret_cast<char*>(dst) + i * AL, reinterpret_cast<const char*>(src) + i * AL);
 }
 
-template <class TA, class TB, class TO, class C, int NW, int S, bool AC, int MINB, bool STG = false>
+template <class TA, class TB, class TO, class C, int NW, int S, bool AC, int MINB, bool STG = false, int LW = 32>
 __global__ void __launch_bounds__(NW * 32, MINB)
     lanes_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
                 SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
-  constexpr int L = NW * S;
-  constexpr bool ST = STG && Stageable<TB>::value && (AC || Stageable<TA>::value);
+  static_assert(LW == 32 || LW == 16 || LW == 8, "lanes per tile: 32, 16 or 8");
   constexpr int NT = NW * 32;
+  constexpr int NSEG = NT / LW;  // stretches of S steps along time, one per LW threads
+  constexpr int L = NSEG * S;
+  constexpr bool ST = STG && Stageable<TB>::value && (AC || Stageable<TA>::value);
   __shared__ TB s_xb[ST ? S * NT : 1];
   __shared__ TA s_xa[(ST && !AC) ? S * NT : 1];
   __shared__ i64 s_id;
-  __shared__ Pair<C> s_f[NW][32];
-  __shared__ int s_bad[NW][32];
-  __shared__ C s_h[32];
+  __shared__ Pair<C> s_f[NSEG][LW];
+  __shared__ int s_bad[NSEG][LW];
+  __shared__ C s_h[LW];
   __shared__ int s_slow;
-  __shared__ Pair<C> s_lb[LBL_WIN * LBL_ROUNDS][32];
+  __shared__ Pair<C> s_lb[LBL_WIN * LBL_ROUNDS][LW];
 
   SCAN_LANE_MAP;
-  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+  // thread tid: lane tid % LW of the tile's LW lanes, stretch w = tid / LW along time
+  const int tid = threadIdx.x, w = tid / LW, lane = tid & (LW - 1);
+  const bool first = LW == 32 ? w == 0 : tid < LW;  // the threads of stretch 0 (warp 0's first LW)
   Status<C> status;
   status.init(ws + 16);
   const i64 id = take_tile(ws, ctr_base, KT, s_id);
   i64 g;
   const i64 k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
-  const i64 l = g * 32 + lane;
+  const i64 l = g * LW + lane;
   const bool valid = l < nlanes;
   i64 oa = 0, ob = 0, oo = 0;
   if (valid) lm.offsets(l, oa, ob, oo);
@@ -985,21 +990,27 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   __syncthreads();
 
   int slow_lane = 0;
-  if (w == 0) {
+  if (tid < 32) {  // warp 0; its first LW threads, one per lane, compose and look back
     Pair<C> agg = ident<C>();
     int lane_bad = 0;
-    for (int i = 0; i < NW; ++i) {
+    for (int i = 0; i < NSEG && first; ++i) {
       Pair<C> fi = s_f[i][lane];
-      s_f[i][lane] = agg;  // exclusive prefix of warp i within the tile
+      s_f[i][lane] = agg;  // exclusive prefix of stretch i within the tile
       agg = compose(fi, agg);
       lane_bad |= s_bad[i][lane];
     }
     C hin = Num<C>::zero();
-    if (valid) {
+    if (valid && first) {
       if (k == 0) {
         if (has_h0) hin = h0[l];
       } else {
-        if (!lane_bad && finite(agg.A) && finite(agg.B)) status.publish_agg(id * 32 + lane, agg, epoch);
+        if (!lane_bad && finite(agg.A) && finite(agg.B)) status.publish_agg(id * LW + lane, agg, epoch);
+#if SCANARRAY_LB_DIAG == 1
+        // diagnostic build (benchmarks/diag_lookback.py): no look-back at all, wrong results
+        if (false) {
+#else
+        {
+#endif
         // Per-lane look-back, LBL_WIN predecessors per round trip (independent loads); the
         // aggregates are then applied in order (see rows_tiles: results independent of timing).
         int found = -1;
@@ -1011,7 +1022,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
             const i64 j = k - 1 - (LBL_WIN * r + i);
             x[i] = ident<C>();
             if (j >= 0) {
-              st[i] = status.read((j * NG + g) * 32 + lane, epoch, x[i]);
+              st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
             } else if (j == -1) {
               st[i] = ST_P;
               x[i].A = Num<C>::zero();
@@ -1024,7 +1035,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
           for (int i = 0; i < LBL_WIN; ++i) {
             if (found < 0) {
               const i64 j = k - 1 - (LBL_WIN * r + i);
-              while (st[i] == ST_X) st[i] = status.read((j * NG + g) * 32 + lane, epoch, x[i]);
+              while (st[i] == ST_X) st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
               s_lb[LBL_WIN * r + i][lane] = x[i];
               if (st[i] == ST_P) found = LBL_WIN * r + i;
             }
@@ -1034,7 +1045,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
           found = LBL_WIN * LBL_ROUNDS - 1;
           const i64 j = k - 1 - found;
           Pair<C> x;
-          while (status.read((j * NG + g) * 32 + lane, epoch, x) != ST_P) {
+          while (status.read((j * NG + g) * LW + lane, epoch, x) != ST_P) {
           }
           s_lb[found][lane] = x;
         }
@@ -1042,11 +1053,12 @@ __global__ void __launch_bounds__(NW * 32, MINB)
         for (int i = found - 1; i >= 0; --i) h = apply(s_lb[i][lane], h);
         if (!finite(h)) {
           Pair<C> x;
-          while (status.read(((k - 1) * NG + g) * 32 + lane, epoch, x) != ST_P) {
+          while (status.read(((k - 1) * NG + g) * LW + lane, epoch, x) != ST_P) {
           }
           h = x.B;
         }
         hin = h;
+        }
       }
       slow_lane = lane_bad || !finite(hin);
       if (!slow_lane) {
@@ -1054,13 +1066,13 @@ __global__ void __launch_bounds__(NW * 32, MINB)
         if (!finite(hout)) {
           slow_lane = 1;
         } else if (k + 1 < KT) {
-          status.publish_inc(id * 32 + lane, hout, epoch);
+          status.publish_inc(id * LW + lane, hout, epoch);
         }
       }
     }
-    s_h[lane] = hin;
+    if (first) s_h[lane] = hin;
     const int any_slow = __any_sync(0xffffffffu, slow_lane);
-    if (lane == 0) s_slow = any_slow;
+    if (lane == 0 && first) s_slow = any_slow;
   }
   __syncthreads();
 
@@ -1076,8 +1088,8 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     }
     return;
   }
-  // Exact path: the warps step one after another from the exact entering state.
-  for (int i = 0; i < NW; ++i) {
+  // Exact path: the stretches step one after another from the exact entering state.
+  for (int i = 0; i < NSEG; ++i) {
     if (w == i) {
       C h = s_h[lane];
 #pragma unroll
@@ -1092,7 +1104,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     }
     __syncthreads();
   }
-  if (w == 0 && valid && slow_lane && k + 1 < KT) status.publish_inc(id * 32 + lane, s_h[lane], epoch);
+  if (first && valid && slow_lane && k + 1 < KT) status.publish_inc(id * LW + lane, s_h[lane], epoch);
 }
 
 // ---------------------------------------------------------------------------------------------- seq
