@@ -46,9 +46,9 @@ _SIG_HEAD = "const {A}*, const {B}*, {O}*, const {C}*, int, i64, i64, i64, i64"
 _LANES = "int, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64"
 
 
-def _instantiations():
+def _instantiations(combos=_COMBOS):
     out = []
-    for combo in _COMBOS:
+    for combo in combos:
         A, B, O, C = (_C[x] for x in combo)
         head = _SIG_HEAD.format(A=A, B=B, O=O, C=C)
         cs = _SIZE[combo[3]]
@@ -68,7 +68,7 @@ def _instantiations():
             out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES}, i64);")
             for (nw, steps), stg in (((8, _ITEMS[cs]), "false"), (_STAGED_LANES[cs], "true")):
-                for lw in (32, 16, 8):
+                for lw in ((32, 16, 8) if stg == "false" else (32, 8)):  # the widths CUPY_SCAN gives
                     out.append(f"template __global__ void lanes_tiles<{t}, {nw}, {steps}, {ac}, 1, {stg}, {lw}>"
                                f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
             out.append(f"template __global__ void seq<{t}, {ac}>({head}, {_LANES}, i64);")
@@ -102,8 +102,10 @@ def _nvcc(src, arch, extra, verbose):
 
 
 def _scan_unit():
-    text = '#include "scan.cu"\nnamespace scanarray {\n' + "\n".join(_instantiations()) + "\n}\n"
-    return text, f"{len(_COMBOS)} dtype combinations"
+    # two units, so that two cores share the longest compile
+    half = (len(_COMBOS) + 1) // 2
+    return [('#include "scan.cu"\nnamespace scanarray {\n' + "\n".join(_instantiations(part)) + "\n}\n",
+             f"{len(part)} dtype combinations ({', '.join(part[0])} ...)") for part in (_COMBOS[:half], _COMBOS[half:])]
 
 
 _DENSE_LATENCY = {
