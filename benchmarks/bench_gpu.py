@@ -380,6 +380,14 @@ SWEEP_LANES_WIDTH = [
     ("c64 time-major (65536,2048)", (65536, 2048), 0, "complex64",
      [{"lanes_staged": c} for c in ((4, 16, 4), (4, 16, 4, 32))]),
 ]
+# fpscan's two smaller shapes, wider: block-per-row and one-tile-row shapes timed queued, each list
+# twice (alternated), 2026-11-21 23:10 UTC
+SWEEP_FPSCAN_WIDE = [
+    ("(2,256,65536)", (2, 256, 65536), -1, "float32",
+     [{"rows_block": c} for c in ((128, 16, 3), (128, 16, 4), (128, 8, 4), (256, 16, 2), (128, 32, 2), (256, 8, 3))] * 2),
+    ("(2,256,4096)", (2, 256, 4096), -1, "float32",
+     [{"rows": c} for c in ((256, 16, 4), (512, 8, 2), (256, 16, 2), (128, 32, 4), (512, 8, 3), (1024, 4, 1))] * 2),
+]
 SWEEP_ONE_TILE = [
     ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1 + _ROWS_SPLIT),
     ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", _ROWS1),
@@ -630,6 +638,7 @@ def main(argv=None):
     ap.add_argument("--sweep-block", action="store_true", help="block-per-row tile shapes (kernel only)")
     ap.add_argument("--sweep-lanes", action="store_true", help="time-major tile shapes, few warps (kernel only)")
     ap.add_argument("--sweep-lanes-width", action="store_true", help="time-major tiles of 32, 16 or 8 lanes")
+    ap.add_argument("--sweep-fpscan-wide", action="store_true", help="fpscan's smaller shapes, more tile shapes, queued")
     ap.add_argument("--sweep-fpscan", action="store_true", help="fpscan's shapes, kernels timed queued")
     ap.add_argument("--sweep-staged", action="store_true", help="long rows: tiles staged in shared memory (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
@@ -670,6 +679,8 @@ def main(argv=None):
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[2:4])
     if args.sweep_lanes_width:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_LANES_WIDTH)
+    if args.sweep_fpscan_wide:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_FPSCAN_WIDE, queued=True)
     if args.sweep_fpscan:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_FPSCAN, queued=True)
 

@@ -5,9 +5,11 @@ Builds the CuPy backend's kernels from ``scan.cu`` with ``-DSCANARRAY_LB_DIAG=n`
 kernel source) and times the planned kernel alone:
 
 - 0: the kernel as shipped;
-- 1: no look-back (tiles publish but never wait: wrong results, the cost of waiting removed);
+- 1: no look-back (tiles publish but never wait: wrong results, the cost of waiting removed;
+  rows and time-major);
 - 2: as shipped, plus histograms of the look-back depth (tiles between a tile and the nearest
-  predecessor that knew its state) and of the polling cycles;
+  predecessor that knew its state) and of the polling cycles (time-major: of the rounds of
+  status reads, and of the reads that found a predecessor without its aggregate);
 - 3: look-back without the serial application of the predecessors' aggregates (wrong results
   in general; with this data, a in [0.9, 1), the product of a over a 4096-step tile underflows
   to 0 in float32, so the state entering a tile does not matter and h comes out the same);
@@ -139,8 +141,11 @@ def main():
                     cupy.cuda.Device().synchronize()
                     h = diag.get()
                     depth, polls = h[:256], h[256:]
+                    if label.startswith("time-major"):  # lanes_tiles: depth 0-16, rounds at 128 + n
+                        depth, rounds = h[:128], h[128:256]
+                        print(f"{label}: look-back rounds 1/2/3/4: {'/'.join(str(x) for x in rounds[1:5])}")
                     tiles = depth.sum()
-                    mean = float((np.arange(256) * depth).sum() / max(tiles, 1))
+                    mean = float((np.arange(len(depth)) * depth).sum() / max(tiles, 1))
                     nz = np.nonzero(depth)[0]
                     hists.append(f"{label}: {tiles} tiles looked back; depth mean {mean:.1f}, "
                                  f"max {nz.max() if len(nz) else 0}, depth 0/1/2-7/8-31/32+: {depth[0]}/{depth[1]}/"

@@ -1014,7 +1014,13 @@ __global__ void __launch_bounds__(NW * 32, MINB)
         // Per-lane look-back, LBL_WIN predecessors per round trip (independent loads); the
         // aggregates are then applied in order (see rows_tiles: results independent of timing).
         int found = -1;
+#if SCANARRAY_LB_DIAG == 2
+        int spins = 0, rounds = 0;
+#endif
         for (int r = 0; r < LBL_ROUNDS && found < 0; ++r) {
+#if SCANARRAY_LB_DIAG == 2
+          ++rounds;
+#endif
           Pair<C> x[LBL_WIN];
           int st[LBL_WIN];
 #pragma unroll
@@ -1035,7 +1041,12 @@ __global__ void __launch_bounds__(NW * 32, MINB)
           for (int i = 0; i < LBL_WIN; ++i) {
             if (found < 0) {
               const i64 j = k - 1 - (LBL_WIN * r + i);
-              while (st[i] == ST_X) st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
+              while (st[i] == ST_X) {
+                st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
+#if SCANARRAY_LB_DIAG == 2
+                ++spins;
+#endif
+              }
               s_lb[LBL_WIN * r + i][lane] = x[i];
               if (st[i] == ST_P) found = LBL_WIN * r + i;
             }
@@ -1049,6 +1060,15 @@ __global__ void __launch_bounds__(NW * 32, MINB)
           }
           s_lb[found][lane] = x;
         }
+#if SCANARRAY_LB_DIAG == 2
+        // diagnostic build: histograms of the look-back depth (0-16), of the rounds (in 128 + n)
+        // and of the status reads that found a predecessor without its aggregate (in 256 + n)
+        if (lane == 0) {
+          atomicAdd(&scanarray_lb_diag[found], 1ull);
+          atomicAdd(&scanarray_lb_diag[128 + rounds], 1ull);
+          atomicAdd(&scanarray_lb_diag[256 + (spins < 255 ? spins : 255)], 1ull);
+        }
+#endif
         C h = s_lb[found][lane].B;
         for (int i = found - 1; i >= 0; --i) h = apply(s_lb[i][lane], h);
         if (!finite(h)) {
