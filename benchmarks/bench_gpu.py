@@ -388,6 +388,18 @@ SWEEP_FPSCAN_WIDE = [
     ("(2,256,4096)", (2, 256, 4096), -1, "float32",
      [{"rows": c} for c in ((256, 16, 4), (512, 8, 2), (256, 16, 2), (128, 32, 4), (512, 8, 3), (1024, 4, 1))] * 2),
 ]
+# time-major lanes contiguous and aligned: lanes_vec (several lanes a thread) against lanes_tiles
+# (lanes_vec None); shapes (warps, steps, min blocks per SM[, lanes per tile])
+_LVEC = [None, (4, 8, 4), (4, 6, 5), (8, 4, 4), (4, 4, 8), (2, 8, 8), (4, 8, 4), None]
+SWEEP_LANES_VEC = [
+    ("time-major (65536,4096)", (65536, 4096), 0, "float32", [{"lanes_vec": c} for c in _LVEC]),
+    ("time-major (16384,16384)", (16384, 16384), 0, "float32", [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 6, 5))]),
+    ("time-major (262144,1024)", (262144, 1024), 0, "float32",
+     [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 6, 5), (4, 8, 4, 32))]),
+    ("f64 time-major (65536,2048)", (65536, 2048), 0, "float64",
+     [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 16, 3), (4, 8, 6))]),
+    ("c64 time-major (65536,2048)", (65536, 2048), 0, "complex64", [{"lanes_vec": c} for c in (None, (4, 8, 4))]),
+]
 SWEEP_ONE_TILE = [
     ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1 + _ROWS_SPLIT),
     ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", _ROWS1),
@@ -639,6 +651,7 @@ def main(argv=None):
     ap.add_argument("--sweep-lanes", action="store_true", help="time-major tile shapes, few warps (kernel only)")
     ap.add_argument("--sweep-lanes-width", action="store_true", help="time-major tiles of 32, 16 or 8 lanes")
     ap.add_argument("--sweep-fpscan-wide", action="store_true", help="fpscan's smaller shapes, more tile shapes, queued")
+    ap.add_argument("--sweep-lanes-vec", action="store_true", help="time-major: several lanes a thread")
     ap.add_argument("--sweep-fpscan", action="store_true", help="fpscan's shapes, kernels timed queued")
     ap.add_argument("--sweep-staged", action="store_true", help="long rows: tiles staged in shared memory (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
@@ -681,6 +694,8 @@ def main(argv=None):
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_LANES_WIDTH)
     if args.sweep_fpscan_wide:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_FPSCAN_WIDE, queued=True)
+    if args.sweep_lanes_vec:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_LANES_VEC)
     if args.sweep_fpscan:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_FPSCAN, queued=True)
 

@@ -59,6 +59,17 @@ CUPY_SCAN = {
     # (16384,16384) 82.4 / 87.6 with 16. A tuple of four in "lanes" or "lanes_staged" names the
     # width itself.
     "lanes_narrow": {4: (16, 4096), 8: (8, 4096), 16: (8, 4096)},
+    # time-major with lanes contiguous and 16-byte aligned: ``lanes_vec`` (Q = 16 / itemsize lanes a
+    # thread, at most 4, with Q-lane vector accesses), (warps, steps, min blocks per SM[, lanes per
+    # tile]; without it, as lanes_narrow gives); None: lanes_tiles. The look-back costs a tile one
+    # round trip of status reads, through which it holds its registers; Q lanes a thread keep more
+    # bytes in flight per register. Kernel only, H200, 2026-11-21 23:25 UTC (bench_gpu.py
+    # --sweep-lanes-vec, % of the copy, against lanes_tiles in the same run): float32 (65536,4096)
+    # (4,8,4) 91.4 / 91.7 against 82.6 / 82.7 ((4,6,5) 89.8, (8,4,4) 86.8, (2,8,8) 86.0, (4,4,8)
+    # 80.1); (16384,16384) 92.1 against 85.7 ((4,6,5) 92.7); (262144,1024) 86.2 against 76.1;
+    # float64 (65536,2048) 71.3 against 68.3 staged ((4,16,3) 77.1, but it spills, and complex64,
+    # which shares this entry, was not timed with it); complex64 (65536,2048) 70.8 against 66.9.
+    "lanes_vec": {4: (4, 8, 4), 8: (4, 8, 4), 16: None},
     # rows of one ``rows`` tile that fit one wave of this shape (SMs x its min blocks): a block per
     # row looping over tiles of this shape, so that the reads of a row's next tile overlap the
     # writes of its first (a one-wave launch of one-tile rows reads everything, then writes).

@@ -45,6 +45,7 @@ def small_tiles(monkeypatch):
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_block", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "lanes", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_split", {4: (32, 8, 1)})
+    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec", {4: (2, 2, 1), 8: (2, 2, 1), 16: None})
 
 
 def _scan(a, b, axis=-1, **kw):
@@ -201,6 +202,73 @@ def test_time_major(lanes_kernel, case, rng):
     _check(h, a, b, 0, what=f"time-major {lanes_kernel} {case}", initial=init, reverse=kw.get("reverse", False))
     again = scanarray.linear_recurrence(a_d, b_d, 0, **call)
     assert bool(cupy.array_equal(h, again, equal_nan=True)), "look-back gave different results on identical input"
+
+
+@pytest.mark.parametrize("width", [32, 16, 8])
+@pytest.mark.parametrize(
+    "case", ["float32", "float64", "complex64", "float16", "float16 in float32 out", "reverse", "scalar a", "lane a",
+             "time a", "initial", "outer lanes", "non-finite"])
+def test_time_major_vector_lanes(small_tiles, monkeypatch, width, case, rng):
+    """Time-major lanes contiguous and aligned: lanes_vec (several lanes a thread, vector accesses),
+    checked to be the kernel planned; 100 lanes: the last lane group of each width is partial; 3001
+    steps: so is the last time tile."""
+    from scanarray.backends import _cupy_scan
+
+    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec", {cs: (2, 2, 1, width) for cs in (4, 8)} | {16: None})
+    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    dtype = case if case in ("float32", "float64", "complex64") else "float32"
+    shape = (3001, 3, 100) if case == "outer lanes" else (3001, 100)
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
+    b = values(rng, shape, dtype)
+    kw = {}
+    out_dtype = None
+    if case.startswith("float16"):
+        b = b.astype(np.float16)
+        if case == "float16":
+            a = a.astype(np.float16)
+        else:
+            out_dtype = np.float32
+    if case == "scalar a":
+        a = 0.999
+    if case == "lane a":
+        a = coefficients(rng, (1, 100), "float32", reset=0.0, high=1.0, low=0.99)
+    if case == "time a":
+        a = coefficients(rng, (3001, 1), "float32", reset=0.001, high=1.0, low=0.99)
+    if case == "initial":
+        kw["initial"] = values(rng, (100,), "float32")
+    if case == "reverse":
+        kw["reverse"] = True
+    if case == "non-finite":
+        a[700, 3] = np.inf
+        b[12, 40] = np.nan
+        b[300, 99], b[2000, 99] = np.inf, -np.inf
+    init = kw.get("initial")
+    call = dict(kw, initial=None if init is None else cupy.asarray(init), backend="cupy", method="lookback")
+    a_d = a if np.isscalar(a) else cupy.asarray(a)
+    b_d = cupy.asarray(b)
+    if case == "outer lanes":  # b every other row of 100 lanes on the device: the outer lane axis strided
+        b_d = cupy.asarray(values(rng, (3001, 6, 100), dtype))[:, ::2]
+        b = cupy.asnumpy(b_d)
+    out = None if out_dtype is None else cupy.empty(shape, out_dtype)
+    h = scanarray.linear_recurrence(a_d, b_d, 0, out=out, **call)
+    assert any("lanes_vec" in p.name for p in _cupy_scan._plans.values()), "lanes_vec was not planned"
+    _check(h, a, b, 0, what=f"time-major vector lanes {width} {case}", initial=init, reverse=kw.get("reverse", False))
+    again = scanarray.linear_recurrence(a_d, b_d, 0, out=out, **call)
+    assert bool(cupy.array_equal(h, again, equal_nan=True)), "look-back gave different results on identical input"
+
+
+def test_time_major_vector_lanes_fall_back(small_tiles, rng):
+    """Lanes a vector cannot cover take lanes_tiles: an odd lane count, or a view starting one lane
+    in (its rows misaligned); a view starting four lanes in is aligned again."""
+    from scanarray.backends import _cupy_scan
+
+    a = cupy.asarray(coefficients(rng, (500, 104), "float32", reset=0.001, high=1.0, low=0.99))
+    b = cupy.asarray(values(rng, (500, 104), "float32"))
+    for sl, kernel in ((np.s_[:, :101], "lanes_tiles"), (np.s_[:, 1:101], "lanes_tiles"), (np.s_[:, 4:], "lanes_vec")):
+        h = _scan(a[sl], b[sl], 0, method="lookback")
+        _check(h, cupy.asnumpy(a[sl]), cupy.asnumpy(b[sl]), 0, what=f"time-major {sl}")
+        plan = _cupy_scan.plan(a[sl].T, b[sl].T, h.T, np.dtype(np.float32), "lookback")
+        assert kernel in plan.name, (sl, plan.name)
 
 
 def test_lookback_stress_time_major(lanes_kernel, rng):

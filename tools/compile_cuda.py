@@ -71,6 +71,12 @@ def _instantiations(combos=_COMBOS):
                 for lw in ((32, 16, 8) if stg == "false" else (32, 8)):  # the widths CUPY_SCAN gives
                     out.append(f"template __global__ void lanes_tiles<{t}, {nw}, {steps}, {ac}, 1, {stg}, {lw}>"
                                f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
+            # lanes_vec: Q lanes a thread, a read as vectors (AK 0, 2) or one value (AK 1, 3)
+            for ak in ((2, 3) if ac == "true" else (0, 1)):
+                q = min(4, 16 // max(_SIZE[combo[1]], _SIZE[combo[2]], _SIZE[combo[0]] if ak == 0 else 0))
+                for lw in ((32, 16, 8) if combo[0] == "f32" and combo[3] == "f32" else (32,)) if q >= 2 else ():
+                    out.append(f"template __global__ void lanes_vec<{t}, 4, 8, {q}, {ak}, 1, {lw}>"
+                               f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
             out.append(f"template __global__ void seq<{t}, {ac}>({head}, {_LANES}, i64);")
     return out
 

@@ -333,6 +333,24 @@ def _vec_ok(x, st, lane_strides, G):
     return low % nbytes == 0
 
 
+def _lanes_vec(a, b, out, ns, ss, times, ac):
+    """(lanes a thread Q, how a is read) where time-major lanes can move as Q-lane vectors
+    (``lanes_vec``), else None: b and out contiguous along the innermost lane axis, a contiguous
+    or broadcast along it, the lane count, time strides, outer lane strides and pointers of the
+    arrays read or written as vectors all multiples of Q elements."""
+    (sa, sb, so), (ta, tb, to) = (s[-1] for s in ss), times
+    if sb != 1 or so != 1 or sa not in (0, 1):
+        return None
+    a_vec = sa == 1 and not ac  # a per element: read as vectors too
+    q = min(4, 16 // max(b.itemsize, out.itemsize, a.itemsize if a_vec else 0))
+    if q < 2 or ns[-1] % q:
+        return None
+    for x, t, strides in ((b, tb, ss[1]), (out, to, ss[2])) + (((a, ta, ss[0]),) if a_vec else ()):
+        if t % q or any(s % q for s in strides[:-1]) or x.data.ptr % (q * x.itemsize):
+            return None
+    return q, (2 if sa else 3) if ac else (0 if sa else 1)
+
+
 def plan(a, b, out, dt, method, ns=None, ss=None):
     """Choose kernel, template arguments and grid for canonical views ``a, b, out (*lanes, T)``.
 
@@ -360,7 +378,7 @@ _plans: dict = {}
 def _tunables(cfg, cs):
     return (cfg["rows"][cs], cfg["rows_long"][cs], cfg["rows_block"][cs], cfg["lanes"][cs], cfg["seq_threads"],
             cfg["rows_block_fill"], cfg.get("rows_split", {}).get(cs), cfg.get("rows_staged", {}).get(cs),
-            cfg.get("lanes_staged", {}).get(cs), cfg.get("lanes_narrow", {}).get(cs))
+            cfg.get("lanes_staged", {}).get(cs), cfg.get("lanes_narrow", {}).get(cs), cfg.get("lanes_vec", {}).get(cs))
 
 
 def _make_plan(a, b, out, dt, method, ns, ss, cfg):
@@ -393,6 +411,13 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     nw_l, S, minb_l, *lw = cfg["lanes_staged" if lanes_stg else "lanes"][csize]
     narrow = cfg.get("lanes_narrow", {}).get(csize)
     lw = lw[0] if lw else (narrow[0] if narrow and nlanes < narrow[1] else 32)
+    # time-major with lanes contiguous and aligned: several lanes a thread (lanes_vec)
+    vshape = cfg.get("lanes_vec", {}).get(csize)
+    lvec = _lanes_vec(a, b, out, ns, ss, (ta, tb, to), ac) if vshape is not None and ns else None
+    if lvec is not None:
+        nw_v, S_v, minb_v, *lw_v = vshape
+        lw_v = lw_v[0] if lw_v else lw
+        lvec = (nw_v, S_v, lw_v, *lvec)
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
         "rows_warp": f"scanarray::rows_warp<{targs}>",
@@ -401,6 +426,8 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         "rows_long": f"scanarray::rows_{'staged' if staged else 'tiles'}<{targs_l}>",
         **({"rows_split": f"scanarray::rows_block<{targs_s}>"} if split is not None else {}),
         "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}, {_b(lanes_stg)}, {lw}>",
+        **({"lanes_vec": f"scanarray::lanes_vec<{types}, {nw_v}, {S_v}, {lvec[3]}, {lvec[4]}, {minb_v}, {lw_v}>"}
+           if lvec is not None else {}),
     }
     group = tuple(dict.fromkeys(names.values()))
     common = dict(ns=ns, ss=ss, nlanes=nlanes, group=group, times=(T, ta, tb, to))
@@ -411,6 +438,12 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         return _Plan(kind="seq", name=names["seq"], grid=grid, threads=threads, **common)
 
     lanes_closer = bool(ns) and abs(ss[1][-1]) < abs(tb) and abs(tb) != 1
+    if lanes_closer and lvec is not None:  # same arguments as lanes_tiles
+        nw_v, S_v, lw_v, q, _ = lvec
+        kt = -(-T // (32 * nw_v * q // lw_v * S_v))
+        ng = -(-nlanes // lw_v)
+        return _Plan(kind="lanes_tiles", name=names["lanes_vec"], grid=kt * ng, threads=32 * nw_v, ng=ng, kt=kt,
+                     rec_size=_rec_size(dt), slots=kt * ng * lw_v, **common)
     if lanes_closer:
         kt = -(-T // (32 * nw_l // lw * S))
         ng = -(-nlanes // lw)

@@ -886,6 +886,121 @@ __device__ __forceinline__ void cp_async_elem(S_* dst, const S_* src) {
     cp_async<AL>(reinterpret_cast<char*>(dst) + i * AL, reinterpret_cast<const char*>(src) + i * AL);
 }
 
+// Warp 0 of a time-major tile; its first LW threads (`first`), one per lane: compose the tile's
+// stretches (s_f becomes their exclusive prefixes), publish the lane's aggregate, look back along
+// time, publish the lane's end state, and leave its entering state in s_h; s_slow: some lane of
+// the tile must replay its steps. Returns whether this thread's lane must.
+template <class C, int NSEG, int LW>
+__device__ __forceinline__ int lanes_resolve(Status<C>& status, Pair<C> (&s_f)[NSEG][LW], const int (&s_bad)[NSEG][LW],
+                                             C (&s_h)[LW], int& s_slow, Pair<C> (&s_lb)[LBL_WIN * LBL_ROUNDS][LW],
+                                             bool first, bool valid, int lane, i64 id, i64 k, i64 g, i64 NG, i64 KT,
+                                             i64 l, const C* h0, int has_h0, u32 epoch) {
+  int slow_lane = 0;
+  Pair<C> agg = ident<C>();
+  int lane_bad = 0;
+  for (int i = 0; i < NSEG && first; ++i) {
+    Pair<C> fi = s_f[i][lane];
+    s_f[i][lane] = agg;  // exclusive prefix of stretch i within the tile
+    agg = compose(fi, agg);
+    lane_bad |= s_bad[i][lane];
+  }
+  C hin = Num<C>::zero();
+  if (valid && first) {
+    if (k == 0) {
+      if (has_h0) hin = h0[l];
+    } else {
+      if (!lane_bad && finite(agg.A) && finite(agg.B)) status.publish_agg(id * LW + lane, agg, epoch);
+#if SCANARRAY_LB_DIAG == 1
+      // diagnostic build (benchmarks/diag_lookback.py): no look-back at all, wrong results
+      if (false) {
+#else
+      {
+#endif
+      // Per-lane look-back, LBL_WIN predecessors per round trip (independent loads); the
+      // aggregates are then applied in order (see rows_tiles: results independent of timing).
+      int found = -1;
+#if SCANARRAY_LB_DIAG == 2
+      int spins = 0, rounds = 0;
+#endif
+      for (int r = 0; r < LBL_ROUNDS && found < 0; ++r) {
+#if SCANARRAY_LB_DIAG == 2
+        ++rounds;
+#endif
+        Pair<C> x[LBL_WIN];
+        int st[LBL_WIN];
+#pragma unroll
+        for (int i = 0; i < LBL_WIN; ++i) {
+          const i64 j = k - 1 - (LBL_WIN * r + i);
+          x[i] = ident<C>();
+          if (j >= 0) {
+            st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
+          } else if (j == -1) {
+            st[i] = ST_P;
+            x[i].A = Num<C>::zero();
+            x[i].B = has_h0 ? h0[l] : Num<C>::zero();
+          } else {
+            st[i] = ST_A;
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < LBL_WIN; ++i) {
+          if (found < 0) {
+            const i64 j = k - 1 - (LBL_WIN * r + i);
+            while (st[i] == ST_X) {
+              st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
+#if SCANARRAY_LB_DIAG == 2
+              ++spins;
+#endif
+            }
+            s_lb[LBL_WIN * r + i][lane] = x[i];
+            if (st[i] == ST_P) found = LBL_WIN * r + i;
+          }
+        }
+      }
+      if (found < 0) {
+        found = LBL_WIN * LBL_ROUNDS - 1;
+        const i64 j = k - 1 - found;
+        Pair<C> x;
+        while (status.read((j * NG + g) * LW + lane, epoch, x) != ST_P) {
+        }
+        s_lb[found][lane] = x;
+      }
+#if SCANARRAY_LB_DIAG == 2
+      // diagnostic build: histograms of the look-back depth (0-16), of the rounds (in 128 + n)
+      // and of the status reads that found a predecessor without its aggregate (in 256 + n)
+      if (lane == 0) {
+        atomicAdd(&scanarray_lb_diag[found], 1ull);
+        atomicAdd(&scanarray_lb_diag[128 + rounds], 1ull);
+        atomicAdd(&scanarray_lb_diag[256 + (spins < 255 ? spins : 255)], 1ull);
+      }
+#endif
+      C h = s_lb[found][lane].B;
+      for (int i = found - 1; i >= 0; --i) h = apply(s_lb[i][lane], h);
+      if (!finite(h)) {
+        Pair<C> x;
+        while (status.read(((k - 1) * NG + g) * LW + lane, epoch, x) != ST_P) {
+        }
+        h = x.B;
+      }
+      hin = h;
+      }
+    }
+    slow_lane = lane_bad || !finite(hin);
+    if (!slow_lane) {
+      C hout = apply(agg, hin);
+      if (!finite(hout)) {
+        slow_lane = 1;
+      } else if (k + 1 < KT) {
+        status.publish_inc(id * LW + lane, hout, epoch);
+      }
+    }
+  }
+  if (first) s_h[lane] = hin;
+  const int any_slow = __any_sync(0xffffffffu, slow_lane);
+  if (lane == 0 && first) s_slow = any_slow;
+  return slow_lane;
+}
+
 template <class TA, class TB, class TO, class C, int NW, int S, bool AC, int MINB, bool STG = false, int LW = 32>
 __global__ void __launch_bounds__(NW * 32, MINB)
     lanes_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
@@ -991,108 +1106,8 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 
   int slow_lane = 0;
   if (tid < 32) {  // warp 0; its first LW threads, one per lane, compose and look back
-    Pair<C> agg = ident<C>();
-    int lane_bad = 0;
-    for (int i = 0; i < NSEG && first; ++i) {
-      Pair<C> fi = s_f[i][lane];
-      s_f[i][lane] = agg;  // exclusive prefix of stretch i within the tile
-      agg = compose(fi, agg);
-      lane_bad |= s_bad[i][lane];
-    }
-    C hin = Num<C>::zero();
-    if (valid && first) {
-      if (k == 0) {
-        if (has_h0) hin = h0[l];
-      } else {
-        if (!lane_bad && finite(agg.A) && finite(agg.B)) status.publish_agg(id * LW + lane, agg, epoch);
-#if SCANARRAY_LB_DIAG == 1
-        // diagnostic build (benchmarks/diag_lookback.py): no look-back at all, wrong results
-        if (false) {
-#else
-        {
-#endif
-        // Per-lane look-back, LBL_WIN predecessors per round trip (independent loads); the
-        // aggregates are then applied in order (see rows_tiles: results independent of timing).
-        int found = -1;
-#if SCANARRAY_LB_DIAG == 2
-        int spins = 0, rounds = 0;
-#endif
-        for (int r = 0; r < LBL_ROUNDS && found < 0; ++r) {
-#if SCANARRAY_LB_DIAG == 2
-          ++rounds;
-#endif
-          Pair<C> x[LBL_WIN];
-          int st[LBL_WIN];
-#pragma unroll
-          for (int i = 0; i < LBL_WIN; ++i) {
-            const i64 j = k - 1 - (LBL_WIN * r + i);
-            x[i] = ident<C>();
-            if (j >= 0) {
-              st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
-            } else if (j == -1) {
-              st[i] = ST_P;
-              x[i].A = Num<C>::zero();
-              x[i].B = has_h0 ? h0[l] : Num<C>::zero();
-            } else {
-              st[i] = ST_A;
-            }
-          }
-#pragma unroll
-          for (int i = 0; i < LBL_WIN; ++i) {
-            if (found < 0) {
-              const i64 j = k - 1 - (LBL_WIN * r + i);
-              while (st[i] == ST_X) {
-                st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
-#if SCANARRAY_LB_DIAG == 2
-                ++spins;
-#endif
-              }
-              s_lb[LBL_WIN * r + i][lane] = x[i];
-              if (st[i] == ST_P) found = LBL_WIN * r + i;
-            }
-          }
-        }
-        if (found < 0) {
-          found = LBL_WIN * LBL_ROUNDS - 1;
-          const i64 j = k - 1 - found;
-          Pair<C> x;
-          while (status.read((j * NG + g) * LW + lane, epoch, x) != ST_P) {
-          }
-          s_lb[found][lane] = x;
-        }
-#if SCANARRAY_LB_DIAG == 2
-        // diagnostic build: histograms of the look-back depth (0-16), of the rounds (in 128 + n)
-        // and of the status reads that found a predecessor without its aggregate (in 256 + n)
-        if (lane == 0) {
-          atomicAdd(&scanarray_lb_diag[found], 1ull);
-          atomicAdd(&scanarray_lb_diag[128 + rounds], 1ull);
-          atomicAdd(&scanarray_lb_diag[256 + (spins < 255 ? spins : 255)], 1ull);
-        }
-#endif
-        C h = s_lb[found][lane].B;
-        for (int i = found - 1; i >= 0; --i) h = apply(s_lb[i][lane], h);
-        if (!finite(h)) {
-          Pair<C> x;
-          while (status.read(((k - 1) * NG + g) * LW + lane, epoch, x) != ST_P) {
-          }
-          h = x.B;
-        }
-        hin = h;
-        }
-      }
-      slow_lane = lane_bad || !finite(hin);
-      if (!slow_lane) {
-        C hout = apply(agg, hin);
-        if (!finite(hout)) {
-          slow_lane = 1;
-        } else if (k + 1 < KT) {
-          status.publish_inc(id * LW + lane, hout, epoch);
-        }
-      }
-    }
-    if (first) s_h[lane] = hin;
-    const int any_slow = __any_sync(0xffffffffu, slow_lane);
-    if (lane == 0 && first) s_slow = any_slow;
+    slow_lane = lanes_resolve<C, NSEG, LW>(status, s_f, s_bad, s_h, s_slow, s_lb, first, valid, lane, id, k, g, NG, KT, l,
+                                          h0, has_h0, epoch);
   }
   __syncthreads();
 
@@ -1125,6 +1140,157 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     __syncthreads();
   }
   if (first && valid && slow_lane && k + 1 < KT) status.publish_inc(id * LW + lane, s_h[lane], epoch);
+}
+
+// lanes_vec: lanes_tiles for lanes contiguous in memory and 16-byte aligned (time stride, outer
+// lane strides and the innermost lane count multiples of Q): each thread holds Q neighbouring lanes
+// of S steps and moves them with Q-element vector accesses, so the same registers keep more bytes
+// in flight than one lane a thread. A tile is LW lanes x NW * 32 * Q / LW stretches of S steps;
+// warp 0 composes and looks back one thread a lane, as in lanes_tiles. AK: how a is read: 0 a
+// vector a step, 1 one value a step (a broadcast over lanes), 2 a vector for all steps (constant
+// in time), 3 one value (a scalar).
+template <class TA, class TB, class TO, class C, int NW, int S, int Q, int AK, int MINB, int LW = 32>
+__global__ void __launch_bounds__(NW * 32, MINB)
+    lanes_vec(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+              SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+  static_assert(LW == 32 || LW == 16 || LW == 8, "lanes per tile: 32, 16 or 8");
+  static_assert(Q >= 2 && LW % Q == 0, "lanes per thread: a divisor of the tile's lanes");
+  constexpr int NT = NW * 32;
+  constexpr int TPR = LW / Q;     // threads along one step of the tile's lanes
+  constexpr int NSEG = NT / TPR;  // stretches of S steps along time
+  constexpr int L = NSEG * S;
+  constexpr bool AV = AK == 0 || AK == 2;  // a read as vectors
+  __shared__ i64 s_id;
+  __shared__ Pair<C> s_f[NSEG][LW];
+  __shared__ int s_bad[NSEG][LW];
+  __shared__ C s_h[LW];
+  __shared__ int s_slow;
+  __shared__ Pair<C> s_lb[LBL_WIN * LBL_ROUNDS][LW];
+
+  SCAN_LANE_MAP;
+  const int tid = threadIdx.x, w = tid / TPR, q0 = (tid % TPR) * Q;
+  Status<C> status;
+  status.init(ws + 16);
+  const i64 id = take_tile(ws, ctr_base, KT, s_id);
+  i64 g;
+  const i64 k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
+  const i64 l0 = g * LW + q0;       // this thread's first lane; nlanes is a multiple of Q
+  const bool valid = l0 < nlanes;
+  i64 oa = 0, ob = 0, oo = 0;
+  if (valid) lm.offsets(l0, oa, ob, oo);
+  const TA* pa = a + oa;
+  const TB* pb = b + ob;
+  TO* po = out + oo;
+  const i64 t0 = k * (i64)L + (i64)w * S;
+
+  C xa[AK >= 2 ? 1 : S][AV ? Q : 1], xb[S][Q];
+  if (AK >= 2) {  // constant in time: read once
+#pragma unroll
+    for (int q = 0; q < (AV ? Q : 1); ++q) xa[0][q] = valid ? To<C>::f(pa[AK == 2 ? q : 0]) : Num<C>::one();
+  }
+  if (valid && t0 + S <= T) {
+    // every load issued before any is used (see load_thread)
+    Vec<TB, Q> rb[S];
+    Vec<TA, AK == 0 ? Q : 1> ra[AK <= 1 ? S : 1];
+#pragma unroll
+    for (int s = 0; s < S; ++s) rb[s] = *reinterpret_cast<const Vec<TB, Q>*>(pb + (t0 + s) * stb);
+    if (AK == 0) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) ra[s] = *reinterpret_cast<const Vec<TA, AK == 0 ? Q : 1>*>(pa + (t0 + s) * sta);
+    } else if (AK == 1) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) ra[s].v[0] = pa[(t0 + s) * sta];
+    }
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+#pragma unroll
+      for (int q = 0; q < Q; ++q) xb[s][q] = To<C>::f(rb[s].v[q]);
+      if (AK <= 1) {
+#pragma unroll
+        for (int q = 0; q < (AV ? Q : 1); ++q) xa[s][q] = To<C>::f(ra[s].v[q]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      const i64 t = t0 + s;
+      const bool in = valid && t < T;
+#pragma unroll
+      for (int q = 0; q < Q; ++q) xb[s][q] = in ? To<C>::f(pb[t * stb + q]) : Num<C>::zero();
+      if (AK <= 1) {
+#pragma unroll
+        for (int q = 0; q < (AV ? Q : 1); ++q) xa[s][q] = in ? To<C>::f(pa[t * sta + (AK == 0 ? q : 0)]) : Num<C>::one();
+      }
+    }
+  }
+  // step s of lane q
+  auto get_a = [&](int s_, int q) -> C { return xa[AK >= 2 ? 0 : s_][AV ? q : 0]; };
+  auto in_t = [&](int s_) { return t0 + s_ < T; };
+#pragma unroll
+  for (int q = 0; q < Q; ++q) {
+    float nf = 0.0f;
+    Pair<C> f;
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      // steps beyond T read as the identity (a = 1, b = 0); a constant a must not enter them
+      const C ya = (AK >= 2 && !in_t(s)) ? Num<C>::one() : get_a(s, q), yb = xb[s][q];
+      nf = nf_acc(nf_acc(nf, ya), yb);
+      if (s == 0) {
+        f = Pair<C>{ya, yb};
+      } else {
+        f.B = ya * f.B + yb;
+        f.A = ya * f.A;
+      }
+    }
+    s_f[w][q0 + q] = f;
+    s_bad[w][q0 + q] = nf != nf;
+  }
+  __syncthreads();
+
+  int slow_lane = 0;
+  if (tid < 32) {  // warp 0; its first LW threads, one per lane, compose and look back
+    const bool first = tid < LW;
+    const i64 l = g * LW + tid;
+    slow_lane = lanes_resolve<C, NSEG, LW>(status, s_f, s_bad, s_h, s_slow, s_lb, first, first && l < nlanes, tid,
+                                          id, k, g, NG, KT, l, h0, has_h0, epoch);
+  }
+  __syncthreads();
+
+  if (!s_slow) {
+    C h[Q];
+#pragma unroll
+    for (int q = 0; q < Q; ++q) h[q] = apply(s_f[w][q0 + q], s_h[q0 + q]);
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      Vec<TO, Q> v;
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        h[q] = get_a(s, q) * h[q] + xb[s][q];
+        v.v[q] = conv_out(h[q], (TO*)nullptr);
+      }
+      if (valid && in_t(s)) *reinterpret_cast<Vec<TO, Q>*>(po + (t0 + s) * sto) = v;
+    }
+    return;
+  }
+  // Exact path: the stretches step one after another from the exact entering state.
+  for (int i = 0; i < NSEG; ++i) {
+    if (w == i) {
+#pragma unroll
+      for (int q = 0; q < Q; ++q) {
+        C h = s_h[q0 + q];
+#pragma unroll
+        for (int s = 0; s < S; ++s) {
+          if (in_t(s)) {
+            h = get_a(s, q) * h + xb[s][q];
+            if (valid) put(po + (t0 + s) * sto + q, h);
+          }
+        }
+        s_h[q0 + q] = h;
+      }
+    }
+    __syncthreads();
+  }
+  if (tid < LW && g * LW + tid < nlanes && slow_lane && k + 1 < KT) status.publish_inc(id * LW + tid, s_h[tid], epoch);
 }
 
 // ---------------------------------------------------------------------------------------------- seq
