@@ -397,8 +397,11 @@ SWEEP_LANES_VEC = [
     ("time-major (262144,1024)", (262144, 1024), 0, "float32",
      [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 6, 5), (4, 8, 4, 32))]),
     ("f64 time-major (65536,2048)", (65536, 2048), 0, "float64",
-     [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 16, 3), (4, 8, 6))]),
-    ("c64 time-major (65536,2048)", (65536, 2048), 0, "complex64", [{"lanes_vec": c} for c in (None, (4, 8, 4))]),
+     [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 16, 3), (4, 8, 6), (4, 12, 3), (4, 16, 3))]),
+    ("c64 time-major (65536,2048)", (65536, 2048), 0, "complex64",
+     [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 16, 3), (4, 12, 3), (4, 8, 4))]),
+    ("f64 time-major (32768,4096)", (32768, 4096), 0, "float64",
+     [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 16, 3), (4, 12, 3))]),
 ]
 SWEEP_ONE_TILE = [
     ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1 + _ROWS_SPLIT),

@@ -67,9 +67,11 @@ CUPY_SCAN = {
     # --sweep-lanes-vec, % of the copy, against lanes_tiles in the same run): float32 (65536,4096)
     # (4,8,4) 91.4 / 91.7 against 82.6 / 82.7 ((4,6,5) 89.8, (8,4,4) 86.8, (2,8,8) 86.0, (4,4,8)
     # 80.1); (16384,16384) 92.1 against 85.7 ((4,6,5) 92.7); (262144,1024) 86.2 against 76.1;
-    # float64 (65536,2048) 71.3 against 68.3 staged ((4,16,3) 77.1, but it spills, and complex64,
-    # which shares this entry, was not timed with it); complex64 (65536,2048) 70.8 against 66.9.
-    "lanes_vec": {4: (4, 8, 4), 8: (4, 8, 4), 16: None},
+    # float64 (65536,2048) 71.3 against 68.3 staged; complex64 (65536,2048) 70.8 against 66.9.
+    # 8-byte types, 23:34 UTC (the same sweep's second half): (4,12,3) float64 (65536,2048) 84.0,
+    # (32768,4096) 78.0, complex64 (65536,2048) 82.0, against 72.4, 68.5, 70.4 for lanes_tiles and
+    # 75.2, 75.3, 74.2 for (4,8,4); (4,16,3) 76.6-80.6 (a few bytes of spills in each).
+    "lanes_vec": {4: (4, 8, 4), 8: (4, 12, 3), 16: None},
     # rows of one ``rows`` tile that fit one wave of this shape (SMs x its min blocks): a block per
     # row looping over tiles of this shape, so that the reads of a row's next tile overlap the
     # writes of its first (a one-wave launch of one-tile rows reads everything, then writes).
