@@ -151,6 +151,36 @@ def _layout_case(rng, case, shape, low):
     return a, b, a_d, b_d, init, kw
 
 
+def _time_major_case(rng, case, shape):
+    """Host a, b and keyword arguments of a time-major test case (time along axis 0; the case
+    names a dtype, a half-precision variant, a broadcast a, initial, reverse, or non-finite
+    values); |a| close to 1 carries the state across many small tiles."""
+    dtype = case if case in ("float32", "float64", "complex64", "complex128") else "float32"
+    lanes = shape[-1]
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
+    b = values(rng, shape, dtype)
+    kw = {}
+    if case.startswith("float16"):
+        b = b.astype(np.float16)
+        if case == "float16":
+            a = a.astype(np.float16)
+    if case == "scalar a":
+        a = 0.999
+    if case == "lane a":
+        a = coefficients(rng, (1, lanes), "float32", reset=0.0, high=1.0, low=0.99)
+    if case == "time a":
+        a = coefficients(rng, (shape[0], 1), "float32", reset=0.001, high=1.0, low=0.99)
+    if case == "initial":
+        kw["initial"] = values(rng, (lanes,), "float32")
+    if case == "reverse":
+        kw["reverse"] = True
+    if case == "non-finite":
+        a[700, 3] = np.inf
+        b[12, 40] = np.nan
+        b[300, lanes - 1], b[2000, lanes - 1] = np.inf, -np.inf
+    return a, b, kw
+
+
 @pytest.fixture(params=["staged", "registers", "staged, 32 lanes", "registers, 32 lanes", "registers, 8 lanes"])
 def lanes_kernel(small_tiles, monkeypatch, request):
     """Small tiles, time-major tiles staged in shared memory (compute capability >= 9.0 here) or
@@ -171,29 +201,9 @@ def lanes_kernel(small_tiles, monkeypatch, request):
 def test_time_major(lanes_kernel, case, rng):
     """Time along axis 0 with lanes contiguous, many time tiles chained per lane, both kernels;
     70 lanes: the last lane group is partial; 3001 steps: so is the last time tile."""
-    dtype = case if case in ("float32", "float64", "complex64", "complex128") else "float32"
-    shape = (3001, 70)
-    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)  # carries across many 8-step tiles
-    b = values(rng, shape, dtype)
-    kw = {}
-    if case == "float16":
-        a, b = a.astype(np.float16), b.astype(np.float16)
-    if case == "scalar a":
-        a = 0.999
-    if case == "lane a":
-        a = coefficients(rng, (1, 70), "float32", reset=0.0, high=1.0, low=0.99)
-    if case == "time a":
-        a = coefficients(rng, (3001, 1), "float32", reset=0.001, high=1.0, low=0.99)
-    if case == "initial":
-        kw["initial"] = values(rng, (70,), "float32")
-    if case == "reverse":
-        kw["reverse"] = True
+    a, b, kw = _time_major_case(rng, case, (3001, 70))
     if case == "strided lanes":
         b = values(rng, (3001, 140), "float32")[:, ::2]
-    if case == "non-finite":
-        a[700, 3] = np.inf
-        b[12, 40] = np.nan
-        b[300, 69], b[2000, 69] = np.inf, -np.inf
     init = kw.get("initial")
     call = dict(kw, initial=None if init is None else cupy.asarray(init), backend="cupy", method="lookback")
     a_d = a if np.isscalar(a) else cupy.asarray(a)
@@ -216,38 +226,15 @@ def test_time_major_vector_lanes(small_tiles, monkeypatch, width, case, rng):
 
     monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec", {cs: (2, 2, 1, width) for cs in (4, 8)} | {16: None})
     monkeypatch.setattr(_cupy_scan, "_plans", {})
-    dtype = case if case in ("float32", "float64", "complex64") else "float32"
     shape = (3001, 3, 100) if case == "outer lanes" else (3001, 100)
-    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
-    b = values(rng, shape, dtype)
-    kw = {}
-    out_dtype = None
-    if case.startswith("float16"):
-        b = b.astype(np.float16)
-        if case == "float16":
-            a = a.astype(np.float16)
-        else:
-            out_dtype = np.float32
-    if case == "scalar a":
-        a = 0.999
-    if case == "lane a":
-        a = coefficients(rng, (1, 100), "float32", reset=0.0, high=1.0, low=0.99)
-    if case == "time a":
-        a = coefficients(rng, (3001, 1), "float32", reset=0.001, high=1.0, low=0.99)
-    if case == "initial":
-        kw["initial"] = values(rng, (100,), "float32")
-    if case == "reverse":
-        kw["reverse"] = True
-    if case == "non-finite":
-        a[700, 3] = np.inf
-        b[12, 40] = np.nan
-        b[300, 99], b[2000, 99] = np.inf, -np.inf
+    a, b, kw = _time_major_case(rng, case, shape)
+    out_dtype = np.float32 if case == "float16 in float32 out" else None
     init = kw.get("initial")
     call = dict(kw, initial=None if init is None else cupy.asarray(init), backend="cupy", method="lookback")
     a_d = a if np.isscalar(a) else cupy.asarray(a)
     b_d = cupy.asarray(b)
     if case == "outer lanes":  # b every other row of 100 lanes on the device: the outer lane axis strided
-        b_d = cupy.asarray(values(rng, (3001, 6, 100), dtype))[:, ::2]
+        b_d = cupy.asarray(values(rng, (3001, 6, 100), "float32"))[:, ::2]
         b = cupy.asnumpy(b_d)
     out = None if out_dtype is None else cupy.empty(shape, out_dtype)
     h = scanarray.linear_recurrence(a_d, b_d, 0, out=out, **call)

@@ -890,19 +890,25 @@ __device__ __forceinline__ void cp_async_elem(S_* dst, const S_* src) {
 // stretches (s_f becomes their exclusive prefixes), publish the lane's aggregate, look back along
 // time, publish the lane's end state, and leave its entering state in s_h; s_slow: some lane of
 // the tile must replay its steps. Returns whether this thread's lane must.
+template <class C, int NSEG, int LW> struct LanesShared {
+  Pair<C> f[NSEG][LW];  // each stretch's pair of each lane, then its exclusive prefix
+  int bad[NSEG][LW];    // whether a stretch of a lane holds a non-finite value
+  C h[LW];              // each lane's entering state, then (exact path) its running state
+  int slow;             // some lane of the tile replays its steps
+  Pair<C> lb[LBL_WIN * LBL_ROUNDS][LW];  // the look-back's predecessors
+};
 template <class C, int NSEG, int LW>
-__device__ __forceinline__ int lanes_resolve(Status<C>& status, Pair<C> (&s_f)[NSEG][LW], const int (&s_bad)[NSEG][LW],
-                                             C (&s_h)[LW], int& s_slow, Pair<C> (&s_lb)[LBL_WIN * LBL_ROUNDS][LW],
-                                             bool first, bool valid, int lane, i64 id, i64 k, i64 g, i64 NG, i64 KT,
-                                             i64 l, const C* h0, int has_h0, u32 epoch) {
+__device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, NSEG, LW>& sh, bool first, bool valid,
+                                             int lane, i64 id, i64 k, i64 g, i64 NG, i64 KT, i64 l, const C* h0,
+                                             int has_h0, u32 epoch) {
   int slow_lane = 0;
   Pair<C> agg = ident<C>();
   int lane_bad = 0;
   for (int i = 0; i < NSEG && first; ++i) {
-    Pair<C> fi = s_f[i][lane];
-    s_f[i][lane] = agg;  // exclusive prefix of stretch i within the tile
+    Pair<C> fi = sh.f[i][lane];
+    sh.f[i][lane] = agg;  // exclusive prefix of stretch i within the tile
     agg = compose(fi, agg);
-    lane_bad |= s_bad[i][lane];
+    lane_bad |= sh.bad[i][lane];
   }
   C hin = Num<C>::zero();
   if (valid && first) {
@@ -952,7 +958,7 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, Pair<C> (&s_f)[N
               ++spins;
 #endif
             }
-            s_lb[LBL_WIN * r + i][lane] = x[i];
+            sh.lb[LBL_WIN * r + i][lane] = x[i];
             if (st[i] == ST_P) found = LBL_WIN * r + i;
           }
         }
@@ -963,7 +969,7 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, Pair<C> (&s_f)[N
         Pair<C> x;
         while (status.read((j * NG + g) * LW + lane, epoch, x) != ST_P) {
         }
-        s_lb[found][lane] = x;
+        sh.lb[found][lane] = x;
       }
 #if SCANARRAY_LB_DIAG == 2
       // diagnostic build: histograms of the look-back depth (0-16), of the rounds (in 128 + n)
@@ -974,8 +980,8 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, Pair<C> (&s_f)[N
         atomicAdd(&scanarray_lb_diag[256 + (spins < 255 ? spins : 255)], 1ull);
       }
 #endif
-      C h = s_lb[found][lane].B;
-      for (int i = found - 1; i >= 0; --i) h = apply(s_lb[i][lane], h);
+      C h = sh.lb[found][lane].B;
+      for (int i = found - 1; i >= 0; --i) h = apply(sh.lb[i][lane], h);
       if (!finite(h)) {
         Pair<C> x;
         while (status.read(((k - 1) * NG + g) * LW + lane, epoch, x) != ST_P) {
@@ -995,9 +1001,9 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, Pair<C> (&s_f)[N
       }
     }
   }
-  if (first) s_h[lane] = hin;
+  if (first) sh.h[lane] = hin;
   const int any_slow = __any_sync(0xffffffffu, slow_lane);
-  if (lane == 0 && first) s_slow = any_slow;
+  if (lane == 0 && first) sh.slow = any_slow;
   return slow_lane;
 }
 
@@ -1013,11 +1019,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   __shared__ TB s_xb[ST ? S * NT : 1];
   __shared__ TA s_xa[(ST && !AC) ? S * NT : 1];
   __shared__ i64 s_id;
-  __shared__ Pair<C> s_f[NSEG][LW];
-  __shared__ int s_bad[NSEG][LW];
-  __shared__ C s_h[LW];
-  __shared__ int s_slow;
-  __shared__ Pair<C> s_lb[LBL_WIN * LBL_ROUNDS][LW];
+  __shared__ LanesShared<C, NSEG, LW> sh;
 
   SCAN_LANE_MAP;
   // thread tid: lane tid % LW of the tile's LW lanes, stretch w = tid / LW along time
@@ -1100,19 +1102,18 @@ __global__ void __launch_bounds__(NW * 32, MINB)
       f.A = ya * f.A;
     }
   }
-  s_f[w][lane] = f;
-  s_bad[w][lane] = nf != nf;
+  sh.f[w][lane] = f;
+  sh.bad[w][lane] = nf != nf;
   __syncthreads();
 
   int slow_lane = 0;
   if (tid < 32) {  // warp 0; its first LW threads, one per lane, compose and look back
-    slow_lane = lanes_resolve<C, NSEG, LW>(status, s_f, s_bad, s_h, s_slow, s_lb, first, valid, lane, id, k, g, NG, KT, l,
-                                          h0, has_h0, epoch);
+    slow_lane = lanes_resolve<C, NSEG, LW>(status, sh, first, valid, lane, id, k, g, NG, KT, l, h0, has_h0, epoch);
   }
   __syncthreads();
 
-  if (!s_slow) {
-    C h = apply(s_f[w][lane], s_h[lane]);
+  if (!sh.slow) {
+    C h = apply(sh.f[w][lane], sh.h[lane]);
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       C ya, yb;
@@ -1126,7 +1127,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   // Exact path: the stretches step one after another from the exact entering state.
   for (int i = 0; i < NSEG; ++i) {
     if (w == i) {
-      C h = s_h[lane];
+      C h = sh.h[lane];
 #pragma unroll
       for (int s = 0; s < S; ++s) {
         C ya, yb;
@@ -1135,11 +1136,11 @@ __global__ void __launch_bounds__(NW * 32, MINB)
         const i64 t = t0 + s;
         if (valid && t < T) put(po + t * sto, h);
       }
-      s_h[lane] = h;
+      sh.h[lane] = h;
     }
     __syncthreads();
   }
-  if (first && valid && slow_lane && k + 1 < KT) status.publish_inc(id * LW + lane, s_h[lane], epoch);
+  if (first && valid && slow_lane && k + 1 < KT) status.publish_inc(id * LW + lane, sh.h[lane], epoch);
 }
 
 // lanes_vec: lanes_tiles for lanes contiguous in memory and 16-byte aligned (time stride, outer
@@ -1161,11 +1162,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   constexpr int L = NSEG * S;
   constexpr bool AV = AK == 0 || AK == 2;  // a read as vectors
   __shared__ i64 s_id;
-  __shared__ Pair<C> s_f[NSEG][LW];
-  __shared__ int s_bad[NSEG][LW];
-  __shared__ C s_h[LW];
-  __shared__ int s_slow;
-  __shared__ Pair<C> s_lb[LBL_WIN * LBL_ROUNDS][LW];
+  __shared__ LanesShared<C, NSEG, LW> sh;
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid / TPR, q0 = (tid % TPR) * Q;
@@ -1242,8 +1239,8 @@ __global__ void __launch_bounds__(NW * 32, MINB)
         f.A = ya * f.A;
       }
     }
-    s_f[w][q0 + q] = f;
-    s_bad[w][q0 + q] = nf != nf;
+    sh.f[w][q0 + q] = f;
+    sh.bad[w][q0 + q] = nf != nf;
   }
   __syncthreads();
 
@@ -1251,15 +1248,15 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   if (tid < 32) {  // warp 0; its first LW threads, one per lane, compose and look back
     const bool first = tid < LW;
     const i64 l = g * LW + tid;
-    slow_lane = lanes_resolve<C, NSEG, LW>(status, s_f, s_bad, s_h, s_slow, s_lb, first, first && l < nlanes, tid,
-                                          id, k, g, NG, KT, l, h0, has_h0, epoch);
+    slow_lane = lanes_resolve<C, NSEG, LW>(status, sh, first, first && l < nlanes, tid, id, k, g, NG, KT, l, h0,
+                                          has_h0, epoch);
   }
   __syncthreads();
 
-  if (!s_slow) {
+  if (!sh.slow) {
     C h[Q];
 #pragma unroll
-    for (int q = 0; q < Q; ++q) h[q] = apply(s_f[w][q0 + q], s_h[q0 + q]);
+    for (int q = 0; q < Q; ++q) h[q] = apply(sh.f[w][q0 + q], sh.h[q0 + q]);
 #pragma unroll
     for (int s = 0; s < S; ++s) {
       Vec<TO, Q> v;
@@ -1277,7 +1274,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     if (w == i) {
 #pragma unroll
       for (int q = 0; q < Q; ++q) {
-        C h = s_h[q0 + q];
+        C h = sh.h[q0 + q];
 #pragma unroll
         for (int s = 0; s < S; ++s) {
           if (in_t(s)) {
@@ -1285,12 +1282,12 @@ __global__ void __launch_bounds__(NW * 32, MINB)
             if (valid) put(po + (t0 + s) * sto + q, h);
           }
         }
-        s_h[q0 + q] = h;
+        sh.h[q0 + q] = h;
       }
     }
     __syncthreads();
   }
-  if (tid < LW && g * LW + tid < nlanes && slow_lane && k + 1 < KT) status.publish_inc(id * LW + tid, s_h[tid], epoch);
+  if (tid < LW && g * LW + tid < nlanes && slow_lane && k + 1 < KT) status.publish_inc(id * LW + tid, sh.h[tid], epoch);
 }
 
 // ---------------------------------------------------------------------------------------------- seq
