@@ -411,9 +411,10 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     nw_l, S, minb_l, *lw = cfg["lanes_staged" if lanes_stg else "lanes"][csize]
     narrow = cfg.get("lanes_narrow", {}).get(csize)
     lw = lw[0] if lw else (narrow[0] if narrow and nlanes < narrow[1] else 32)
-    # time-major with lanes contiguous and aligned: several lanes a thread (lanes_vec)
+    # time-major (lanes closer in memory than steps; with lanes contiguous and aligned: lanes_vec)
+    lanes_closer = bool(ns) and abs(ss[1][-1]) < abs(tb) and abs(tb) != 1
     vshape = cfg.get("lanes_vec", {}).get(csize)
-    lvec = _lanes_vec(a, b, out, ns, ss, (ta, tb, to), ac) if vshape is not None and ns else None
+    lvec = _lanes_vec(a, b, out, ns, ss, (ta, tb, to), ac) if vshape is not None and lanes_closer else None
     if lvec is not None:
         nw_v, S_v, minb_v, *lw_v = vshape
         lw_v = lw_v[0] if lw_v else lw
@@ -437,8 +438,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         grid = max(1, min(-(-nlanes // threads), 2**31 - 1))
         return _Plan(kind="seq", name=names["seq"], grid=grid, threads=threads, **common)
 
-    lanes_closer = bool(ns) and abs(ss[1][-1]) < abs(tb) and abs(tb) != 1
-    if lanes_closer and lvec is not None:  # same arguments as lanes_tiles
+    if lvec is not None:  # same arguments as lanes_tiles
         nw_v, S_v, lw_v, q, _ = lvec
         kt = -(-T // (32 * nw_v * q // lw_v * S_v))
         ng = -(-nlanes // lw_v)
