@@ -18,6 +18,8 @@
 //             coalesced across lanes; tiles along time are chained per lane by the same look-back
 //             (one thread per lane, a window of 4 predecessors per round trip); optionally staged
 //             in shared memory (STG).
+// lanes_vec   lanes_tiles for lanes contiguous and aligned: Q lanes a thread, moved by Q-lane
+//             vector accesses (more bytes in flight per register through the look-back).
 // seq         one thread per lane, looping over time: the sequential baseline.
 //
 // Non-finite values: composed pairs give NaN where the loop gives +-inf (inf*x + inf*y vs
@@ -886,10 +888,7 @@ __device__ __forceinline__ void cp_async_elem(S_* dst, const S_* src) {
     cp_async<AL>(reinterpret_cast<char*>(dst) + i * AL, reinterpret_cast<const char*>(src) + i * AL);
 }
 
-// Warp 0 of a time-major tile; its first LW threads (`first`), one per lane: compose the tile's
-// stretches (s_f becomes their exclusive prefixes), publish the lane's aggregate, look back along
-// time, publish the lane's end state, and leave its entering state in s_h; s_slow: some lane of
-// the tile must replay its steps. Returns whether this thread's lane must.
+// The shared state of a time-major tile's look-back (lanes_tiles, lanes_vec).
 template <class C, int NSEG, int LW> struct LanesShared {
   Pair<C> f[NSEG][LW];  // each stretch's pair of each lane, then its exclusive prefix
   int bad[NSEG][LW];    // whether a stretch of a lane holds a non-finite value
@@ -897,6 +896,10 @@ template <class C, int NSEG, int LW> struct LanesShared {
   int slow;             // some lane of the tile replays its steps
   Pair<C> lb[LBL_WIN * LBL_ROUNDS][LW];  // the look-back's predecessors
 };
+// Warp 0 of a time-major tile; its first LW threads (`first`), one per lane: compose the tile's
+// stretches (sh.f becomes their exclusive prefixes), publish the lane's aggregate, look back along
+// time, publish the lane's end state, and leave its entering state in sh.h; sh.slow: some lane of
+// the tile must replay its steps. Returns whether this thread's lane must.
 template <class C, int NSEG, int LW>
 __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, NSEG, LW>& sh, bool first, bool valid,
                                              int lane, i64 id, i64 k, i64 g, i64 NG, i64 KT, i64 l, const C* h0,
