@@ -29,6 +29,10 @@ SETUPS = [
     ("lookback", 16, 1024, [("tensor cores (default)", {}), ("tensor cores, one chain", {"LOOKBACK_FRESH": 0}),
                             ("tensor cores, cvt.rna", {"LOOKBACK_SPLIT": 1}), ("FMA maps", {"LOOKBACK_MMA": False})]),
     ("chunked", 64, 2048, [("tensor cores (default)", {}), ("tensor cores, one chain", {"CHUNK_MMA_FRESH": 0}),
+                           ("warpgroup MMA, chains of 8", {"CHUNK_MMA_WG": 8}),
+                           ("warpgroup MMA, chains of 4", {"CHUNK_MMA_WG": 4}),
+                           ("warpgroup MMA, pairs", {"CHUNK_MMA_WG": 2}),
+                           ("mma.sync", {"CHUNK_MMA_WG": 0}),
                            ("FMA products", {"CHUNK_MMA": False}), ("method sequential", {"method": "sequential"}),
                            ("method cyclic_reduction", {"method": "cyclic_reduction"})]),
 ]

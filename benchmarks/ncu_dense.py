@@ -6,7 +6,8 @@ Usage on the CUDA host: ncu --clock-control none -k regex:dense_lookback --launc
     python3 benchmarks/ncu_dense.py [fma|chunked64]
 Three calls (the profiler replays the one it collects); ``fma``: the FMA chunk maps instead of the
 tensor-core ones; ``chunked64``: method ``chunked`` at (8, 4096, 64) instead (profile its products
-pass with ``-k regex:dense_chunk_products_mma``).
+pass with ``-k regex:dense_chunk_products_mma``); ``wg=K``, ``L=K``: its ``CHUNK_MMA_WG`` and chunk
+length.
 """
 
 import sys
@@ -19,6 +20,11 @@ from scanarray.backends import _cupy_dense
 
 if "fma" in sys.argv[1:]:
     _cupy_dense.LOOKBACK_MMA = False
+for arg in sys.argv[1:]:
+    if arg.startswith("wg="):
+        _cupy_dense.CHUNK_MMA_WG = int(arg[3:])
+    elif arg.startswith("L="):
+        _cupy_dense.CHUNK_L = int(arg[2:])
 method, (B, T, n) = ("chunked", (8, 4096, 64)) if "chunked64" in sys.argv[1:] else ("lookback", (64, 1024, 16))
 rs = cupy.random.RandomState(1)
 A = (rs.standard_normal((B, T, n, n)) * (0.9 / (2 * np.sqrt(n) + 1))).astype(cupy.float32)

@@ -817,6 +817,56 @@ def test_cupy_chunked_nonnegative_no_bias(cupy_chunk, monkeypatch, mma, n, rng):
     _check_chunked(A, b, h0, "float32", False, f"chunked non-negative mma={mma} n={n}")
 
 
+def _warpgroup_or_skip():
+    import cupy
+
+    if int(cupy.cuda.Device().compute_capability) != 90:
+        pytest.skip("warpgroup MMA products: compute capability 9.0 (sm_90a code) only")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("wg", [2, 4, 8])
+@pytest.mark.parametrize("n", [33, 64])
+@pytest.mark.parametrize("a_shape", ["varying", "invariant", "shared"])
+def test_cupy_chunked_warpgroup(cupy_chunk, monkeypatch, wg, n, a_shape, rng):
+    """The products on warpgroup MMAs (sm_90a, n = 33..64): main products in tensor-core chains of 2
+    k-tiles (the default), 4 and 8; zero padding (n = 33), time-varying, time-invariant and
+    lane-shared A, both directions, a short last chunk. The plan must hold the warpgroup kernel,
+    whose shared memory adds A[t]'s TF32 pieces to the mma.sync kernel's."""
+    from scanarray.backends import _cupy_dense
+
+    _warpgroup_or_skip()
+    cupy_chunk(L=24)
+    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG", wg)
+    T, lanes = 100, 3
+    shape = {"varying": None, "invariant": (lanes, 1), "shared": (T,)}[a_shape]
+    A, b, h0 = _seq_case(rng, "float32", lanes, T, n, a_shape=shape)
+    _check_chunked(A, b, h0, "float32", False, f"chunked wg={wg} n={n} {a_shape}")
+    _check_chunked(A, b, None, "float32", True, f"chunked wg={wg} n={n} {a_shape} reverse")
+    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-1] == wg and p]
+    assert plans and plans[-1][0][3] == (2 * 64 * 64 + 2 * 64 + 2 * 64 + 2 * 64 * 64) * 4
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+def test_cupy_chunked_whole_waves(rng):
+    """With the warpgroup products, chunks fill whole waves: 16 lanes of 1024 steps would make 512
+    blocks of 32 steps, over one wave of an H200's 396; they become one wave of at most 396."""
+    import cupy
+
+    from scanarray.backends import _cupy_dense
+
+    _warpgroup_or_skip()
+    lanes, T, n = 16, 1024, 64
+    L, C = _cupy_dense.chunk_shape(np.dtype(np.float32), n, lanes, T)
+    slots = _cupy_dense._wave_slots(cupy.cuda.runtime.getDevice(), 64, None, _cupy_dense._MMA_WG)
+    assert C == -(-T // L) and (L, C) != (32, 32)
+    assert slots // 2 < lanes * C <= slots
+    A, b, h0 = _seq_case(rng, "float32", lanes, T, n, a_shape=(lanes, 1))
+    _check_chunked(A, b, h0, "float32", False, "chunked whole waves")
+
+
 @pytest.mark.gpu
 @_CUPY_SKIP
 def test_cupy_chunked_plans_share_kernels(rng):

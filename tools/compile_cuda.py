@@ -153,7 +153,10 @@ def _dense_unit():
     # the products kernel on tensor cores <N, D> (float32 only)
     refs += "".join(f"    (void*)&dense_chunk_products_mma<{N}, {d}>,\n" for N in (16, 32, 64) for d in (2, 3, 4))
     text = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense.cu"\nvoid* scanarray_instances[] = {\n' + refs + "};\n"
-    return text, "float and double"
+    # and on warpgroup MMAs <64, D, WG>, which NVRTC compiles for sm_90a (wgmma is arch-specific)
+    wg = "".join(f"    (void*)&dense_chunk_products_mma<64, {d}, {w}>,\n" for d in (2, 3, 4) for w in (2, 4, 8))
+    text_wg = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense.cu"\nvoid* scanarray_instances[] = {\n' + wg + "};\n"
+    return [(text, "float and double"), (text_wg, "warpgroup MMA products, sm_90a", "sm_90a")]
 
 
 def _dense_lookback_unit():
@@ -197,18 +200,20 @@ def main(argv=None):
         if units is None:
             continue
         made = units()
-        for text, label in made if isinstance(made, list) else [made]:
-            jobs.append((f"{name} instantiated for {label}", text, name, []))
+        # (text, label) or (text, label, arch): a unit of arch-specific code names its own arch
+        for text, label, *arch in made if isinstance(made, list) else [made]:
+            jobs.append((f"{name} instantiated for {label}", text, name, [], *arch))
 
     def run(job):
-        _, text, name, extra = job
+        _, text, name, extra, *arch = job
+        arch = arch[0] if arch else args.arch
         if text is None:
-            return _nvcc(os.path.join(CUDA_DIR, name), args.arch, extra, args.verbose)
+            return _nvcc(os.path.join(CUDA_DIR, name), arch, extra, args.verbose)
         with tempfile.TemporaryDirectory() as tmp:
             tu = os.path.join(tmp, "instances_" + name)
             with open(tu, "w") as f:
                 f.write(text)
-            return _nvcc(tu, args.arch, extra, args.verbose)
+            return _nvcc(tu, arch, extra, args.verbose)
 
     # one nvcc per core (CI has two): the units are independent; results print in job order
     failed = []

@@ -433,6 +433,14 @@ CHUNK_MMA_SPLIT = None
 #: Benchmarks only: 0 sums the tensor core's main products in one accumulation chain per output
 #: tile instead of per k-tile in float32 (``DENSE_MMA_FRESH``; biased on same-sign data, dense.cu).
 CHUNK_MMA_FRESH = None
+#: Products for 32 < n <= 64 on Hopper's warpgroup MMAs (``dense_chunk_products_mma<64, D, WG>``,
+#: sm_90a, compute capability 9.0 only): 0 keeps ``mma.sync``; 8, 4 or 2 the length in k-tiles of
+#: the main products' tensor-core accumulation chains, summed in float32 (2: one pair at a time).
+#: None: ``_MMA_WG``. At (8, 4096, 64) on an H200 (2026-11-22 00:42 UTC, L = 84): products 293 us
+#: against mma.sync's 471 (L = 64); 1.46e-5 relative error at spectral radius 0.99 on
+#: non-negative data with chains of 8 (over float32's 1e-5), 6.1e-6 with 4, 3.0e-6 with pairs.
+CHUNK_MMA_WG = None
+_MMA_WG = 2
 _MMA_NS = (16, 32, 64)
 
 
@@ -451,8 +459,17 @@ def _mma_product_plan(N, total, D):
     where 4 blocks of 50 KB share an SM: see ``DENSE_MMA_MINB`` in dense.cu)."""
     from ._cupy_common import get_function
 
-    D = D or (3 if N == 64 else 4)
-    shared = (D * N * N + D * N + 2 * N) * 4
+    wg = _MMA_WG if CHUNK_MMA_WG is None else int(CHUNK_MMA_WG)
+    if N != 64 or int(cupy.cuda.Device().compute_capability) != 90:
+        wg = 0
+    D = D or (2 if wg else 3 if N == 64 else 4)
+    shared = (D * N * N + D * N + 2 * N + (2 * N * N if wg else 0)) * 4
+    if wg:  # its own module: sm_90a code (wgmma) runs on compute capability 9.0 only
+        f = get_function("dense.cu", f"dense_chunk_products_mma<{N}, {D}, {wg}>", ("-arch=sm_90a",))
+        _allow_shared(f, shared)
+        if getattr(f, "preferred_shared_memory_carveout", None) is not None:
+            f.preferred_shared_memory_carveout = 100
+        return f, (total,), (2 * N,), shared, 1
     opts = ()
     if CHUNK_MMA_MINB is not None:
         opts += (f"-DDENSE_MMA_MINB={int(CHUNK_MMA_MINB)}",)
@@ -545,7 +562,7 @@ _chunk_plans: dict = {}
 def _chunk_plans_for(dt, n, NL, C, vec, aligned):
     """Plans of the three passes (products, carries, rerun), cached per shape; None where one does not fit."""
     key = (cupy.cuda.runtime.getDevice(), dt, n, NL, C, vec, aligned, CHUNK_R, CHUNK_D, KERNEL, STAGES,
-           EXCHANGE, ROW_BYTES, CHUNK_MMA, CHUNK_MMA_MINB, CHUNK_MMA_SPLIT, CHUNK_MMA_FRESH)
+           EXCHANGE, ROW_BYTES, CHUNK_MMA, CHUNK_MMA_MINB, CHUNK_MMA_SPLIT, CHUNK_MMA_FRESH, CHUNK_MMA_WG)
     plans = _chunk_plans.get(key)
     if plans is None:
         m = _mapping(dt, n, aligned)
@@ -583,9 +600,46 @@ def _chunk_scalars(NL, C, L, T, n, a_lane, a_time, reverse, has_h0, G, vec, Pc, 
     return products, carries, rerun
 
 
+@functools.lru_cache(maxsize=64)
+def _wave_slots(dev, N, D, wg):
+    """Blocks of the warpgroup products kernel (``CHUNK_MMA_WG`` = wg) resident on the device at once."""
+    f, _, block, shared, _ = _mma_product_plan(N, 1, D)
+    per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(f.kernel.ptr, block[0], shared)
+    return per_sm * cupy.cuda.Device(dev).attributes["MultiProcessorCount"]
+
+
+def _whole_waves(dt, n, NL, T, L, C):
+    """``(L, C)`` with as many chunks as fill whole waves of the warpgroup products kernel.
+
+    Its blocks each run a chunk's ``L`` steps one after another, and only 3 fit on an SM, so a
+    partial last wave costs nearly a whole one: at (8, 4096, 64) on an H200 the 512 blocks of
+    ``L = 64`` took 336 us, the 392 of ``L = 84`` (one wave of 396) 293 us (2026-11-22 00:42 UTC).
+    Fewer chunks also shorten the carries pass. Elsewhere ``(L, C)`` stay as they are.
+    """
+    N = _chunk_mma_n(dt, n)
+    wg = _MMA_WG if CHUNK_MMA_WG is None else int(CHUNK_MMA_WG)
+    if N != 64 or not wg or int(cupy.cuda.Device().compute_capability) != 90:
+        return L, C
+    slots = _wave_slots(cupy.cuda.runtime.getDevice(), N, CHUNK_D, wg)
+    waves = NL * C // slots
+    if waves < 1:
+        return L, C
+    L2 = -(-T // max(CHUNK_MIN, waves * slots // NL))
+    return L2, -(-T // L2)
+
+
 def chunk_length(T):
     """The default chunk length of :func:`chunked` (``CHUNK_L`` when set)."""
     return CHUNK_L or max(4, round(CHUNK_FACTOR * T ** 0.5))
+
+
+def chunk_shape(dt, n, NL, T):
+    """``(L, C)``: the chunk length and count :func:`chunked` uses for ``NL`` lanes of ``T`` steps."""
+    L = min(chunk_length(T), max(T, 1))
+    C = -(-T // L) if T else 0
+    if CHUNK_L is None and C >= CHUNK_MIN and NL:
+        L, C = _whole_waves(dt, n, NL, T, L, C)
+    return L, C
 
 
 def chunked(A, b, h0, dt, reverse, out):
@@ -598,7 +652,9 @@ def chunked(A, b, h0, dt, reverse, out):
        on tensor cores in 3xTF32, ``CHUNK_MMA``: 7.5e-8 relative error on
        mixed-sign data like the FMA products, 1.7e-6 on non-negative systems of
        spectral radius 0.99, 1.5e-5 at 0.999: docs/dense.md, "Full float32
-       precision");
+       precision"; for ``32 < n <= 64`` on compute capability 9.0 on warpgroup
+       MMAs, ``CHUNK_MMA_WG``: 3.0e-6 and 2.6e-5, with as many chunks as fill
+       whole waves of its blocks, :func:`chunk_shape`);
     2. the sequential kernel over the ``C`` chunks of each lane carries the
        entering states ``s_c = P_{c-1} s_{c-1} + e_{c-1}`` (``s_0`` = the
        initial state), ``C`` dependent steps;
@@ -619,8 +675,7 @@ def chunked(A, b, h0, dt, reverse, out):
     NL = 1
     for s in lanes:
         NL *= s
-    L = min(chunk_length(T), max(T, 1))
-    C = -(-T // L) if T else 0
+    L, C = chunk_shape(dt, n, NL, T)
     if C < CHUNK_MIN or NL == 0 or KERNEL not in ("auto", "ring", "regs", "bulk"):
         return sequential(A, b, h0, dt, reverse, out)
     Ac = _dense.compact(A)

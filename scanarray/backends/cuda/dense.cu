@@ -835,6 +835,104 @@ __device__ __forceinline__ int dense_swz(int r, int k) {
     return r * N + ((((k >> 2) ^ ((r & 1) * S))) << 2) + (k & 3);
 }
 
+// ---- warpgroup MMA (sm_90a only: NVRTC's -arch=sm_90a defines __CUDA_ARCH_FEAT_SM90_ALL)
+// wgmma.mma_async m64n64k8 TF32 (PTX ISA 8.0): the block's 4 warps multiply their 64 x 8 A
+// fragment (registers, the mma.m16n8k8 layout per warp) by an 8 x 64 B held in shared memory, and
+// accumulate 64 x 64 in registers laid out as four m16n8 accumulators per warp and n-tile, so that
+// the index maps of dense_pi hold unchanged. B is K-major without swizzle: core matrices of 8 rows
+// (n) x 16 bytes (4 k) stored whole, 128 bytes apart along k and 2048 apart along n (k = 64). The
+// H200 agreed with a float64 product in that layout and not with the two offsets swapped
+// (2026-11-22 00:29 UTC, 7.9e-4 relative error: TF32 rounding).
+__device__ __forceinline__ int dense_cm(int np, int kp) {  // word offset of B element (n, k)
+    return (np & 7) * 4 + (kp & 3) + (kp >> 2) * 32 + (np >> 3) * 512;
+}
+
+__device__ __forceinline__ unsigned long long dense_wg_desc(const void* p) {
+    return (unsigned long long)((dense_smem_addr(p) & 0x3FFFF) >> 4) | ((128ull >> 4) << 16) | ((2048ull >> 4) << 32);
+}
+
+// d = a b (ACC = 0) or d += a b (ACC = 1), issued asynchronously: the operands' registers must
+// stay untouched until dense_wg_wait.
+template<int ACC>
+__device__ __forceinline__ void dense_wg_mma(float (&d)[8][4], const unsigned (&a)[4], unsigned long long desc) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                   "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                   "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+                   "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                   "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                   "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(ACC));
+#else
+    __trap();  // the host compiles this path for sm_90a only
+#endif
+}
+
+__device__ __forceinline__ void dense_wg_fence() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void dense_wg_commit() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void dense_wg_wait() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#endif
+}
+
+// Shared-memory writes of this thread become visible to the async proxy (wgmma's operand reads)
+// once a barrier follows.
+__device__ __forceinline__ void dense_fence_async_smem() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+// Registers held here: the compiler may not reuse them for other values before this point (an
+// in-flight wgmma still reads its A fragment) nor read accumulators ahead of dense_wg_wait.
+template<int R, int C>
+__device__ __forceinline__ void dense_hold(unsigned (&x)[R][C]) {
+    #pragma unroll
+    for (int i = 0; i < R; ++i) {
+        #pragma unroll
+        for (int j = 0; j < C; ++j) asm volatile("" : "+r"(x[i][j]) :: "memory");
+    }
+}
+
+template<int R, int C>
+__device__ __forceinline__ void dense_hold(float (&x)[R][C]) {
+    #pragma unroll
+    for (int i = 0; i < R; ++i) {
+        #pragma unroll
+        for (int j = 0; j < C; ++j) asm volatile("" : "+f"(x[i][j]) :: "memory");
+    }
+}
+
+// Row swizzles of a step's A[t] in shared memory: dense_swz for the mma.sync kernel; for the
+// wgmma kernel 16-byte piece q of row r sits at q ^ f(r), f(r) = bit 0 of r plus bits 2-3 of r
+// times 2, so that the split pass's 8-lane phases (8 rows r = dense_pi(j, c, e) for c, e over
+// 0..3, 0..1, one piece each) hit 8 different bank groups.
+template<int N, int WG>
+__device__ __forceinline__ int dense_sw(int r, int k) {
+    if constexpr (WG > 0) {
+        const int f = (r & 1) | ((r >> 1) & 6);
+        return r * N + ((((k >> 2) ^ f)) << 2) + (k & 3);
+    } else {
+        return dense_swz<N>(r, k);
+    }
+}
+
 // Blocks per SM the registers must allow. Binds at N = 64 only (128 threads a block; 64 and 32
 // threads allow 255 registers at 4 blocks): 128 registers with some spills, 4 blocks of 4 warps per
 // SM, ran the (8, 4096, 64) products pass in 461 us against 559-560 at 2 and 3 blocks (168-176
@@ -850,18 +948,137 @@ __device__ __forceinline__ int dense_swz(int r, int k) {
 #ifndef DENSE_MMA_FRESH
 #define DENSE_MMA_FRESH 1
 #endif
-template<int N, int D>
-__global__ void __launch_bounds__(2 * N, DENSE_MMA_MINB)
+// One step of dense_chunk_products_mma<64, D, WG> on warpgroup MMAs: X <- X A[t]^T (X's TF32
+// pieces ah, al come split from d; d receives the new X) and e <- A[t] e + b[t]. split: A[t] is new
+// in shared memory (every step, or once for a time-invariant A).
+template<int WG>
+__device__ __forceinline__ void dense_wg_step(float (&d)[8][4], const unsigned (&ah)[8][4], const unsigned (&al)[8][4],
+                                              const float* Ax, const float* eo, float* en, const float* bx,
+                                              unsigned* Bh, unsigned* Bl, bool split, int tid, int w, int g, int c) {
+    constexpr int N = 64, CH = WG == 2 ? 1 : 8 / WG;  // accumulators of the main products
+    if (split) {
+        // thread unit u: B row np (n & 7 = u & 7, n >> 3 = u >> 5) and k pieces 4a + m, m = 0..3: the
+        // values A[t][r][16a + 4c + m], c = 0..3, which are one 64-byte run of row r = pi_n(np)
+        #pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            const int u = tid + 128 * i, np = (u & 7) | ((u >> 5) << 3), a = (u >> 3) & 3;
+            const int r = dense_pi(np >> 3, (np >> 1) & 3, np & 1);
+            float v[4][4];
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const float4 x = *reinterpret_cast<const float4*>(Ax + dense_sw<N, WG>(r, 16 * a + 4 * q));
+                v[q][0] = x.x, v[q][1] = x.y, v[q][2] = x.z, v[q][3] = x.w;
+            }
+            #pragma unroll
+            for (int m = 0; m < 4; ++m) {
+                uint4 h, l;
+                sa_tf32_split(v[0][m], h.x, l.x);
+                sa_tf32_split(v[1][m], h.y, l.y);
+                sa_tf32_split(v[2][m], h.z, l.z);
+                sa_tf32_split(v[3][m], h.w, l.w);
+                const int off = dense_cm(np, 4 * (4 * a + m));
+                *reinterpret_cast<uint4*>(Bh + off) = h;
+                *reinterpret_cast<uint4*>(Bl + off) = l;
+            }
+        }
+        dense_fence_async_smem();
+        __syncthreads();
+    }
+    float small[8][4], big[CH][8][4];
+    const unsigned long long dh = dense_wg_desc(Bh), dl = dense_wg_desc(Bl);
+    dense_wg_fence();
+    #pragma unroll
+    for (int j = 0; j < 8; ++j) {  // k-tile j: 256 bytes further along k (descriptor units of 16 bytes)
+        if (j == 0) {
+            dense_wg_mma<0>(small, al[j], dh + 16 * j);
+        } else {
+            dense_wg_mma<1>(small, al[j], dh + 16 * j);
+        }
+        dense_wg_mma<1>(small, ah[j], dl + 16 * j);
+        if (WG == 2 && j >= 2) continue;  // WG = 2: pairs 1..3 come after, one at a time
+        if (j % WG == 0) {
+            dense_wg_mma<0>(big[j / WG], ah[j], dh + 16 * j);
+        } else {
+            dense_wg_mma<1>(big[j / WG], ah[j], dh + 16 * j);
+        }
+    }
+    dense_wg_commit();
+    // e <- A[t] e + b[t] meanwhile: warp w owns rows dense_pi(j, g / 2, g % 2) of n-tiles j = 2w, 2w + 1
+    #pragma unroll
+    for (int jj = 0; jj < 2; ++jj) {
+        const int r = dense_pi(2 * w + jj, g >> 1, g & 1);
+        float part = 0.f;
+        #pragma unroll
+        for (int i = 0; i < N / 16; ++i) {
+            const float4 v = *reinterpret_cast<const float4*>(Ax + dense_sw<N, WG>(r, 16 * i + 4 * c));
+            const float4 ev = *reinterpret_cast<const float4*>(eo + 16 * i + 4 * c);
+            part = __fmaf_rn(v.x, ev.x, part);
+            part = __fmaf_rn(v.y, ev.y, part);
+            part = __fmaf_rn(v.z, ev.z, part);
+            part = __fmaf_rn(v.w, ev.w, part);
+        }
+        part += __shfl_xor_sync(0xffffffffu, part, 1);
+        part += __shfl_xor_sync(0xffffffffu, part, 2);
+        if (c == 0) en[r] = part + bx[r];
+    }
+    if constexpr (WG == 2) {
+        // one accumulator pair more than 8 k-tiles' chains need: big[0] takes k-tile pair p = 1..3 in
+        // turn once the pair before it is summed into small in float32 (one tensor-core accumulate
+        // per pair, as mma.sync's fresh products have; small's own chain is 2^-11 of the result)
+        #pragma unroll
+        for (int p = 1; p < 4; ++p) {
+            dense_wg_wait();
+            dense_hold(small);
+            dense_hold(big[0]);
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                #pragma unroll
+                for (int q = 0; q < 4; ++q) small[j][q] += big[0][j][q];
+            }
+            dense_wg_fence();
+            dense_wg_mma<0>(big[0], ah[2 * p], dh + 32 * p);
+            dense_wg_mma<1>(big[0], ah[2 * p + 1], dh + 32 * p + 16);
+            dense_wg_commit();
+        }
+    }
+    dense_wg_wait();
+    dense_hold(small);
+    #pragma unroll
+    for (int k = 0; k < CH; ++k) dense_hold(big[k]);
+    dense_hold(const_cast<unsigned (&)[8][4]>(ah));
+    dense_hold(const_cast<unsigned (&)[8][4]>(al));
+    #pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            float x = big[0][j][q];
+            #pragma unroll
+            for (int k = 1; k < CH; ++k) x += big[k][j][q];
+            d[j][q] = x + small[j][q];
+        }
+    }
+}
+
+// WG > 0 (N = 64, sm_90a): the step's products on warpgroup MMAs instead (dense_wg_mma). A split
+// pass turns A[t] into its TF32 pieces once per step, written as wgmma's B in the relabelled
+// order: element (n, k) of B is A[t][pi_n(n)][pi_k(k)] with pi_n(8j + 2c + e) = pi_k(8j + 4e + c) =
+// dense_pi(j, c, e). The main products run in chains of WG k-tiles on the tensor cores, summed in
+// float32; the two small ones in one chain; e's FMAs run on the CUDA cores meanwhile.
+template<int N, int D, int WG = 0>
+__global__ void __launch_bounds__(2 * N, WG == 0 ? DENSE_MMA_MINB : WG == 4 ? 2 : 3)
 dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long long a_time,
                          const float* __restrict__ B, const float* __restrict__ h0, long long h0_lane,
                          int has_h0, float* __restrict__ Pout, float* __restrict__ Eout,
                          int lanes, int C, int L, int steps, int n, int reverse, int G, int vec) {
     static_assert(N % 16 == 0 && N <= 64 && D >= 2, "N = 16, 32 or 64; D >= 2");
+    static_assert(WG == 0 || (N == 64 && (WG == 8 || WG == 4 || WG == 2)), "warpgroup MMA: N = 64, chains of 8, 4 or 2 k-tiles");
     constexpr int MW = N / 16, NT = N / 8, KP = N / 16, NTH = 32 * MW;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     float* As = reinterpret_cast<float*>(smem_raw);  // D stages of N x N (swizzled rows)
     float* bs = As + D * N * N;                       // D stages of N
     float* es = bs + D * N;                           // e double buffer, 2 x N
+    unsigned* Bhi = reinterpret_cast<unsigned*>(es + 2 * N);  // WG: hi and lo of A[t] as wgmma's B
+    unsigned* Blo = Bhi + N * N;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
 
     const long long gid = blockIdx.x;
@@ -885,13 +1102,13 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
             constexpr int Q = N / 4, RS = NTH / Q;
             const int q = tid % Q;
             if (4 * q < n) {
-                for (int r = tid / Q; r < n; r += RS) dense_cp_async<16>(dst + dense_swz<N>(r, 4 * q), src + r * n + 4 * q, true);
+                for (int r = tid / Q; r < n; r += RS) dense_cp_async<16>(dst + dense_sw<N, WG>(r, 4 * q), src + r * n + 4 * q, true);
             }
         } else {
             constexpr int RS = NTH / N;
             const int k = tid % N;
             if (k < n) {
-                for (int r = tid / N; r < n; r += RS) dense_cp_async<4>(dst + dense_swz<N>(r, k), src + r * n + k, true);
+                for (int r = tid / N; r < n; r += RS) dense_cp_async<4>(dst + dense_sw<N, WG>(r, k), src + r * n + k, true);
             }
         }
     };
@@ -920,10 +1137,10 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
             #pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const int i0 = dense_pi(j, c, 0), i1 = dense_pi(j, c, 1), m = 16 * w + g;
-                d[j][0] = Ax[dense_swz<N>(i0, m)];
-                d[j][1] = Ax[dense_swz<N>(i1, m)];
-                d[j][2] = Ax[dense_swz<N>(i0, m + 8)];
-                d[j][3] = Ax[dense_swz<N>(i1, m + 8)];
+                d[j][0] = Ax[dense_sw<N, WG>(i0, m)];
+                d[j][1] = Ax[dense_sw<N, WG>(i1, m)];
+                d[j][2] = Ax[dense_sw<N, WG>(i0, m + 8)];
+                d[j][3] = Ax[dense_sw<N, WG>(i1, m + 8)];
             }
             if (tid < N) es[tid] = bx[tid];
             continue;
@@ -938,51 +1155,55 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
             sa_tf32_split(d[j][3], ah[j][3], al[j][3]);
         }
         float* en = es + (s & 1) * N;
-        #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-            const int r = dense_pi(j, g >> 1, g & 1);  // the row of A[t] for output slot g of n-tile j
-            const bool mine = (j >> 1) == w;           // warp w owns rows 16w .. 16w + 15 of e
-            float big[4] = {0.f, 0.f, 0.f, 0.f}, small[4] = {0.f, 0.f, 0.f, 0.f};
-            float part = 0.f;
+        if constexpr (WG > 0) {
+            dense_wg_step<WG>(d, ah, al, Ax, eo, en, bx, Bhi, Blo, varying || s == 1, tid, w, g, c);
+        } else {
             #pragma unroll
-            for (int i = 0; i < KP; ++i) {
-                const float4 v = *reinterpret_cast<const float4*>(Ax + dense_swz<N>(r, 16 * i + 4 * c));
-                unsigned bh[4], bl[4];
-                sa_tf32_split(v.x, bh[0], bl[0]);
-                sa_tf32_split(v.y, bh[1], bl[1]);
-                sa_tf32_split(v.z, bh[2], bl[2]);
-                sa_tf32_split(v.w, bh[3], bl[3]);
-                if (DENSE_MMA_FRESH) {
-                    // main terms: a fresh product per k-tile, summed in float32 (round to nearest)
-                    float p0[4], p1[4];
-                    sa_mma_tf32_fresh(p0, ah[2 * i], bh[0], bh[1]);
-                    sa_mma_tf32_fresh(p1, ah[2 * i + 1], bh[2], bh[3]);
-                    #pragma unroll
-                    for (int q = 0; q < 4; ++q) big[q] += p0[q] + p1[q];
-#if SA_TF32_SPLIT
-                    sa_mma_tf32(small, al[2 * i], bh[0], bh[1]);
-                    sa_mma_tf32(small, ah[2 * i], bl[0], bl[1]);
-                    sa_mma_tf32(small, al[2 * i + 1], bh[2], bh[3]);
-                    sa_mma_tf32(small, ah[2 * i + 1], bl[2], bl[3]);
-#endif
-                } else {
-                    sa_mma_3xtf32(big, small, ah[2 * i], al[2 * i], bh[0], bh[1], bl[0], bl[1]);
-                    sa_mma_3xtf32(big, small, ah[2 * i + 1], al[2 * i + 1], bh[2], bh[3], bl[2], bl[3]);
+            for (int j = 0; j < NT; ++j) {
+                const int r = dense_pi(j, g >> 1, g & 1);  // the row of A[t] for output slot g of n-tile j
+                const bool mine = (j >> 1) == w;           // warp w owns rows 16w .. 16w + 15 of e
+                float big[4] = {0.f, 0.f, 0.f, 0.f}, small[4] = {0.f, 0.f, 0.f, 0.f};
+                float part = 0.f;
+                #pragma unroll
+                for (int i = 0; i < KP; ++i) {
+                    const float4 v = *reinterpret_cast<const float4*>(Ax + dense_swz<N>(r, 16 * i + 4 * c));
+                    unsigned bh[4], bl[4];
+                    sa_tf32_split(v.x, bh[0], bl[0]);
+                    sa_tf32_split(v.y, bh[1], bl[1]);
+                    sa_tf32_split(v.z, bh[2], bl[2]);
+                    sa_tf32_split(v.w, bh[3], bl[3]);
+                    if (DENSE_MMA_FRESH) {
+                        // main terms: a fresh product per k-tile, summed in float32 (round to nearest)
+                        float p0[4], p1[4];
+                        sa_mma_tf32_fresh(p0, ah[2 * i], bh[0], bh[1]);
+                        sa_mma_tf32_fresh(p1, ah[2 * i + 1], bh[2], bh[3]);
+                        #pragma unroll
+                        for (int q = 0; q < 4; ++q) big[q] += p0[q] + p1[q];
+    #if SA_TF32_SPLIT
+                        sa_mma_tf32(small, al[2 * i], bh[0], bh[1]);
+                        sa_mma_tf32(small, ah[2 * i], bl[0], bl[1]);
+                        sa_mma_tf32(small, al[2 * i + 1], bh[2], bh[3]);
+                        sa_mma_tf32(small, ah[2 * i + 1], bl[2], bl[3]);
+    #endif
+                    } else {
+                        sa_mma_3xtf32(big, small, ah[2 * i], al[2 * i], bh[0], bh[1], bl[0], bl[1]);
+                        sa_mma_3xtf32(big, small, ah[2 * i + 1], al[2 * i + 1], bh[2], bh[3], bl[2], bl[3]);
+                    }
+                    if (mine) {  // columns 16i + 4c .. 16i + 4c + 3 of this row times e
+                        const float4 ev = *reinterpret_cast<const float4*>(eo + 16 * i + 4 * c);
+                        part = __fmaf_rn(v.x, ev.x, part);
+                        part = __fmaf_rn(v.y, ev.y, part);
+                        part = __fmaf_rn(v.z, ev.z, part);
+                        part = __fmaf_rn(v.w, ev.w, part);
+                    }
                 }
-                if (mine) {  // columns 16i + 4c .. 16i + 4c + 3 of this row times e
-                    const float4 ev = *reinterpret_cast<const float4*>(eo + 16 * i + 4 * c);
-                    part = __fmaf_rn(v.x, ev.x, part);
-                    part = __fmaf_rn(v.y, ev.y, part);
-                    part = __fmaf_rn(v.z, ev.z, part);
-                    part = __fmaf_rn(v.w, ev.w, part);
+                #pragma unroll
+                for (int q = 0; q < 4; ++q) d[j][q] = big[q] + small[q];
+                if (mine) {
+                    part += __shfl_xor_sync(0xffffffffu, part, 1);
+                    part += __shfl_xor_sync(0xffffffffu, part, 2);
+                    if (c == 0) en[r] = part + bx[r];
                 }
-            }
-            #pragma unroll
-            for (int q = 0; q < 4; ++q) d[j][q] = big[q] + small[q];
-            if (mine) {
-                part += __shfl_xor_sync(0xffffffffu, part, 1);
-                part += __shfl_xor_sync(0xffffffffu, part, 2);
-                if (c == 0) en[r] = part + bx[r];
             }
         }
     }
