@@ -844,7 +844,7 @@ def test_cupy_chunked_warpgroup(cupy_chunk, monkeypatch, wg, n, a_shape, rng):
     A, b, h0 = _seq_case(rng, "float32", lanes, T, n, a_shape=shape)
     _check_chunked(A, b, h0, "float32", False, f"chunked wg={wg} n={n} {a_shape}")
     _check_chunked(A, b, None, "float32", True, f"chunked wg={wg} n={n} {a_shape} reverse")
-    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-1] == wg and p]
+    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-3] == wg and p]
     assert plans and plans[-1][0][3] == (2 * 64 * 64 + 2 * 64 + 2 * 64 + 2 * 64 * 64) * 4
 
 

@@ -124,7 +124,9 @@ _DENSE_LATENCY = {
     },
     "regs": {
         "float": [(1, 1, 16, "true"), (8, 4, 16, "true"), (32, 1, 4, "true"), (16, 4, 8, "false"),
-                  (8, 4, 8, "false"), (8, 1, 16, "false"), (16, 1, 4, "false")],
+                  (8, 4, 8, "false"), (8, 1, 16, "false"), (16, 1, 4, "false"),
+                  # the chunked method's rerun with more lanes than SMs (RERUN_STAGES, RERUN_ROW_BYTES)
+                  (16, 4, 2, "false"), (16, 1, 2, "false")],
         "double": [(8, 2, 8, "true"), (8, 2, 8, "false"), (16, 2, 4, "false")],
     },
 }

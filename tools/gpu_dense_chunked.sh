@@ -155,7 +155,7 @@ for (B, T, n, inv), mma, (VL, VD, minb, split, fresh, wg) in runs:
         continue
     L, C = cd.chunk_shape(np.dtype(np.float32), n, B, T)
     key = [k for k in cd._chunk_plans if k[1] == np.float32 and k[2] == n and k[3] == B and k[4] == C
-           and k[-5:] == (mma, minb, split, fresh, wg)][-1]
+           and k[-7:-2] == (mma, minb, split, fresh, wg)][-1]
     (fp, gp, bp, sp, G), carry, rerun = cd._chunk_plans[key]
     try:
         occ = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fp.kernel.ptr, bp[0], sp)

@@ -232,7 +232,7 @@ def _device_limits():
     return int(props.get("sharedMemPerBlockOptin", 48 * 1024)), int(props["multiProcessorCount"])
 
 
-def _mapping(dt, n, aligned=True):
+def _mapping(dt, n, aligned=True, row_bytes=None):
     """``(warp, P, C, N2, U, G)`` of the latency-bound kernels (see dense.cu), or None.
 
     ``P`` threads share a row, each with ``C`` columns, ``P * C = N2`` (the
@@ -250,7 +250,7 @@ def _mapping(dt, n, aligned=True):
         if C * size <= 128:
             U = Uv if (aligned and n % Uv == 0 and C % Uv == 0) else 1
             return True, P, C, N2, U, 32
-    C = min(N2, max(1, (ROW_BYTES or min(8 * size, 64)) // size))
+    C = min(N2, max(1, (ROW_BYTES or row_bytes or min(8 * size, 64)) // size))
     P = N2 // C
     while _round32(n * P) > 1024 and C < 32:
         C *= 2
@@ -267,7 +267,7 @@ def _state_elems(X, N2):
     return 0 if X == 1 else (2 * N2 + 2 * _KO * N2 if X == 2 else 2 * N2)
 
 
-def _config(dt, n, L, kind, limits, aligned=True, stages=None, exchange=None):
+def _config(dt, n, L, kind, limits, aligned=True, stages=None, exchange=None, row_bytes=None):
     """``(name, lanes per block, threads, shared bytes, P)`` for kernel ``kind``, or None.
 
     ``kind`` "ring": ``A`` through ``D`` shared-memory stages (per block at most
@@ -275,7 +275,7 @@ def _config(dt, n, L, kind, limits, aligned=True, stages=None, exchange=None):
     "regs": ``D`` steps of a thread's ``C`` elements in registers, at most 512
     bytes (128 registers). ``D`` is the largest that fits unless ``stages``.
     """
-    m = _mapping(dt, n, aligned)
+    m = _mapping(dt, n, aligned, row_bytes)
     if m is None:
         return None
     warp, P, C, N2, U, G = m
@@ -327,12 +327,14 @@ def _group(dt, kind, limits, exchange):
     return tuple(sorted(names))
 
 
-def _plan(dt, n, L, kind, aligned):
-    """``(function, grid, block, shared bytes, P)`` for kernel ``kind`` ("ring"/"regs"), or None."""
+def _plan(dt, n, L, kind, aligned, stages=None, row_bytes=None):
+    """``(function, grid, block, shared bytes, P)`` for kernel ``kind`` ("ring"/"regs"), or None;
+    ``stages``, ``row_bytes``: ``D`` and a thread's bytes of a row where ``STAGES``, ``ROW_BYTES``
+    are unset."""
     from ._cupy_common import get_function
 
     limits = _device_limits()
-    c = _config(dt, n, L, kind, limits, aligned, STAGES, EXCHANGE)
+    c = _config(dt, n, L, kind, limits, aligned, STAGES if stages is None else stages, EXCHANGE, row_bytes)
     if c is None:
         return None
     name, lpb, NB, shared, P = c
@@ -421,6 +423,10 @@ CHUNK_MIN = 3
 #: Benchmarks only: a list to which :func:`chunked` appends a CUDA event before each pass and after the last.
 PHASE_EVENTS = None
 
+#: ``D`` and a thread's bytes of a row of the chunked rerun's register kernel where its lanes
+#: outnumber the SMs (float32, n > 32; ``STAGES`` and ``ROW_BYTES`` override them).
+RERUN_STAGES = 2
+RERUN_ROW_BYTES = 64
 _CHUNK_RS = (1, 2, 4, 8)
 _CHUNK_DS = (2, 3, 4)
 #: Products on tensor cores (``dense_chunk_products_mma``, three TF32 products per multiply) for
@@ -562,7 +568,8 @@ _chunk_plans: dict = {}
 def _chunk_plans_for(dt, n, NL, C, vec, aligned):
     """Plans of the three passes (products, carries, rerun), cached per shape; None where one does not fit."""
     key = (cupy.cuda.runtime.getDevice(), dt, n, NL, C, vec, aligned, CHUNK_R, CHUNK_D, KERNEL, STAGES,
-           EXCHANGE, ROW_BYTES, CHUNK_MMA, CHUNK_MMA_MINB, CHUNK_MMA_SPLIT, CHUNK_MMA_FRESH, CHUNK_MMA_WG)
+           EXCHANGE, ROW_BYTES, CHUNK_MMA, CHUNK_MMA_MINB, CHUNK_MMA_SPLIT, CHUNK_MMA_FRESH, CHUNK_MMA_WG,
+           RERUN_STAGES, RERUN_ROW_BYTES)
     plans = _chunk_plans.get(key)
     if plans is None:
         m = _mapping(dt, n, aligned)
@@ -571,16 +578,22 @@ def _chunk_plans_for(dt, n, NL, C, vec, aligned):
         else:
             kinds = {"ring": ("ring",), "regs": ("regs", "ring"), "bulk": ("ring",)}.get(KERNEL, ())
 
-        def seq_plan(lanes, al):
+        def seq_plan(lanes, al, stages=None, row_bytes=None):
             for kind in kinds:
-                p = _plan(dt, n, lanes, kind, al)
+                p = _plan(dt, n, lanes, kind, al, *((stages, row_bytes) if kind == "regs" else ()))
                 if p is not None:
                     return p
             return None
 
         prod = _product_plan(dt, n, NL * C, CHUNK_R, CHUNK_D)
         carry = seq_plan(NL, True)  # the work buffers are 256-byte aligned
-        rerun = seq_plan(NL * C, aligned)
+        # The rerun has a lane per chunk. Where those outnumber the SMs, float32 blocks of
+        # n > 32 (a block per lane) hold 2 steps in registers instead of 8, and a thread takes
+        # 64 bytes of a row instead of 32 (half the threads): 3 blocks fit an SM instead of 1
+        # (72 registers a thread instead of 114). At (8, 4096, 64), 392 lanes, on an H200: 133
+        # against 185 us (2026-11-22 01:02 UTC; 2 steps alone: 164 us, 2 blocks per SM).
+        many = dt == np.float32 and n > 32 and NL * C > _device_limits()[1]
+        rerun = seq_plan(NL * C, aligned, *((RERUN_STAGES, RERUN_ROW_BYTES) if many else ()))
         plans = None if None in (prod, carry, rerun) else (prod, carry, rerun)
         _chunk_plans[key] = plans
     return plans
