@@ -170,8 +170,16 @@ DENSE_CHUNK_FMA_PER_MS = {4: 2.8e9, 16: 2.8e9, 32: 2.8e9, 64: 9.0e9}
 #: float32 products on tensor cores (``_cupy_dense.CHUNK_MMA``, sm_80+), the products pass alone, H200,
 #: 2026-11-21 (tools/gpu_dense_chunked.sh): 40.0 us at (B, T, n) = (64, 1024, 16) (13:34 UTC), 96.3 us at
 #: (8, 4096, 32) and 468 us at (8, 4096, 64) (13:59 UTC, 4 blocks per SM): 6.7e9, 11.1e9 and 18.4e9
-#: multiply-adds per ms.
-DENSE_CHUNK_MMA_PER_MS = {4: 6.7e9, 16: 6.7e9, 32: 11.1e9, 64: 18.4e9}
+#: multiply-adds per ms. n in (32, 64] (compute capability 9.0: warpgroup MMAs, padded to 64, so
+#: the estimate counts 64^3 per step there, DENSE_CHUNK_MMA_PADDED): 21.8e9, fitted to the whole
+#: method's time, which the other terms underestimate as lanes grow: one call with a sync, H200,
+#: 2026-11-22 01:17 UTC (benchmarks/results/dense_2026-11-22.md, G), chunked / sequential
+#: (64, 1024, 64) 0.921 / 0.734 ms, (64, 4096, 64) 3.275 / 2.639, (16, 4096, 64) 0.916 / 2.566,
+#: (64, 1024, 48) 0.816 / 0.672, (8, 16384, 64) 1.718 / 9.973; (8, 4096, 64) 0.510 / 2.561 at 01:07.
+#: It picks the faster at all six; the products pass alone runs at 29.6e9 there, which picks
+#: chunked at the three 64-lane shapes, and the earlier 18.4e9 picked it at (64, 1024, 48).
+DENSE_CHUNK_MMA_PER_MS = {4: 6.7e9, 16: 6.7e9, 32: 11.1e9, 64: 21.8e9}
+DENSE_CHUNK_MMA_PADDED = (64,)
 #: Where ``chunked`` would be chosen, ``lookback`` (the same chunk products, one launch) instead for
 #: n <= DENSE_LOOKBACK_MAX_N: H200, 2026-11-21 10:36 UTC (METHOD=lookback tools/gpu_dense_chunked.sh;
 #: benchmarks/results/dense_lookback_2026-11-21.md), (B, T, n) = (64, 1024, 16) float32: lookback
@@ -195,8 +203,10 @@ def cupy_dense_auto_method(problem):
         alt_ms = DENSE_ONE_LANE_MS if lanes == 1 else max(DENSE_CR_FLOOR_MS, lanes * T * DENSE_CR_NS[bucket] / 1e6)
         if (DENSE_CHUNK_N[0] <= n <= DENSE_CHUNK_N[1] and lanes >= DENSE_CHUNK_MIN_LANES
                 and T >= DENSE_CHUNK_MIN_T):
-            rate = (DENSE_CHUNK_MMA_PER_MS if problem.dtype == "float32" else DENSE_CHUNK_FMA_PER_MS)[bucket]
-            chunk_ms = DENSE_FIXED_MS + 2 * T**0.5 * DENSE_STEP_US[bucket] / 1e3 + lanes * T * n**3 / rate
+            mma = problem.dtype == "float32"
+            rate = (DENSE_CHUNK_MMA_PER_MS if mma else DENSE_CHUNK_FMA_PER_MS)[bucket]
+            m = bucket if mma and bucket in DENSE_CHUNK_MMA_PADDED else n
+            chunk_ms = DENSE_FIXED_MS + 2 * T**0.5 * DENSE_STEP_US[bucket] / 1e3 + lanes * T * m**3 / rate
             if chunk_ms < seq_ms and chunk_ms <= alt_ms:
                 return "lookback" if n <= DENSE_LOOKBACK_MAX_N else "chunked"
         if seq_ms <= alt_ms:
