@@ -784,11 +784,17 @@ def test_cupy_chunked_products_kinds(cupy_chunk, monkeypatch, mma, n, a_shape, D
 
     cupy_chunk(L=24, D=D)
     monkeypatch.setattr(_cupy_dense, "CHUNK_MMA", mma)
+    _check_products_case(rng, n, a_shape, f"chunked mma={mma} n={n} {a_shape} D={D}")
+
+
+def _check_products_case(rng, n, a_shape, what):
+    """chunked at (3, 100, n) float32 with A time-varying, time-invariant or lane-shared, forward with
+    an initial state and reversed without."""
     T, lanes = 100, 3
     shape = {"varying": None, "invariant": (lanes, 1), "shared": (T,)}[a_shape]
     A, b, h0 = _seq_case(rng, "float32", lanes, T, n, a_shape=shape)
-    _check_chunked(A, b, h0, "float32", False, f"chunked mma={mma} n={n} {a_shape} D={D}")
-    _check_chunked(A, b, None, "float32", True, f"chunked mma={mma} n={n} {a_shape} D={D} reverse")
+    _check_chunked(A, b, h0, "float32", False, what)
+    _check_chunked(A, b, None, "float32", True, what + " reverse")
 
 
 def _nonnegative_case(rng, lanes, T, n):
@@ -839,11 +845,7 @@ def test_cupy_chunked_warpgroup(cupy_chunk, monkeypatch, wg, n, a_shape, rng):
     _warpgroup_or_skip()
     cupy_chunk(L=24)
     monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG", wg)
-    T, lanes = 100, 3
-    shape = {"varying": None, "invariant": (lanes, 1), "shared": (T,)}[a_shape]
-    A, b, h0 = _seq_case(rng, "float32", lanes, T, n, a_shape=shape)
-    _check_chunked(A, b, h0, "float32", False, f"chunked wg={wg} n={n} {a_shape}")
-    _check_chunked(A, b, None, "float32", True, f"chunked wg={wg} n={n} {a_shape} reverse")
+    _check_products_case(rng, n, a_shape, f"chunked wg={wg} n={n} {a_shape}")
     plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-3] == wg and p]
     assert plans and plans[-1][0][3] == (2 * 64 * 64 + 2 * 64 + 2 * 64 + 2 * 64 * 64) * 4
 

@@ -901,21 +901,20 @@ __device__ __forceinline__ void dense_fence_async_smem() {
 
 // Registers held here: the compiler may not reuse them for other values before this point (an
 // in-flight wgmma still reads its A fragment) nor read accumulators ahead of dense_wg_wait.
-template<int R, int C>
-__device__ __forceinline__ void dense_hold(unsigned (&x)[R][C]) {
+// X: float (accumulators) or unsigned (TF32 pieces), which take different asm constraints.
+template<typename X, int R, int C>
+__device__ __forceinline__ void dense_hold(X (&x)[R][C]) {
+    static_assert(sizeof(X) == 4, "32-bit registers");
     #pragma unroll
     for (int i = 0; i < R; ++i) {
         #pragma unroll
-        for (int j = 0; j < C; ++j) asm volatile("" : "+r"(x[i][j]) :: "memory");
-    }
-}
-
-template<int R, int C>
-__device__ __forceinline__ void dense_hold(float (&x)[R][C]) {
-    #pragma unroll
-    for (int i = 0; i < R; ++i) {
-        #pragma unroll
-        for (int j = 0; j < C; ++j) asm volatile("" : "+f"(x[i][j]) :: "memory");
+        for (int j = 0; j < C; ++j) {
+            if constexpr (X(0.5f) != X(0)) {  // a floating-point type
+                asm volatile("" : "+f"(x[i][j]) :: "memory");
+            } else {
+                asm volatile("" : "+r"(x[i][j]) :: "memory");
+            }
+        }
     }
 }
 
