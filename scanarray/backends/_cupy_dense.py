@@ -319,11 +319,15 @@ def _group(dt, kind, limits, exchange):
     """Every instantiation ``kind`` can use for ``dt``: compiled in one NVRTC call (one front end)."""
     names = set()
     for n in range(1, 129):
+        # the chunked rerun's shape with more lanes than SMs too (float32, n > 32)
+        shapes = [(None, None)] + ([(RERUN_STAGES, RERUN_ROW_BYTES)] if kind == "regs" and dt == np.float32
+                                   and n > 32 else [])
         for L in (1, 1 << 20):
             for aligned in (True, False):
-                c = _config(dt, n, L, kind, limits, aligned, None, exchange)
-                if c is not None:
-                    names.add(c[0])
+                for stages, row_bytes in shapes:
+                    c = _config(dt, n, L, kind, limits, aligned, stages, exchange, row_bytes)
+                    if c is not None:
+                        names.add(c[0])
     return tuple(sorted(names))
 
 
@@ -462,7 +466,8 @@ def _chunk_mma_n(dt, n):
 def _mma_product_plan(N, total, D):
     """``(function, blocks, threads, shared bytes, 1)`` of ``dense_chunk_products_mma``: a block of
     ``2 N`` threads per (lane, chunk), ``A`` through a ring of ``D`` steps (default 4; 3 at N = 64,
-    where 4 blocks of 50 KB share an SM: see ``DENSE_MMA_MINB`` in dense.cu)."""
+    where 4 blocks of 50 KB share an SM: see ``DENSE_MMA_MINB`` in dense.cu; 2 on warpgroup MMAs,
+    where 3 blocks of 65 KB do)."""
     from ._cupy_common import get_function
 
     wg = _MMA_WG if CHUNK_MMA_WG is None else int(CHUNK_MMA_WG)
