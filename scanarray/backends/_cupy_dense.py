@@ -463,6 +463,14 @@ def _chunk_mma_n(dt, n):
     return next(N for N in _MMA_NS if n <= N)
 
 
+def _mma_wg(N):
+    """``WG`` of the tensor-core products kernel for padded size ``N`` on the current device: 0
+    (``mma.sync``) except at N = 64 on compute capability 9.0 (see ``CHUNK_MMA_WG``)."""
+    if N != 64 or int(cupy.cuda.Device().compute_capability) != 90:
+        return 0
+    return _MMA_WG if CHUNK_MMA_WG is None else int(CHUNK_MMA_WG)
+
+
 def _mma_product_plan(N, total, D):
     """``(function, blocks, threads, shared bytes, 1)`` of ``dense_chunk_products_mma``: a block of
     ``2 N`` threads per (lane, chunk), ``A`` through a ring of ``D`` steps (default 4; 3 at N = 64,
@@ -470,27 +478,22 @@ def _mma_product_plan(N, total, D):
     where 3 blocks of 65 KB do)."""
     from ._cupy_common import get_function
 
-    wg = _MMA_WG if CHUNK_MMA_WG is None else int(CHUNK_MMA_WG)
-    if N != 64 or int(cupy.cuda.Device().compute_capability) != 90:
-        wg = 0
+    wg = _mma_wg(N)
     D = D or (2 if wg else 3 if N == 64 else 4)
     shared = (D * N * N + D * N + 2 * N + (2 * N * N if wg else 0)) * 4
     if wg:  # its own module: sm_90a code (wgmma) runs on compute capability 9.0 only
         f = get_function("dense.cu", f"dense_chunk_products_mma<{N}, {D}, {wg}>", ("-arch=sm_90a",))
-        _allow_shared(f, shared)
-        if getattr(f, "preferred_shared_memory_carveout", None) is not None:
-            f.preferred_shared_memory_carveout = 100
-        return f, (total,), (2 * N,), shared, 1
-    opts = ()
-    if CHUNK_MMA_MINB is not None:
-        opts += (f"-DDENSE_MMA_MINB={int(CHUNK_MMA_MINB)}",)
-    if CHUNK_MMA_SPLIT is not None:
-        opts += (f"-DSA_TF32_SPLIT={int(CHUNK_MMA_SPLIT)}",)
-    if CHUNK_MMA_FRESH is not None:
-        opts += (f"-DDENSE_MMA_FRESH={int(CHUNK_MMA_FRESH)}",)
-    # every shape in one NVRTC call; a benchmark's own options: only the one it times
-    group = () if opts else tuple(f"dense_chunk_products_mma<{m}, {d}>" for m in _MMA_NS for d in _CHUNK_DS)
-    f = get_function("dense.cu", f"dense_chunk_products_mma<{N}, {D}>", opts, group=group)
+    else:
+        opts = ()
+        if CHUNK_MMA_MINB is not None:
+            opts += (f"-DDENSE_MMA_MINB={int(CHUNK_MMA_MINB)}",)
+        if CHUNK_MMA_SPLIT is not None:
+            opts += (f"-DSA_TF32_SPLIT={int(CHUNK_MMA_SPLIT)}",)
+        if CHUNK_MMA_FRESH is not None:
+            opts += (f"-DDENSE_MMA_FRESH={int(CHUNK_MMA_FRESH)}",)
+        # every shape in one NVRTC call; a benchmark's own options: only the one it times
+        group = () if opts else tuple(f"dense_chunk_products_mma<{m}, {d}>" for m in _MMA_NS for d in _CHUNK_DS)
+        f = get_function("dense.cu", f"dense_chunk_products_mma<{N}, {D}>", opts, group=group)
     _allow_shared(f, shared)
     # As much shared memory as the SM has: by default the driver's carveout held the N = 64 kernel
     # to 2 blocks per SM by shared memory as well as by registers (Nsight Compute, H200, 13:51 UTC)
@@ -635,8 +638,8 @@ def _whole_waves(dt, n, NL, T, L, C):
     Fewer chunks also shorten the carries pass. Elsewhere ``(L, C)`` stay as they are.
     """
     N = _chunk_mma_n(dt, n)
-    wg = _MMA_WG if CHUNK_MMA_WG is None else int(CHUNK_MMA_WG)
-    if N != 64 or not wg or int(cupy.cuda.Device().compute_capability) != 90:
+    wg = N and _mma_wg(N)
+    if not wg:
         return L, C
     slots = _wave_slots(cupy.cuda.runtime.getDevice(), N, CHUNK_D, wg)
     waves = NL * C // slots
