@@ -951,7 +951,7 @@ __device__ __forceinline__ int dense_sw(int r, int k) {
 // pieces ah, al come split from d; d receives the new X) and e <- A[t] e + b[t]. split: A[t] is new
 // in shared memory (every step, or once for a time-invariant A).
 template<int WG>
-__device__ __forceinline__ void dense_wg_step(float (&d)[8][4], const unsigned (&ah)[8][4], const unsigned (&al)[8][4],
+__device__ __forceinline__ void dense_wg_step(float (&d)[8][4], unsigned (&ah)[8][4], unsigned (&al)[8][4],
                                               const float* Ax, const float* eo, float* en, const float* bx,
                                               unsigned* Bh, unsigned* Bl, bool split, int tid, int w, int g, int c) {
     constexpr int N = 64, CH = WG == 2 ? 1 : 8 / WG;  // accumulators of the main products
@@ -1044,8 +1044,8 @@ __device__ __forceinline__ void dense_wg_step(float (&d)[8][4], const unsigned (
     dense_hold(small);
     #pragma unroll
     for (int k = 0; k < CH; ++k) dense_hold(big[k]);
-    dense_hold(const_cast<unsigned (&)[8][4]>(ah));
-    dense_hold(const_cast<unsigned (&)[8][4]>(al));
+    dense_hold(ah);
+    dense_hold(al);
     #pragma unroll
     for (int j = 0; j < 8; ++j) {
         #pragma unroll
