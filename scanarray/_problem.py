@@ -50,7 +50,7 @@ class Problem:
     #: that cannot read broadcasting from strides, e.g. Dask; None otherwise
     a_compact: Any = None
     #: set by a backend whose call was one launch on the caller's own memory: a callable that
-    #: binds the caller's arrays to a direct repeat of that launch (see ``_cupy_scan._Binder``)
+    #: binds the caller's arrays to a direct repeat of that launch (see ``_cupy_common.Binder``)
     bind: Any = None
 
     @property

@@ -1,8 +1,9 @@
 """The packed kernel launch of the CuPy backends (``_cupy_common.PackedLauncher``), without a GPU.
 
-A bound launch packs its template once and only the changing arguments per call; the parameter
-buffer ``cuLaunchKernel`` reads must hold exactly what packing every argument would give. A fake
-``cupy.cuda.driver`` records the buffer at each launch.
+A bound launch packs its template once and only the changing arguments per call; the parameters
+``cuLaunchKernel`` reads (through its array of pointers into the launcher's buffer) must hold
+exactly what packing every argument would give. A fake ``cupy.cuda.driver`` records them at each
+launch.
 """
 
 import ctypes
@@ -18,17 +19,18 @@ from scanarray.backends._cupy_common import PackedLauncher
 
 @pytest.fixture
 def launches(monkeypatch):
-    """Parameter buffers (bytes) of the launches made through the fake driver."""
+    """The ``kernelParams`` addresses of the launches made through the fake driver (see
+    :func:`_launched`)."""
     seen = []
 
     def launch_kernel(fptr, gx, gy, gz, bx, by, bz, smem, stream, params, extra):
-        words = (ctypes.c_uint64 * 5).from_address(extra)
-        size = ctypes.c_uint64.from_address(words[3]).value
-        seen.append(ctypes.string_at(words[1], size))
+        assert extra == 0
+        seen.append(params)
 
     driver = types.SimpleNamespace(launchKernel=launch_kernel)
     cuda = types.ModuleType("cupy.cuda")
     cuda.driver = driver
+    cuda.get_current_stream = lambda: types.SimpleNamespace(ptr=99)
     cupy = types.ModuleType("cupy")
     cupy.cuda = cuda
     monkeypatch.setitem(sys.modules, "cupy", cupy)
@@ -51,6 +53,14 @@ def _template(rng, tail):
     return head + mid + tail
 
 
+def _launched(p, params):
+    """The bytes of the parameters a launch of ``p`` passed, checking that its pointers lie at the
+    parameters' offsets in one buffer."""
+    ptrs = list((ctypes.c_uint64 * len(p._offsets)).from_address(params))
+    assert [x - ptrs[0] for x in ptrs] == [int(o) for o in p._offsets]
+    return ctypes.string_at(ptrs[0], p._size)
+
+
 def _packed(p, args):
     buf = np.zeros(p._size, np.uint8)
     p._pack(buf, 0, *args)
@@ -68,9 +78,9 @@ def test_plain_bound_launch_packs_every_argument(launches, rng):
     for _ in range(3):
         pa, pb, po, ph = _ptrs(rng)
         go(99, pa, pb, po, ph)
-        assert launches[-1] == _packed(p, [pa, pb, po, ph, np.int32(1)] + template[5:])
+        assert _launched(p, launches[-1]) == _packed(p, [pa, pb, po, ph, np.int32(1)] + template[5:])
         go(99, pa, pb, po, None)
-        assert launches[-1] == _packed(p, [pa, pb, po, pb, np.int32(0)] + template[5:])
+        assert _launched(p, launches[-1]) == _packed(p, [pa, pb, po, pb, np.int32(0)] + template[5:])
 
 
 def test_bound_launch_replaces_b_at(launches, rng):
@@ -83,7 +93,7 @@ def test_bound_launch_replaces_b_at(launches, rng):
         go(99, pa, pb, po, None)
         want = [pa, pb, po, pb, np.int32(0)] + template[5:]
         want[at] = pb
-        assert launches[-1] == _packed(p, want)
+        assert _launched(p, launches[-1]) == _packed(p, want)
 
 
 class _Workspace:
@@ -114,7 +124,7 @@ def test_lookback_bound_launch_packs_the_workspace(launches, rng):
         go(99, pa, pb, po, ph if i % 2 else None)
         want = [pa, pb, po, ph if i % 2 else pb, np.int32(i % 2)] + template[5:-4]
         want += [ws.ptr, np.uint64(40 * i), np.uint32(1 + i), template[-1]]
-        assert launches[-1] == _packed(p, want)
+        assert _launched(p, launches[-1]) == _packed(p, want)
     assert (ws.counter, ws.epoch) == (120, 4)
 
 
@@ -122,7 +132,17 @@ def test_buffer_layout_aligns_each_parameter():
     """Each parameter at a multiple of its size, as the kernel's parameter list lays it out."""
     sample = [0, np.int32(1), np.int64(2), np.int32(3), np.uint32(4), np.float64(5.0), np.float32(6.0), 0]
     p = _launcher(sample)
-    assert p._size == 56
+    assert p._size == 56 and list(p._offsets) == [0, 8, 16, 24, 28, 32, 40, 48]
     got = _packed(p, sample)
     assert struct.unpack_from("<q", got, 16)[0] == 2 and struct.unpack_from("<d", got, 32)[0] == 5.0
     assert struct.unpack_from("<I", got, 28)[0] == 4 and struct.unpack_from("<Q", got, 48)[0] == 0
+
+
+def test_parameters_ending_short_of_8_bytes(launches):
+    """A parameter list ending 4 bytes past a multiple of 8 (the dense sequential kernels') is
+    launched with exactly its own bytes: the driver takes each parameter from its pointer."""
+    sample = [0, np.int64(3), np.int32(5)]
+    p = _launcher(sample)
+    assert p._size == 20
+    p.launch(sys.modules["cupy"], 2, 32, sample)
+    assert _launched(p, launches[-1]) == struct.pack("<QqI", 0, 3, 5)

@@ -15,6 +15,7 @@ users never have to.
 
 from __future__ import annotations
 
+import copy
 import functools
 import os
 import shutil
@@ -25,6 +26,7 @@ import numpy as np
 __all__ = [
     "PACKED_LAUNCH",
     "SOURCE_DIR",
+    "Binder",
     "PackedLauncher",
     "compile_options",
     "ctype",
@@ -151,11 +153,14 @@ class PackedLauncher:
 
     ``RawKernel.__call__`` converts its arguments one by one, which costs about
     10 µs for the ~30 arguments of the scan kernels (CUDA host, docs/gpu.md),
-    a third of a small call's host time. ``cuLaunchKernel`` also takes the
-    parameters as one buffer (``CU_LAUNCH_PARAM_BUFFER_POINTER``) laid out as
-    the kernel's parameter list, each parameter at a multiple of its size; one
-    :func:`struct.pack_into` call builds it. Same stream, device and
-    (asynchronous) semantics as CuPy's launch.
+    a third of a small call's host time. Here one :func:`struct.pack_into` call
+    lays them out in one buffer as the kernel's parameter list (each parameter
+    at a multiple of its size), and ``cuLaunchKernel`` gets an array of
+    pointers into it, made once per buffer. (Passing the buffer itself through
+    ``CU_LAUNCH_PARAM_BUFFER_POINTER`` needs its exact size: a kernel whose
+    parameters end 4 bytes short of a multiple of 8 refused a rounded-up size
+    with ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``, H200, 2026-11-22.) Same stream,
+    device and (asynchronous) semantics as CuPy's launch.
 
     :meth:`create` takes a sample argument tuple (device arrays, which pass
     their pointer, device pointers as Python ints, and NumPy scalars);
@@ -165,10 +170,11 @@ class PackedLauncher:
     call (see :func:`raw_args`).
     """
 
-    def __init__(self, fptr, pieces, size, arrays):
+    def __init__(self, fptr, pieces, size, arrays, offsets):
         import struct
 
         self._fptr = fptr
+        self._offsets = np.asarray(offsets, np.uint64)
         # pieces[i]: argument i's struct code after the pad bytes that align it
         self._pieces = pieces
         self._pack = struct.Struct("<" + "".join(pieces)).pack_into
@@ -184,7 +190,7 @@ class PackedLauncher:
             fptr = int(fn.kernel.ptr)
         except (AttributeError, TypeError, ValueError):  # pragma: no cover - a CuPy without it
             return None
-        pieces, off, arrays = [], 0, []
+        pieces, off, arrays, offsets = [], 0, [], []
         for i, x in enumerate(sample):
             if isinstance(x, np.generic):
                 code = _STRUCT_CODES.get(x.dtype)
@@ -200,15 +206,16 @@ class PackedLauncher:
                 return None
             pad = -off % size
             pieces.append("x" * pad + code)
+            offsets.append(off + pad)
             off += pad + size
-        return cls(fptr, tuple(pieces), max(8, off + (-off % 8)), tuple(arrays))
+        return cls(fptr, tuple(pieces), max(8, off), tuple(arrays), offsets)
 
     def _new_buffers(self):
+        """``(buffer, pointers, address of pointers)``: a parameter buffer and the ``kernelParams``
+        array of ``cuLaunchKernel``, one pointer into it per parameter."""
         buf = np.zeros(self._size, np.uint8)
-        size = np.array([self._size], np.uint64)
-        # CU_LAUNCH_PARAM_BUFFER_POINTER (1), buffer, CU_LAUNCH_PARAM_BUFFER_SIZE (2), &size, END (0)
-        extra = np.array([1, buf.ctypes.data, 2, size.ctypes.data, 0], np.uint64)
-        return buf, size, extra, int(extra.ctypes.data)
+        params = self._offsets + np.uint64(buf.ctypes.data)
+        return buf, params, int(params.ctypes.data)
 
     def _buffers(self):
         # one parameter buffer per thread: two threads may launch the same plan at once
@@ -260,40 +267,148 @@ class PackedLauncher:
 
             def go(stream_ptr, pa, pb, po, ph0):
                 ws = workspace(stream_ptr)
-                buf, _, _, extra = buffers()
+                buf, _, params = buffers()
                 with ws.launching(grid):
                     if ph0 is None:
                         head(buf, 0, pa, pb, po, pb, zero)
                     else:
                         head(buf, 0, pa, pb, po, ph0, one)
                     ws_pack(buf, ws_at, ws.ptr, ws.counter, ws.epoch)
-                    launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, 0, extra)
+                    launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, params, 0)
 
             return go
 
         b_pack, b_off = self._packer(b_at, b_at + 1) if b_at is not None else (None, 0)
 
         def go(stream_ptr, pa, pb, po, ph0):
-            buf, _, _, extra = buffers()
+            buf, _, params = buffers()
             if ph0 is None:
                 head(buf, 0, pa, pb, po, pb, zero)
             else:
                 head(buf, 0, pa, pb, po, ph0, one)
             if b_pack is not None:
                 b_pack(buf, b_off, pb)
-            launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, 0, extra)
+            launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, params, 0)
 
         return go
 
     def launch(self, cupy, grid, threads, args, shared_mem=0):
-        buf, _, _, extra = self._buffers()
+        buf, _, params = self._buffers()
         if self._arrays:
             args = list(args)
             for i in self._arrays:
                 args[i] = args[i].data.ptr
         self._pack(buf, 0, *args)
         cupy.cuda.driver.launchKernel(self._fptr, grid, 1, 1, threads, 1, 1, shared_mem,
-                                      cupy.cuda.get_current_stream().ptr, 0, extra)
+                                      cupy.cuda.get_current_stream().ptr, params, 0)
+
+
+def _extent(x):
+    """Byte range ``(lo, hi)`` of ``x``'s elements relative to its data pointer."""
+    lo = hi = 0
+    for n, st in zip(x.shape, x.strides):
+        if st < 0:
+            lo += (n - 1) * st
+        else:
+            hi += (n - 1) * st
+    return lo, hi + x.itemsize
+
+
+class Binder:
+    """What one call launched, to bind to the caller's arrays (``Problem.bind``).
+
+    A loop calling the public function on arrays of one signature (shapes, strides, dtypes,
+    arguments) repeats the same validation, views and plan lookup every time: 28-45 us of host
+    time a diagonal call on the H200's host (docs/gpu.md), 22-66 us a dense one, while a small
+    scan runs for a few. The public function keeps, per signature, the bound call this makes
+    (``scanarray._api._FAST``), which checks what the signature does not fix (device, pointer
+    alignment, overlap of ``out`` with the inputs, the tunables) and repeats the launches on the
+    new pointers; any difference sends the call through the full path.
+
+    ``plan_`` has ``launch_ptrs(cupy, pa, pb, po, ph0, dev)`` (the launches on device pointers of
+    the canonical views: ``a``, ``b``, the result and the initial state, None for zeros) and
+    ``direct(dev)`` (a faster ``go(stream_ptr, pa, pb, po, ph0)`` doing the same, or None);
+    ``fingerprint()`` returns the settings the plan was made under (tunables, ``method="auto"``
+    rules: a bound call compares them with a deep copy taken when it was bound) and ``pa`` ...
+    ``ph0`` are the pointers this call launched on.
+    """
+
+    def __init__(self, plan_, dev, fingerprint, pa, pb, po, ph0):
+        self.plan, self.dev, self.fingerprint = plan_, dev, fingerprint
+        self.ptrs = (pa, pb, po, ph0)
+
+    def __call__(self, a, a_const, b, h0, result, alloc):
+        """A function ``call(a, b, h0, out)`` repeating this launch on new arrays of the same
+        signature; it returns the result, or None where the full path must decide. With
+        ``a_const``, ``a`` is the 0-d device array the full path made of a Python scalar: the
+        bound call keeps it and reads it instead of its own ``a`` (the same value)."""
+        import cupy
+
+        plan_, dev = self.plan, self.dev
+        pa, pb, po, ph0 = self.ptrs
+        fingerprint = self.fingerprint
+        fp = copy.deepcopy(fingerprint())  # (it may hold dicts that are changed in place)
+        getdev, stream = cupy.cuda.runtime.getDevice, cupy.cuda.get_current_stream
+        off_b, off_o = pb - b.data.ptr, po - result.data.ptr
+        off_a = pa - a.data.ptr
+        stream0 = stream().ptr
+        ext_a, ext_b, ext_o = _extent(a), _extent(b), _extent(result)
+        ext_h = None if h0 is None else _extent(h0)
+        if h0 is not None and ph0 != h0.data.ptr:
+            return None
+        align = (pa % 16, pb % 16, po % 16)
+        const = a if a_const else None
+        go = plan_.direct(dev)  # None: launch through the plan (a kernel launched through CuPy's call)
+        # out=b exactly is the one overlap allowed (shapes and dtypes are in the signature)
+        in_place_ok = result.shape == b.shape and result.strides == b.strides and result.dtype == b.dtype
+
+        def call(a_, b_, h0_, out_):
+            if getdev() != dev or fingerprint() != fp:  # another device, or changed tunables
+                return None
+            db = b_.data
+            if db.device_id != dev:
+                return None
+            rb = db.ptr
+            if const is not None:
+                ra = const.data.ptr  # the bound call keeps the constant alive
+                if stream().ptr != stream0:  # it was copied to the device on stream0
+                    return None
+            else:
+                da = a_.data
+                if da.device_id != dev:
+                    return None
+                ra = da.ptr
+            if h0_ is not None:
+                dh = h0_.data
+                if dh.device_id != dev:
+                    return None
+                rh = dh.ptr
+            if out_ is None:
+                res = alloc(b_)
+                ro = res.data.ptr
+            else:
+                do = out_.data
+                if do.device_id != dev:
+                    return None
+                res, ro = out_, do.ptr
+                # an out overlapping an input (other than out=b itself) needs the full path's copies
+                lo, hi = ro + ext_o[0], ro + ext_o[1]
+                if not (ro == rb and in_place_ok) and lo < rb + ext_b[1] and rb + ext_b[0] < hi:
+                    return None
+                if const is None and lo < ra + ext_a[1] and ra + ext_a[0] < hi:
+                    return None
+                if h0_ is not None and lo < rh + ext_h[1] and rh + ext_h[0] < hi:
+                    return None
+            qa, qb, qo = ra + off_a, rb + off_b, ro + off_o
+            if (qa % 16, qb % 16, qo % 16) != align:
+                return None
+            if go is not None:
+                go(stream().ptr, qa, qb, qo, None if h0_ is None else rh)
+            else:
+                plan_.launch_ptrs(cupy, qa, qb, qo, None if h0_ is None else rh, dev)
+            return res
+
+        return call
 
 
 def raw_args(args):

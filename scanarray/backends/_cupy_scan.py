@@ -32,6 +32,7 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 
@@ -97,7 +98,7 @@ def linear_recurrence(p):
             # host time a call against 19-20 us bound, 9 us with the direct look-back launch, one
             # long row on the H200's host, benchmarks/diag_onecall.py)
             ptrs = tuple(None if x is None else x.data.ptr for x in (a, b, out, h0))
-            p.bind = _Binder(plan_, dev, dt.itemsize, *ptrs)
+            p.bind = _common.Binder(plan_, dev, functools.partial(_fingerprint, dt.itemsize), *ptrs)
     return p.out
 
 
@@ -128,110 +129,13 @@ def _scan(cupy, a, b, out, h0, dt, method):
 
 
 # --------------------------------------------------------------------------- repeated calls
-# A loop calling the public function on arrays of one signature (shapes, strides, dtypes,
-# arguments) repeats the same validation, views and plan lookup every time: 28-45 us of host
-# time per call on the H200's host (docs/gpu.md), while a small scan runs for a few. The
-# public function keeps, per signature, a bound call (scanarray._api._FAST) that checks what
-# the signature does not fix (device, pointer alignment, overlap of out with the inputs, the
-# tunables) and launches the planned kernel on the new pointers; any difference sends the call
-# through the full path.
+# (a call's launch bound to its signature: _cupy_common.Binder)
 
 
 def _fingerprint(cs):
     """Everything besides the signature that a plan and the auto choice depend on."""
     return (_tunables(_config.CUPY_SCAN, cs), _config.SEQ_MAX_T_ROWS, _config.SEQ_MIN_LANES, _config.SEQ_MAX_T,
             _common.PACKED_LAUNCH)
-
-
-def _extent(x):
-    """Byte range ``(lo, hi)`` of ``x``'s elements relative to its data pointer."""
-    lo = hi = 0
-    for n, st in zip(x.shape, x.strides):
-        if st < 0:
-            lo += (n - 1) * st
-        else:
-            hi += (n - 1) * st
-    return lo, hi + x.itemsize
-
-
-class _Binder:
-    """What one call launched, to bind to the caller's arrays (``Problem.bind``)."""
-
-    def __init__(self, plan_, dev, cs, pa, pb, po, ph0):
-        self.plan, self.dev, self.cs = plan_, dev, cs
-        self.ptrs = (pa, pb, po, ph0)
-
-    def __call__(self, a, a_const, b, h0, result, alloc):
-        """A function ``call(a, b, h0, out)`` repeating this launch on new arrays of the same
-        signature; it returns the result, or None where the full path must decide. With
-        ``a_const``, ``a`` is the 0-d device array the full path made of a Python scalar: the
-        bound call keeps it and reads it instead of its own ``a`` (the same value)."""
-        import cupy
-
-        plan_, dev = self.plan, self.dev
-        pa, pb, po, ph0 = self.ptrs
-        cs, fp = self.cs, _fingerprint(self.cs)
-        getdev, stream = cupy.cuda.runtime.getDevice, cupy.cuda.get_current_stream
-        off_b, off_o = pb - b.data.ptr, po - result.data.ptr
-        off_a = pa - a.data.ptr
-        stream0 = stream().ptr
-        ext_a, ext_b, ext_o = _extent(a), _extent(b), _extent(result)
-        ext_h = None if h0 is None else _extent(h0)
-        if h0 is not None and ph0 != h0.data.ptr:
-            return None
-        align = (pa % 16, pb % 16, po % 16)
-        const = a if a_const else None
-        go = plan_.direct(dev)  # None: launch through the plan (a kernel launched through CuPy's call)
-        # out=b exactly is the one overlap allowed (shapes and dtypes are in the signature)
-        in_place_ok = result.shape == b.shape and result.strides == b.strides and result.dtype == b.dtype
-
-        def call(a_, b_, h0_, out_):
-            if getdev() != dev or _fingerprint(cs) != fp:  # another device, or changed tunables
-                return None
-            db = b_.data
-            if db.device_id != dev:
-                return None
-            rb = db.ptr
-            if const is not None:
-                ra = const.data.ptr  # the bound call keeps the constant alive
-                if stream().ptr != stream0:  # it was copied to the device on stream0
-                    return None
-            else:
-                da = a_.data
-                if da.device_id != dev:
-                    return None
-                ra = da.ptr
-            if h0_ is not None:
-                dh = h0_.data
-                if dh.device_id != dev:
-                    return None
-                rh = dh.ptr
-            if out_ is None:
-                res = alloc(b_)
-                ro = res.data.ptr
-            else:
-                do = out_.data
-                if do.device_id != dev:
-                    return None
-                res, ro = out_, do.ptr
-                # an out overlapping an input (other than out=b itself) needs the full path's copies
-                lo, hi = ro + ext_o[0], ro + ext_o[1]
-                if not (ro == rb and in_place_ok) and lo < rb + ext_b[1] and rb + ext_b[0] < hi:
-                    return None
-                if const is None and lo < ra + ext_a[1] and ra + ext_a[0] < hi:
-                    return None
-                if h0_ is not None and lo < rh + ext_h[1] and rh + ext_h[0] < hi:
-                    return None
-            qa, qb, qo = ra + off_a, rb + off_b, ro + off_o
-            if (qa % 16, qb % 16, qo % 16) != align:
-                return None
-            if go is not None:
-                go(stream().ptr, qa, qb, qo, None if h0_ is None else rh)
-            else:
-                plan_.launch_ptrs(cupy, qa, qb, qo, None if h0_ is None else rh, dev)
-            return res
-
-        return call
 
 
 _ONE, _ZERO = np.int32(1), np.int32(0)
