@@ -1086,3 +1086,184 @@ def test_cupy_lookback_nonfinite_as_the_loop(cupy_lookback, where, n):
     assert np.array_equal(np.isnan(h), np.isnan(ref)) and np.array_equal(np.isinf(h), np.isinf(ref))
     fin = np.isfinite(ref)
     assert np.allclose(h[fin], ref[fin], rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- repeated CuPy calls
+
+
+@pytest.fixture
+def dense_full_path_calls(monkeypatch):
+    """Counts dense CuPy calls that went through the full path (the backend driver) rather than
+    the launches bound to their signature; starts with no bound calls."""
+    import cupy
+
+    from scanarray import _api
+    from scanarray.backends import _cupy_dense
+
+    # (the public function binds calls once it knows CuPy's array type: from its first call on)
+    scanarray.linear_recurrence(cupy.ones(2, np.float32), cupy.ones(2, np.float32), backend="cupy")
+    monkeypatch.setattr(_api, "_FAST", {})
+    count = [0]
+    real = _cupy_dense.linear_recurrence
+
+    def counting(p):
+        count[0] += 1
+        return real(p)
+
+    monkeypatch.setattr(_cupy_dense, "linear_recurrence", counting)
+    return count
+
+
+# (lanes, T, n, method, options); A "varying" (lanes, T, n, n), "invariant" (n, n), "shared"
+# (T, n, n); out "new" (given), "b" (in place)
+DENSE_REPEAT_CASES = {
+    "lookback": (4, 300, 16, "lookback", {}),
+    "lookback one chunk": (3, 8, 16, "lookback", {}),
+    "lookback h0 reverse": (4, 300, 12, "lookback", {"initial": True, "reverse": True}),
+    "lookback invariant A, out given": (4, 300, 16, "lookback", {"a": "invariant", "out": "new"}),
+    "lookback shared A, in place": (4, 300, 8, "lookback", {"a": "shared", "out": "b"}),
+    "chunked": (4, 300, 64, "chunked", {}),
+    "chunked h0 reverse": (4, 300, 40, "chunked", {"initial": True, "reverse": True}),
+    "chunked invariant A, in place": (4, 300, 16, "chunked", {"a": "invariant", "out": "b"}),
+    "sequential": (3, 50, 8, "sequential", {"initial": True}),
+    "sequential n = 100": (2, 20, 100, "sequential", {}),
+    "auto": (3, 40, 4, "auto", {}),
+}
+
+
+def _repeat_inputs(rng, lanes, T, n, opts, dtype="float32"):
+    A = normed(rng, {"invariant": (), "shared": (T,)}.get(opts.get("a"), (lanes, T)) + (n, n), dtype)
+    b = values(rng, (lanes, T, n), dtype)
+    h0 = values(rng, (lanes, n), dtype) if opts.get("initial") else None
+    return A, b, h0
+
+
+def _check_dense(h, A, b, h0, reverse, dtype, what):
+    ref, g = dense_ref(A, b, -1, initial=h0, reverse=reverse)
+    h = to_numpy(h)
+    assert rel_err(h, ref) <= RTOL[dtype], (what, rel_err(h, ref))
+    assert_matches(h, ref, g, tolerance(dtype, b.shape[-2], 64, n=b.shape[-1]) * 4, what)
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("case", list(DENSE_REPEAT_CASES))
+def test_cupy_dense_repeated_calls_bound(dense_full_path_calls, case, rng):
+    """Dense calls repeating a signature skip the full path and launch on their own new arrays:
+    each of four calls, on fresh data at fresh addresses, matches the loop."""
+    import cupy
+
+    lanes, T, n, method, opts = DENSE_REPEAT_CASES[case]
+    reverse = opts.get("reverse", False)
+    keep = []  # every call's arrays stay alive: fresh addresses each time
+    for i in range(4):
+        A, b, h0 = _repeat_inputs(rng, lanes, T, n, opts)
+        A_d, b_d = cupy.asarray(A), cupy.asarray(b)
+        h0_d = None if h0 is None else cupy.asarray(h0)
+        out = {"new": cupy.empty(b.shape, b.dtype), "b": b_d}.get(opts.get("out"))
+        h = scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy", method=method, initial=h0_d,
+                                        reverse=reverse, out=out)
+        if out is not None:
+            assert h is out
+        keep.append((A_d, b_d, h0_d, h))
+        _check_dense(h, A, b, h0, reverse, "float32", f"{case}, call {i}")
+    assert dense_full_path_calls[0] == 1, "repeated calls of one signature went through the full path"
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+def test_cupy_dense_repeated_calls_on_streams(dense_full_path_calls, rng):
+    """Bound look-back calls on two streams of their own (each its own workspace) alternate with
+    calls on the default stream; all match the loop, and only the first took the full path."""
+    import cupy
+
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    for i in range(6):
+        A, b, _ = _repeat_inputs(rng, 4, 300, 16, {})
+        s = streams[i % 2] if i % 3 else cupy.cuda.Stream.null
+        with s:
+            h = scanarray.linear_recurrence(cupy.asarray(A), cupy.asarray(b), dense=True, backend="cupy",
+                                            method="lookback")
+            s.synchronize()
+        _check_dense(h, A, b, None, False, "float32", f"call {i}")
+    assert dense_full_path_calls[0] == 1
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("method", ["lookback", "chunked"])
+def test_cupy_dense_repeated_call_with_overlapping_out(dense_full_path_calls, method, rng):
+    """A bound signature called with an out that lies in A's memory takes the full path, which
+    copies A first: the result matches the loop on the original A."""
+    import cupy
+
+    lanes, T, n = 4, 300, 16
+    A, b, _ = _repeat_inputs(rng, lanes, T, n, {})
+    A_d, b_d = cupy.asarray(A), cupy.asarray(b)
+    scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy", method=method, out=cupy.empty(b.shape, b.dtype))
+    out = A_d.reshape(-1)[: b.size].reshape(b.shape)  # the first call's out's layout, over A
+    h = scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy", method=method, out=out)
+    assert h is out and dense_full_path_calls[0] == 2
+    _check_dense(h, A, b, None, False, "float32", f"{method}, out over A")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+def test_cupy_dense_repeated_call_with_other_alignment(dense_full_path_calls, rng):
+    """Same shapes and strides, A one element further into its buffer: the 16-byte copies planned
+    for the first call do not apply, so the full path plans again (three calls, three plans)."""
+    import cupy
+
+    lanes, T, n = 4, 300, 16
+    big = np.zeros(lanes * T * n * n + 1, np.float32)
+    b = values(rng, (lanes, T, n), "float32")
+    for off in (0, 1, 0):
+        A = normed(rng, (lanes, T, n, n), "float32")
+        big[off: off + A.size] = A.ravel()
+        A_d = cupy.asarray(big)[off: off + A.size].reshape(A.shape)
+        h = scanarray.linear_recurrence(A_d, cupy.asarray(b), dense=True, backend="cupy", method="lookback")
+        _check_dense(h, A, b, None, False, "float32", f"offset {off}")
+    assert dense_full_path_calls[0] == 3
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+def test_cupy_dense_repeated_call_after_tunables_change(dense_full_path_calls, monkeypatch, rng):
+    """A changed chunk length (as tests and sweeps set it) is seen by the next call, and so is a
+    changed ``auto`` rule."""
+    import cupy
+
+    from scanarray import _config
+    from scanarray.backends import _cupy_dense
+
+    A, b, _ = _repeat_inputs(rng, 4, 300, 16, {})
+    A_d, b_d = cupy.asarray(A), cupy.asarray(b)
+    scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy", method="lookback")
+    monkeypatch.setattr(_cupy_dense, "LOOKBACK_L", 8)
+    h = scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy", method="lookback")
+    assert dense_full_path_calls[0] == 2
+    assert any(k[6] == 8 for k in _cupy_dense._lb_plans), "the new chunk length was not planned"
+    _check_dense(h, A, b, None, False, "float32", "after a tunables change")
+    scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy")
+    monkeypatch.setitem(_config.DENSE_STEP_US, 16, 1e-6)  # a constant of the auto rule
+    h = scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy")
+    assert dense_full_path_calls[0] == 4
+    _check_dense(h, A, b, None, False, "float32", "after an auto rule change")
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+def test_cupy_dense_copied_inputs_not_bound(dense_full_path_calls, rng):
+    """Where the full path reads copies (here of a transposed A and of an initial state broadcast
+    over lanes), nothing is bound: every call takes the full path."""
+    import cupy
+
+    lanes, T, n = 4, 300, 16
+    for i in range(3):
+        A, b, _ = _repeat_inputs(rng, lanes, T, n, {})
+        h0 = values(rng, (n,), "float32")
+        A_t = cupy.asarray(np.ascontiguousarray(np.swapaxes(A, -1, -2)))
+        h = scanarray.linear_recurrence(cupy.swapaxes(A_t, -1, -2), cupy.asarray(b), dense=True, backend="cupy",
+                                        method="lookback", initial=cupy.asarray(h0))
+        _check_dense(h, A, b, np.broadcast_to(h0, (lanes, n)), False, "float32", f"call {i}")
+    assert dense_full_path_calls[0] == 3

@@ -72,7 +72,11 @@ import functools
 import cupy
 import numpy as np
 
+from .. import _config as _settings
 from .. import _dense
+from . import _cupy_common as _common
+from ._cupy_common import Binder
+from ._cupy_scan import _workspace
 
 __all__ = ["KERNEL", "chunked", "full_precision", "linear_recurrence", "lookback", "sequential"]
 
@@ -114,12 +118,14 @@ def full_precision():
 
 def linear_recurrence(p):
     """Compute the dense problem ``p`` (a :class:`scanarray._problem.Problem`) into ``p.out``."""
-    if p.method == "sequential":
-        return sequential(p.a, p.b, p.initial, p.dtype, p.reverse, p.out)
-    if p.method == "chunked":
-        return chunked(p.a, p.b, p.initial, p.dtype, p.reverse, p.out)
-    if p.method == "lookback":
-        return lookback(p.a, p.b, p.initial, p.dtype, p.reverse, p.out)
+    kernel = {"sequential": sequential, "chunked": chunked, "lookback": lookback}.get(p.method)
+    if kernel is not None:
+        done = kernel(p.a, p.b, p.initial, p.dtype, p.reverse, p.out)
+        dev = cupy.cuda.runtime.getDevice()
+        if done is not None and p.b.data.device_id == dev:
+            # launches on the caller's own memory: a repeated call can go straight to them
+            p.bind = Binder(done[0], dev, _fingerprint, *done[1:])
+        return p.out
     with full_precision():
         h = _dense.METHODS[p.method](cupy, p.a, p.b, p.initial, p.dtype, reverse=p.reverse, out=p.out)
     if h is not p.out:  # out of another dtype (half precision storage): one casting copy
@@ -158,6 +164,95 @@ def _module():
     from ._cupy_common import read_source
 
     return cupy.RawModule(code=read_source("dense.cu"), options=("--std=c++17",), name_expressions=_names())
+
+
+# --------------------------------------------------------------------------- launches
+
+
+class _Role:
+    """An argument of a planned launch that each call fills in (see :class:`_Launches`): value
+    ``slot`` of the call's list, plus ``offset``."""
+
+    __slots__ = ("offset", "slot")
+
+    def __init__(self, slot, offset=0):
+        self.slot, self.offset = slot, offset
+
+
+_A, _B, _OUT, _H0 = _Role(0), _Role(1), _Role(2), _Role(3)
+_WS, _WS_COUNTER, _WS_EPOCH = _Role(5), _Role(6), _Role(7)
+
+
+def _work(offset):
+    """The argument ``offset`` bytes into the call's scratch buffer."""
+    return _Role(4, offset)
+
+
+class _Launches:
+    """A dense call's kernel launches on device pointers: the full path's, and those of calls bound
+    to its signature (:class:`._cupy_common.Binder`).
+
+    ``steps`` holds ``(function, blocks, threads, shared bytes, arguments)`` per launch, where an
+    argument may be a role that each call fills in: ``_A``, ``_B``, ``_OUT`` (the canonical views'
+    device pointers), ``_H0`` (the initial state's; without one ``b``'s, which the kernels then
+    never read), ``_work(offset)`` (into a scratch buffer of ``work`` bytes, allocated per call
+    from CuPy's pool on the current stream) and ``_WS``, ``_WS_COUNTER``, ``_WS_EPOCH`` (the
+    look-back workspace of ``ws = (status bytes, slots)``, taken for the first launch's tiles).
+    With ``phases``, ``PHASE_EVENTS`` (when set) gets an event before each launch and after the last.
+    """
+
+    def __init__(self, steps, work=0, ws=None, phases=False):
+        self.steps = [(f, int(blocks), int(threads), shared, list(args),
+                       tuple((i, r.slot, r.offset) for i, r in enumerate(args) if isinstance(r, _Role)))
+                      for f, blocks, threads, shared, args in steps]
+        self.work, self.ws, self.phases = work, ws, phases
+
+    def direct(self, dev):
+        return None  # the Binder calls launch_ptrs
+
+    def launch_ptrs(self, cupy, pa, pb, po, ph0, dev=None):
+        """Launch on the current device and stream (``ph0`` None: no initial state)."""
+        vals = [pa, pb, po, pb if ph0 is None else ph0, 0, 0, 0, 0]
+        if self.work:
+            scratch = cupy.empty(self.work, np.uint8)
+            vals[4] = scratch.data.ptr
+            # (it goes back to the pool for this stream at return: later work there is ordered
+            # after these launches)
+        if self.ws is None:
+            self._run(vals)
+            return
+        ws = _workspace(cupy, *self.ws)
+        with ws.launching(self.steps[0][1]):
+            vals[5:] = ws.ptr, np.uint64(ws.counter), np.uint32(ws.epoch)
+            self._run(vals)
+
+    def _run(self, vals):
+        ev = PHASE_EVENTS if self.phases else None
+        for f, blocks, threads, shared, template, roles in self.steps:
+            args = template.copy()
+            for i, slot, offset in roles:
+                args[i] = vals[slot] + offset if offset else vals[slot]
+            if ev is not None:
+                ev.append(cupy.cuda.Event())
+                ev[-1].record()
+            _launch(f, blocks, threads, args, shared)
+        if ev is not None:
+            ev.append(cupy.cuda.Event())
+            ev[-1].record()
+
+
+def _fingerprint():
+    """The settings dense plans and the ``auto`` choice depend on besides a call's signature (a
+    call bound to a signature goes through the full path once they change)."""
+    c = _settings
+    return (KERNEL, STAGES, EXCHANGE, ROW_BYTES, DIAG, CHUNK_L, CHUNK_FACTOR, CHUNK_R, CHUNK_D, CHUNK_MIN,
+            CHUNK_MMA, CHUNK_MMA_MINB, CHUNK_MMA_SPLIT, CHUNK_MMA_FRESH, CHUNK_MMA_WG, _MMA_WG, RERUN_STAGES,
+            RERUN_ROW_BYTES, PHASE_EVENTS is None, LOOKBACK_L, LOOKBACK_W, LOOKBACK_RING, LOOKBACK_DEPTH,
+            LOOKBACK_DIAG is None, LOOKBACK_MMA, LOOKBACK_MINW, LOOKBACK_SPLIT, LOOKBACK_FRESH, LOOKBACK_MAX_N,
+            _common.PACKED_LAUNCH, c.DENSE_FIXED_MS, c.DENSE_STEP_US, c.DENSE_ONE_LANE_MS, c.DENSE_CR_FLOOR_MS,
+            c.DENSE_CR_NS, c.DENSE_PREFIX_MAX_WORK, c.DENSE_CHUNK_FMA_PER_MS, c.DENSE_CHUNK_MMA_PER_MS,
+            c.DENSE_CHUNK_MMA_PADDED, c.DENSE_LOOKBACK_MAX_N, c.DENSE_CHUNK_N, c.DENSE_CHUNK_MIN_LANES,
+            c.DENSE_CHUNK_MIN_T)  # (the dicts themselves: the Binder keeps a deep copy to compare)
 
 
 def _allow_shared(f, shared):
@@ -350,11 +445,13 @@ def _plan(dt, n, L, kind, aligned, stages=None, row_bytes=None):
 
 
 def sequential(A, b, h0, dt, reverse, out):
-    """The sequential dense scan in one kernel launch; writes ``out`` (canonical view) and returns it.
+    """The sequential dense scan in one kernel launch into ``out`` (the canonical view).
 
     ``A`` is never expanded along time (a time-invariant ``A`` is read with
     time stride 0) nor across lanes when it is shared by all of them; an
-    ``A`` broadcast over only some lane axes is expanded over those.
+    ``A`` broadcast over only some lane axes is expanded over those. Returns
+    what a call bound to this signature repeats, ``(launches, pa, pb, po,
+    ph0)`` (:func:`_owned`), or None.
     """
     dt = np.dtype(dt)
     lanes = b.shape[:-2]
@@ -374,11 +471,8 @@ def sequential(A, b, h0, dt, reverse, out):
     B2 = cupy.ascontiguousarray(b, dtype=dt)
     direct = out.dtype == dt and out.flags.c_contiguous
     H = out if direct else cupy.empty(b.shape, dt)
-    if h0 is not None:
-        h2 = cupy.ascontiguousarray(cupy.broadcast_to(h0, lanes + (n,)), dtype=dt)
-    else:
-        h2 = cupy.empty((1,), dt)
-    args = (A2, np.int64(a_lane), np.int64(a_time), B2, H, h2, np.int32(h0 is not None),
+    h2 = None if h0 is None else cupy.ascontiguousarray(cupy.broadcast_to(h0, lanes + (n,)), dtype=dt)
+    args = (_A, np.int64(a_lane), np.int64(a_time), _B, _OUT, _H0, np.int32(h0 is not None),
             np.int32(T), np.int32(n), np.int32(bool(reverse)))
     plan = None
     # cp.async copies b element by element: it needs b's elements aligned to their size
@@ -398,16 +492,32 @@ def sequential(A, b, h0, dt, reverse, out):
     if plan is not None:
         f, grid, block, shared, P = plan
         plain = (np.int32(1), np.int64(0), np.int64(T * n), np.int32(T))  # dense_lane: no chunks
-        f(grid, block, args + (np.int32(L), np.int32(P), np.int32(DIAG)) + plain, shared_mem=shared)
+        step = (f, grid[0], block[0], shared, args + (np.int32(L), np.int32(P), np.int32(DIAG)) + plain)
     elif L > 0 and T > 0:
         kernel, threads, shared = _kernel(dt, n)
         if KERNEL == "direct":
             threads = _round32(n)
             kernel, shared = _module().get_function(f"dense_sequential_direct<{_TYPENAMES[dt]}>"), 2 * n * dt.itemsize
-        kernel((L,), (threads,), args, shared_mem=shared)
-    if not direct:
+        step = (kernel, L, threads, shared, args)
+    else:
+        step = None
+    launches = None if step is None else _Launches([step])
+    return _owned(launches, A, b, h0, out, A2, B2, H, h2)
+
+
+def _owned(launches, A, b, h0, out, A2, B2, H, h2):
+    """Run ``launches`` on ``A2``, ``B2``, ``H``, ``h2`` (``h2`` None: no initial state) and copy
+    ``H`` to ``out`` where they differ; return ``(launches, pa, pb, po, ph0)`` where everything ran
+    on the caller's own memory (the operands are views of ``A``, ``b``, ``h0``, ``out``, never
+    copies), which a call bound to this signature repeats, else None."""
+    ptrs = (A2.data.ptr, B2.data.ptr, H.data.ptr, None if h2 is None else h2.data.ptr)
+    if launches is not None:
+        launches.launch_ptrs(cupy, *ptrs)
+    if H is not out:
         out[...] = H
-    return out
+        return None
+    own = A2.data.mem is A.data.mem and B2.data.mem is b.data.mem and (h0 is None or h2.data.mem is h0.data.mem)
+    return (launches, *ptrs) if own and launches is not None else None
 
 
 # --------------------------------------------------------------------------- chunked
@@ -722,37 +832,24 @@ def chunked(A, b, h0, dt, reverse, out):
     (fp, gp, bp, sp, G), (fc, gc, bc, sc, Pc), (fr, gr, br, sr, Pr) = plans
     direct = out.dtype == dt and out.flags.c_contiguous
     H = out if direct else cupy.empty(b.shape, dt)
-    nn = n * n
-    work = cupy.empty(NL * C * (nn + 2 * n), dt)
-    Pw, Ew, Sw = work[: NL * C * nn], work[NL * C * nn: NL * C * (nn + n)], work[NL * C * (nn + n):]
     if h0 is not None:
         h2 = h0 if (h0.dtype == dt and h0.flags.c_contiguous and h0.shape == lanes + (n,)) else \
             cupy.ascontiguousarray(cupy.broadcast_to(h0, lanes + (n,)), dtype=dt)
     else:
-        h2 = Sw  # never read
+        h2 = None
     sp_, sc_, sr_ = _chunk_scalars(NL, C, L, T, n, a_lane, a_time, bool(reverse), h0 is not None, G, vec, Pc, Pr,
                                    DIAG)
-    ev = PHASE_EVENTS
-    if ev is not None:
-        ev.append(cupy.cuda.Event())
-        ev[-1].record()
-    fp(gp, bp, (A2, sp_[0], sp_[1], B2, h2) + sp_[2:4] + (Pw, Ew) + sp_[4:], shared_mem=sp)
-    if ev is not None:
-        ev.append(cupy.cuda.Event())
-        ev[-1].record()
-    # entering states: a plain sequential scan over the chunk slots (zero initial state)
-    fc(gc, bc, (Pw, sc_[0], sc_[1], Ew, Sw, Sw) + sc_[2:], shared_mem=sc)
-    if ev is not None:
-        ev.append(cupy.cuda.Event())
-        ev[-1].record()
-    # every chunk again from its entering state: lanes x C lanes of L steps (the last may be short)
-    fr(gr, br, (A2, sr_[0], sr_[1], B2, H, Sw) + sr_[2:], shared_mem=sr)
-    if ev is not None:
-        ev.append(cupy.cuda.Event())
-        ev[-1].record()
-    if not direct:
-        out[...] = H
-    return out
+    # scratch: the chunk products P, end states E and entering states S
+    nn, size = n * n, dt.itemsize
+    Pw, Ew, Sw = _work(0), _work(NL * C * nn * size), _work(NL * C * (nn + n) * size)
+    launches = _Launches([
+        (fp, gp[0], bp[0], sp, (_A, sp_[0], sp_[1], _B, _H0) + sp_[2:4] + (Pw, Ew) + sp_[4:]),
+        # entering states: a plain sequential scan over the chunk slots (zero initial state)
+        (fc, gc[0], bc[0], sc, (Pw, sc_[0], sc_[1], Ew, Sw, Sw) + sc_[2:]),
+        # every chunk again from its entering state: lanes x C lanes of L steps (the last may be short)
+        (fr, gr[0], br[0], sr, (_A, sr_[0], sr_[1], _B, _OUT, Sw) + sr_[2:]),
+    ], work=NL * C * (nn + 2 * n) * size, phases=True)
+    return _owned(launches, A, b, h0, out, A2, B2, H, h2)
 
 
 # --------------------------------------------------------------------------- lookback
@@ -929,7 +1026,7 @@ def lookback(A, b, h0, dt, reverse, out):
     f, smem, grid, threads, full_a, a_lane, inv, rec, N, C, _L, tail = plan
     lanes, n = b.shape[:-2], b.shape[-1]
     if grid == 0:
-        return out
+        return None
     if full_a:  # A materialised over lanes and time, contiguous: read as it is
         A2 = A
     else:
@@ -949,41 +1046,34 @@ def lookback(A, b, h0, dt, reverse, out):
         h2 = h0 if (h0.dtype == dt and h0.flags.c_contiguous and h0.shape == lanes + (n,)) else \
             cupy.ascontiguousarray(cupy.broadcast_to(h0, lanes + (n,)), dtype=dt)
     else:
-        h2 = B2  # never read
-    head = (A2, a_lane, inv, B2, H, h2, _ONE if h0 is not None else _ZERO) + tail
+        h2 = None
+    head = (_A, a_lane, inv, _B, _OUT, _H0, _ONE if h0 is not None else _ZERO) + tail
     extra = (_NULL if LOOKBACK_DIAG is None else LOOKBACK_DIAG,)
-    if C > 1:
-        from ._cupy_scan import _workspace
-
-        ws = _workspace(cupy, rec[0], grid)
-        with ws.launching(grid):
-            _launch(f, grid, threads, head + (fast, ws.buffer, np.uint64(ws.counter), np.uint32(ws.epoch), rec[1])
-                    + extra, smem)
+    if C > 1:  # statuses in the diagonal scan's workspace
+        step = (f, grid, threads, smem, head + (fast, _WS, _WS_COUNTER, _WS_EPOCH, rec[1]) + extra)
+        launches = _Launches([step], ws=(rec[0], grid))
     else:
-        _launch(f, grid, threads, head + (fast, B2, np.uint64(0), np.uint32(0), rec[1]) + extra, smem)
-    if not direct:
-        out[...] = H
-    return out
+        launches = _Launches([(f, grid, threads, smem, head + (fast, _B, np.uint64(0), np.uint32(0), rec[1]) + extra)])
+    return _owned(launches, A, b, h0, out, A2, B2, H, h2)
 
 
 _ONE, _ZERO = np.int32(1), np.int32(0)
 _NULL = np.uint64(0)  # a null pointer argument
 _lb_plans: dict = {}
-_lb_launchers: dict = {}
+_launchers: dict = {}
 
 
 def _launch(f, grid, threads, args, smem):
     """Launch ``f`` through one packed parameter buffer (``_cupy_common.PackedLauncher``: about 5 µs
-    of host time less than CuPy's call), CuPy's call where that does not apply or for diagnostics."""
-    packed = _lb_launchers.get(f) if LOOKBACK_DIAG is None else False
+    of host time less than CuPy's call), CuPy's call where that does not apply or for diagnostics
+    (device pointers are Python ints)."""
+    packed = _launchers.get(f) if (LOOKBACK_DIAG is None and _common.PACKED_LAUNCH) else False
     if packed is None:
-        from ._cupy_common import PackedLauncher
-
-        packed = _lb_launchers[f] = PackedLauncher.create(f, args) or False
+        packed = _launchers[f] = _common.PackedLauncher.create(f, args) or False
     if packed:
         packed.launch(cupy, grid, threads, args, smem)
     else:
-        f((grid,), (threads,), args, shared_mem=smem)
+        f((grid,), (threads,), _common.raw_args(args), shared_mem=smem)
 
 
 def _lb_plan(A, b, dt, reverse):
