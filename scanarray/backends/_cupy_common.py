@@ -15,7 +15,6 @@ users never have to.
 
 from __future__ import annotations
 
-import copy
 import functools
 import os
 import shutil
@@ -329,8 +328,8 @@ class Binder:
     the canonical views: ``a``, ``b``, the result and the initial state, None for zeros) and
     ``direct(dev)`` (a faster ``go(stream_ptr, pa, pb, po, ph0)`` doing the same, or None);
     ``fingerprint()`` returns the settings the plan was made under (tunables, ``method="auto"``
-    rules: a bound call compares them with a deep copy taken when it was bound) and ``pa`` ...
-    ``ph0`` are the pointers this call launched on.
+    rules; a tuple, whose dicts of scalars a bound call compares with copies taken when it was
+    bound) and ``pa`` ... ``ph0`` are the pointers this call launched on.
     """
 
     def __init__(self, plan_, dev, fingerprint, pa, pb, po, ph0):
@@ -347,7 +346,8 @@ class Binder:
         plan_, dev = self.plan, self.dev
         pa, pb, po, ph0 = self.ptrs
         fingerprint = self.fingerprint
-        fp = copy.deepcopy(fingerprint())  # (it may hold dicts that are changed in place)
+        # a snapshot: the fingerprint may hold dicts (of scalars) that are changed in place
+        fp = tuple(dict(x) if type(x) is dict else x for x in fingerprint())
         getdev, stream = cupy.cuda.runtime.getDevice, cupy.cuda.get_current_stream
         off_b, off_o = pb - b.data.ptr, po - result.data.ptr
         off_a = pa - a.data.ptr
