@@ -28,3 +28,31 @@ def rng(request):
 @pytest.fixture(autouse=True)
 def _doctest_namespace(doctest_namespace):
     doctest_namespace["np"] = np
+
+
+@pytest.fixture
+def count_full_path(monkeypatch):
+    """``count(module)``: counts calls that go through ``module.linear_recurrence`` (a CuPy backend
+    driver, the full path) rather than the launches bound to their signature, and starts with no
+    bound calls; returns the one-element list of the count."""
+
+    def count(module):
+        import cupy
+
+        import scanarray
+        from scanarray import _api
+
+        # the public function binds calls once it knows CuPy's array type: from its first call on
+        scanarray.linear_recurrence(cupy.ones(2, np.float32), cupy.ones(2, np.float32), backend="cupy")
+        monkeypatch.setattr(_api, "_FAST", {})
+        calls = [0]
+        real = module.linear_recurrence
+
+        def counting(p):
+            calls[0] += 1
+            return real(p)
+
+        monkeypatch.setattr(module, "linear_recurrence", counting)
+        return calls
+
+    return count

@@ -488,22 +488,12 @@ def test_threads_share_plans(rng):
 
 
 @pytest.fixture
-def full_path_calls(monkeypatch):
+def full_path_calls(count_full_path):
     """Counts calls that went through the full path (the backend driver) rather than a launch
     bound to their signature; starts with no bound calls."""
-    from scanarray import _api
     from scanarray.backends import _cupy_scan
 
-    monkeypatch.setattr(_api, "_FAST", {})
-    count = [0]
-    real = _cupy_scan.linear_recurrence
-
-    def counting(p):
-        count[0] += 1
-        return real(p)
-
-    monkeypatch.setattr(_cupy_scan, "linear_recurrence", counting)
-    return count
+    return count_full_path(_cupy_scan)
 
 
 REPEAT_CASES = {

@@ -1092,26 +1092,12 @@ def test_cupy_lookback_nonfinite_as_the_loop(cupy_lookback, where, n):
 
 
 @pytest.fixture
-def dense_full_path_calls(monkeypatch):
-    """Counts dense CuPy calls that went through the full path (the backend driver) rather than
-    the launches bound to their signature; starts with no bound calls."""
-    import cupy
-
-    from scanarray import _api
+def dense_full_path_calls(count_full_path):
+    """Counts dense CuPy calls that went through the full path rather than the launches bound to
+    their signature; starts with no bound calls."""
     from scanarray.backends import _cupy_dense
 
-    # (the public function binds calls once it knows CuPy's array type: from its first call on)
-    scanarray.linear_recurrence(cupy.ones(2, np.float32), cupy.ones(2, np.float32), backend="cupy")
-    monkeypatch.setattr(_api, "_FAST", {})
-    count = [0]
-    real = _cupy_dense.linear_recurrence
-
-    def counting(p):
-        count[0] += 1
-        return real(p)
-
-    monkeypatch.setattr(_cupy_dense, "linear_recurrence", counting)
-    return count
+    return count_full_path(_cupy_dense)
 
 
 # (lanes, T, n, method, options); A "varying" (lanes, T, n, n), "invariant" (n, n), "shared"
