@@ -774,7 +774,7 @@ def chunk_shape(dt, n, NL, T):
 
 
 def chunked(A, b, h0, dt, reverse, out):
-    """The dense scan in three kernel launches over chunks of ``L`` steps; writes ``out`` and returns it.
+    """The dense scan in three kernel launches over chunks of ``L`` steps, into ``out``.
 
     1. ``dense_chunk_products``: for every (lane, chunk) at once, the chunk's
        transition product ``P_c = A[last] ... A[first]`` and its end state
@@ -799,6 +799,7 @@ def chunked(A, b, h0, dt, reverse, out):
     over a chunk: where those products overflow it returns NaN where the loop
     may still be finite (docs/dense.md). Falls back to :func:`sequential`
     with fewer than ``CHUNK_MIN`` chunks or where a pass's kernel does not fit.
+    Returns what a call bound to this signature repeats (:func:`_owned`), or None.
     """
     dt = np.dtype(dt)
     lanes = b.shape[:-2]
@@ -1010,7 +1011,8 @@ def lookback(A, b, h0, dt, reverse, out):
     them given the entering state. ``n`` up to 32 (complex128: 16); larger
     ``n`` go to :func:`chunked`. Results do not depend on timing: every
     entering state is computed by the same function whichever predecessor's
-    state the look-back found.
+    state the look-back found. Returns what a call bound to this signature
+    repeats (:func:`_owned`), or None.
     """
     dt = np.dtype(dt)
     key = (A.shape, A.strides, A.dtype, b.shape, dt, bool(reverse), LOOKBACK_L, LOOKBACK_W,
