@@ -56,3 +56,39 @@ def count_full_path(monkeypatch):
         return calls
 
     return count
+
+
+@pytest.fixture
+def on_streams():
+    """``run(call, n, reps)``: ``n`` threads, each on a CuPy stream of its own, start together
+    and make ``call(i)`` ``reps`` times; returns each thread's last result (any exception is
+    re-raised here)."""
+
+    def run(call, n, reps):
+        import threading
+
+        import cupy
+
+        cupy.cuda.Device().synchronize()
+        out, errors = [None] * n, []
+        barrier = threading.Barrier(n)
+
+        def work(i):
+            try:
+                with cupy.cuda.Stream(non_blocking=True) as s:
+                    barrier.wait()
+                    for _ in range(reps):
+                        out[i] = call(i)
+                    s.synchronize()
+            except Exception as e:  # noqa: BLE001 - reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=work, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        return out
+
+    return run

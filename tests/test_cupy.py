@@ -450,36 +450,15 @@ def test_several_streams_at_once(rng):
         assert_matches(cupy.asnumpy(results[i][:2]), ref, g, tolerance("float32", shape[1]), f"stream {i}")
 
 
-def test_threads_share_plans(rng):
+def test_threads_share_plans(on_streams, rng):
     """Eight threads, each on its own stream, launch the same plans at once (the packed launch
     keeps a parameter buffer per thread): every result matches the loop."""
-    import threading
-
     shape = (6, 9000)  # rows of several tiles: look-back, workspace per stream
     data = [(coefficients(rng, shape, "float32", reset=0.001, high=1.0), values(rng, shape, "float32"))
             for _ in range(8)]
     dev = [(cupy.asarray(a), cupy.asarray(b)) for a, b in data]
-    cupy.cuda.Device().synchronize()
-    out = [None] * len(dev)
-    errors = []
-    barrier = threading.Barrier(len(dev))
-
-    def work(i):
-        try:
-            with cupy.cuda.Stream(non_blocking=True) as s:
-                barrier.wait()
-                for _ in range(20):
-                    out[i] = scanarray.linear_recurrence(*dev[i], backend="cupy", method="lookback")
-                s.synchronize()
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(dev))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    out = on_streams(lambda i: scanarray.linear_recurrence(*dev[i], backend="cupy", method="lookback"),
+                     len(dev), 20)
     for i, (a, b) in enumerate(data):
         _check(out[i], a, b, what=f"thread {i}")
 

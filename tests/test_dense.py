@@ -1178,38 +1178,17 @@ def test_cupy_dense_repeated_calls_on_streams(dense_full_path_calls, rng):
 @pytest.mark.gpu
 @_CUPY_SKIP
 @pytest.mark.parametrize("method", ["lookback", "chunked"])
-def test_cupy_dense_bound_calls_from_threads(dense_full_path_calls, method, rng):
+def test_cupy_dense_bound_calls_from_threads(dense_full_path_calls, on_streams, method, rng):
     """Six threads, each on its own stream, repeat one bound signature at once (parameter buffers
     per thread, a workspace or scratch buffer per stream): every result matches the loop."""
-    import threading
-
     import cupy
 
     lanes, T, n = 4, 300, 16
     data = [_repeat_inputs(rng, lanes, T, n, {}) for _ in range(6)]
     dev = [(cupy.asarray(A), cupy.asarray(b)) for A, b, _ in data]
     scanarray.linear_recurrence(*dev[0], dense=True, backend="cupy", method=method)  # binds
-    cupy.cuda.Device().synchronize()
-    out = [None] * len(dev)
-    errors = []
-    barrier = threading.Barrier(len(dev))
-
-    def work(i):
-        try:
-            with cupy.cuda.Stream(non_blocking=True) as s:
-                barrier.wait()
-                for _ in range(10):
-                    out[i] = scanarray.linear_recurrence(*dev[i], dense=True, backend="cupy", method=method)
-                s.synchronize()
-        except Exception as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(dev))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    out = on_streams(lambda i: scanarray.linear_recurrence(*dev[i], dense=True, backend="cupy", method=method),
+                     len(dev), 10)
     assert dense_full_path_calls[0] == 1
     for i, (A, b, _) in enumerate(data):
         _check_dense(out[i], A, b, None, False, "float32", f"thread {i}")
