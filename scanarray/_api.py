@@ -262,7 +262,7 @@ def linear_recurrence(
             full_b = tuple(b.shape) == shape and getattr(b, "ndim", 0) > 0
             if full_b and not (kind == "cupy" and b.flags.c_contiguous):
                 alloc = functools.partial(xp.empty_like, dtype=out_dtype)
-            else:  # (C order either way: CuPy's empty costs a few us of host time less than empty_like)
+            else:  # C order either way; CuPy's empty does less Python work than empty_like
                 alloc = lambda _b: xp.empty(shape, dtype=out_dtype)  # noqa: E731
             result = alloc(b)
         else:

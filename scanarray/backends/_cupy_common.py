@@ -318,8 +318,8 @@ class Binder:
 
     A loop calling the public function on arrays of one signature (shapes, strides, dtypes,
     arguments) repeats the same validation, views and plan lookup every time: 28-45 us of host
-    time a diagonal call on the H200's host (docs/gpu.md), 22-66 us a dense one, while a small
-    scan runs for a few. The public function keeps, per signature, the bound call this makes
+    time a diagonal call on the H200's host (docs/gpu.md), 41-236 us a dense one (docs/dense.md),
+    while a small scan runs for a few. The public function keeps, per signature, the bound call this makes
     (``scanarray._api._FAST``), which checks what the signature does not fix (device, pointer
     alignment, overlap of ``out`` with the inputs, the tunables) and repeats the launches on the
     new pointers; any difference sends the call through the full path.
