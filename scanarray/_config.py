@@ -5,7 +5,96 @@ Every threshold here cites the measurement it came from (machine, date, script).
 
 from __future__ import annotations
 
+import sys
+import types
+
 __all__ = ["CUPY_SCAN", "cupy_auto_method", "cupy_dense_auto_method", "numpy_dense_auto_method"]
+
+
+# --------------------------------------------------------------------------- changes to tunables
+# A CuPy call bound to its signature (``_cupy_common.Binder``) must notice when a tunable it was
+# planned under changes (tests and sweeps patch them). Rebuilding and comparing every tunable on
+# every call cost 0.6 us of a diagonal call's ~8 us of host time (H200 host, 2026-11-22,
+# docs/gpu.md); instead every change advances one counter, which a bound call compares. Changes
+# are attribute assignments on the modules holding tunables (``track``; Python's documented
+# module ``__class__`` assignment, reference manual 3.3.2.1) and item assignments in their dicts
+# (``_Tunables``).
+_GENERATION = [0]
+
+
+def generation() -> int:
+    """How many times a tunable has changed since import."""
+    return _GENERATION[0]
+
+
+def _changed():
+    _GENERATION[0] += 1
+
+
+def _tracked(v):
+    return _Tunables(v) if type(v) is dict else v
+
+
+class _Tunables(dict):
+    """A dict of tunables (its dict values become ``_Tunables`` too) whose changes count in
+    :func:`generation`."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        for k, v in super().items():
+            if type(v) is dict:
+                super().__setitem__(k, _Tunables(v))
+
+    def __setitem__(self, k, v):
+        _changed()
+        super().__setitem__(k, _tracked(v))
+
+    def __delitem__(self, k):
+        _changed()
+        super().__delitem__(k)
+
+    def update(self, *args, **kw):
+        for k, v in dict(*args, **kw).items():
+            self[k] = v
+
+    def __ior__(self, other):
+        self.update(other)
+        return self
+
+    def setdefault(self, k, default=None):
+        if k not in self:
+            self[k] = default
+        return self[k]
+
+    def pop(self, *args):
+        _changed()
+        return super().pop(*args)
+
+    def popitem(self):
+        _changed()
+        return super().popitem()
+
+    def clear(self):
+        _changed()
+        super().clear()
+
+
+class _TunableModule(types.ModuleType):
+    """A module whose attribute assignments count in :func:`generation`."""
+
+    def __setattr__(self, name, value):
+        _changed()
+        super().__setattr__(name, value)
+
+    def __delattr__(self, name):
+        _changed()
+        super().__delattr__(name)
+
+
+def track(module_name: str) -> None:
+    """Count assignments to ``module_name``'s attributes in :func:`generation` (its tunables)."""
+    sys.modules[module_name].__class__ = _TunableModule
+
 
 #: Tile shapes of the CuPy diagonal kernels (scanarray/backends/cuda/scan.cu), keyed by the
 #: compute dtype's itemsize. ``rows``: (threads, steps per thread, min blocks per SM) of the
@@ -281,3 +370,9 @@ def numpy_dense_auto_method(problem):
     if n <= 4 or (a_lanes == lanes and a_lanes * T * n * n * dt.itemsize <= NUMPY_CR_MAX_BYTES):
         return "cyclic_reduction"
     return "chunked"
+
+
+for _name in ("CUPY_SCAN", "DENSE_STEP_US", "DENSE_CR_NS", "DENSE_CHUNK_FMA_PER_MS", "DENSE_CHUNK_MMA_PER_MS"):
+    globals()[_name] = _Tunables(globals()[_name])
+del _name
+track(__name__)

@@ -146,3 +146,20 @@ def test_parameters_ending_short_of_8_bytes(launches):
     assert p._size == 20
     p.launch(sys.modules["cupy"], 2, 32, sample)
     assert _launched(p, launches[-1]) == struct.pack("<QqI", 0, 3, 5)
+
+
+def test_role_bound_launch_packs_roles_anywhere(launches, rng):
+    """A dense launch's roles (pointers, scratch offsets, a workspace's counter and epoch) sit at
+    any positions; each call packs them from its values and leaves the rest as the template."""
+    template = [np.int64(rng.integers(1, 2**33)), 0, np.int32(7), 0, np.uint64(0), np.int32(3), 0,
+                np.uint32(0), np.float32(0.5), 0]
+    roles = ((1, 0, 0), (3, 4, 4096), (4, 6, 0), (6, 2, 0), (7, 7, 0), (9, 4, 0))
+    p = _launcher(template)
+    go = p.bind_roles(9, 64, 1024, template, roles)
+    for _ in range(3):
+        vals = _ptrs(rng) + [int(rng.integers(1, 2**47)), 2**40, int(rng.integers(0, 2**60)), 17]
+        go(99, vals)
+        want = list(template)
+        for i, slot, offset in roles:
+            want[i] = vals[slot] + offset
+        assert _launched(p, launches[-1]) == _packed(p, want)

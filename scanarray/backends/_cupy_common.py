@@ -22,6 +22,8 @@ import threading
 
 import numpy as np
 
+from .. import _config
+
 __all__ = [
     "PACKED_LAUNCH",
     "SOURCE_DIR",
@@ -291,6 +293,34 @@ class PackedLauncher:
 
         return go
 
+    def bind_roles(self, grid, threads, shared_mem, template, roles):
+        """``go(stream_ptr, vals)``: this launch with the arguments of ``template`` (holding no
+        arrays), except argument ``i`` set to ``vals[slot] + offset`` for each ``(i, slot, offset)``
+        of ``roles``. For calls bound to a signature whose launches take their pointers and
+        workspace at any positions (the dense kernels); only those arguments are packed per call."""
+        import struct
+
+        from cupy.cuda import driver
+
+        if self._arrays:
+            return None
+        fptr, launch, full = self._fptr, driver.launchKernel, self._pack
+        packers = tuple((struct.Struct("<" + self._pieces[i].lstrip("x")).pack_into, int(self._offsets[i]), slot, offset)
+                        for i, slot, offset in roles)
+        local = threading.local()
+
+        def go(stream_ptr, vals):
+            bufs = getattr(local, "bufs", None)
+            if bufs is None:
+                bufs = local.bufs = self._new_buffers()
+                full(bufs[0], 0, *template)
+            buf = bufs[0]
+            for pack, at, slot, offset in packers:
+                pack(buf, at, vals[slot] + offset)
+            launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, bufs[2], 0)
+
+        return go
+
     def launch(self, cupy, grid, threads, args, shared_mem=0):
         buf, _, params = self._buffers()
         if self._arrays:
@@ -327,13 +357,14 @@ class Binder:
     ``plan_`` has ``launch_ptrs(cupy, pa, pb, po, ph0, dev)`` (the launches on device pointers of
     the canonical views: ``a``, ``b``, the result and the initial state, None for zeros) and
     ``direct(dev)`` (a faster ``go(stream_ptr, pa, pb, po, ph0)`` doing the same, or None);
-    ``fingerprint()`` returns the settings the plan was made under (tunables, ``method="auto"``
-    rules; a tuple, whose dicts of scalars a bound call compares with copies taken when it was
-    bound) and ``pa`` ... ``ph0`` are the pointers this call launched on.
+    ``pa`` ... ``ph0`` are the pointers this call launched on. The plan was made under the
+    tunables and ``method="auto"`` rules of ``_config.generation()`` at construction: a bound
+    call compares that count, which any change to them advances.
     """
 
-    def __init__(self, plan_, dev, fingerprint, pa, pb, po, ph0):
-        self.plan, self.dev, self.fingerprint = plan_, dev, fingerprint
+    def __init__(self, plan_, dev, pa, pb, po, ph0):
+        self.plan, self.dev = plan_, dev
+        self.generation = _config.generation()
         self.ptrs = (pa, pb, po, ph0)
 
     def __call__(self, a, a_const, b, h0, result, alloc):
@@ -345,28 +376,30 @@ class Binder:
 
         plan_, dev = self.plan, self.dev
         pa, pb, po, ph0 = self.ptrs
-        fingerprint = self.fingerprint
-        # a snapshot: the fingerprint may hold dicts (of scalars) that are changed in place
-        fp = tuple(dict(x) if type(x) is dict else x for x in fingerprint())
+        gen0, generation = self.generation, _config._GENERATION
+        # With one visible device every array and the current device are that one: the checks
+        # of devices below are skipped (~0.3 us a call).
+        multi = cupy.cuda.runtime.getDeviceCount() > 1
         getdev, stream = cupy.cuda.runtime.getDevice, cupy.cuda.get_current_stream
-        off_b, off_o = pb - b.data.ptr, po - result.data.ptr
-        off_a = pa - a.data.ptr
+        # the caller's pointers this call launched on, and the views' offsets from them; a new
+        # pointer keeps the planned alignment (modulo 16) where it differs by a multiple of 16
+        ra0, rb0, ro0 = a.data.ptr, b.data.ptr, result.data.ptr
+        off_a, off_b, off_o = pa - ra0, pb - rb0, po - ro0
         stream0 = stream().ptr
         ext_a, ext_b, ext_o = _extent(a), _extent(b), _extent(result)
         ext_h = None if h0 is None else _extent(h0)
         if h0 is not None and ph0 != h0.data.ptr:
             return None
-        align = (pa % 16, pb % 16, po % 16)
         const = a if a_const else None
         go = plan_.direct(dev)  # None: launch through the plan (a kernel launched through CuPy's call)
         # out=b exactly is the one overlap allowed (shapes and dtypes are in the signature)
         in_place_ok = result.shape == b.shape and result.strides == b.strides and result.dtype == b.dtype
 
         def call(a_, b_, h0_, out_):
-            if getdev() != dev or fingerprint() != fp:  # another device, or changed tunables
+            if generation[0] != gen0:  # changed tunables
                 return None
             db = b_.data
-            if db.device_id != dev:
+            if multi and (getdev() != dev or db.device_id != dev):
                 return None
             rb = db.ptr
             if const is not None:
@@ -375,12 +408,12 @@ class Binder:
                     return None
             else:
                 da = a_.data
-                if da.device_id != dev:
+                if multi and da.device_id != dev:
                     return None
                 ra = da.ptr
             if h0_ is not None:
                 dh = h0_.data
-                if dh.device_id != dev:
+                if multi and dh.device_id != dev:
                     return None
                 rh = dh.ptr
             if out_ is None:
@@ -388,7 +421,7 @@ class Binder:
                 ro = res.data.ptr
             else:
                 do = out_.data
-                if do.device_id != dev:
+                if multi and do.device_id != dev:
                     return None
                 res, ro = out_, do.ptr
                 # an out overlapping an input (other than out=b itself) needs the full path's copies
@@ -399,9 +432,9 @@ class Binder:
                     return None
                 if h0_ is not None and lo < rh + ext_h[1] and rh + ext_h[0] < hi:
                     return None
-            qa, qb, qo = ra + off_a, rb + off_b, ro + off_o
-            if (qa % 16, qb % 16, qo % 16) != align:
+            if ((ra - ra0) | (rb - rb0) | (ro - ro0)) & 15:
                 return None
+            qa, qb, qo = ra + off_a, rb + off_b, ro + off_o
             if go is not None:
                 go(stream().ptr, qa, qb, qo, None if h0_ is None else rh)
             else:
@@ -416,3 +449,6 @@ def raw_args(args):
     ``numpy.uint64``, so that each is passed as the kernel's 8-byte pointer parameter by value
     whatever integer type CuPy would give a Python int."""
     return tuple(np.uint64(x) if type(x) is int else x for x in args)
+
+
+_config.track(__name__)  # PACKED_LAUNCH counts as a change for bound calls

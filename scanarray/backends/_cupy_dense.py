@@ -76,7 +76,7 @@ from .. import _config as _settings
 from .. import _dense
 from . import _cupy_common as _common
 from ._cupy_common import Binder
-from ._cupy_scan import _workspace
+from ._cupy_scan import _workspace, _workspace_at
 
 __all__ = ["KERNEL", "chunked", "full_precision", "linear_recurrence", "lookback", "sequential"]
 
@@ -124,7 +124,7 @@ def linear_recurrence(p):
         dev = cupy.cuda.runtime.getDevice()
         if done is not None and p.b.data.device_id == dev:
             # launches on the caller's own memory: a repeated call can go straight to them
-            p.bind = Binder(done[0], dev, _fingerprint, *done[1:])
+            p.bind = Binder(done[0], dev, *done[1:])
         return p.out
     with full_precision():
         h = _dense.METHODS[p.method](cupy, p.a, p.b, p.initial, p.dtype, reverse=p.reverse, out=p.out)
@@ -208,7 +208,38 @@ class _Launches:
         self.work, self.ws, self.phases = work, ws, phases
 
     def direct(self, dev):
-        return None  # the Binder calls launch_ptrs
+        """For bound calls: ``go(stream_ptr, pa, pb, po, ph0)`` doing what :meth:`launch_ptrs` does,
+        with each launch's arguments packed once and only the roles packed per call; None where a
+        launch is not packed (diagnostics, ``PACKED_LAUNCH`` off) or phases are timed."""
+        if self.phases and PHASE_EVENTS is not None:
+            return None
+        gos = []
+        for f, blocks, threads, shared, template, roles in self.steps:
+            packed = _launchers.get(f) if (LOOKBACK_DIAG is None and _common.PACKED_LAUNCH) else None
+            go = packed.bind_roles(blocks, threads, shared, [0 if isinstance(x, _Role) else x for x in template],
+                                   roles) if packed else None
+            if go is None:
+                return None
+            gos.append(go)
+        work, ws_spec, first_blocks = self.work, self.ws, self.steps[0][1]
+        empty, u8 = cupy.empty, np.uint8
+
+        def go(stream_ptr, pa, pb, po, ph0):
+            vals = [pa, pb, po, pb if ph0 is None else ph0, 0, 0, 0, 0]
+            if work:
+                scratch = empty(work, u8)  # back to the pool for this stream at return, as in launch_ptrs
+                vals[4] = scratch.data.ptr
+            if ws_spec is None:
+                for g in gos:
+                    g(stream_ptr, vals)
+                return
+            ws = _workspace_at(dev, stream_ptr, *ws_spec)
+            with ws.launching(first_blocks):
+                vals[5:] = ws.ptr, ws.counter, ws.epoch
+                for g in gos:
+                    g(stream_ptr, vals)
+
+        return go
 
     def launch_ptrs(self, cupy, pa, pb, po, ph0, dev=None):
         """Launch on the current device and stream (``ph0`` None: no initial state)."""
@@ -239,20 +270,6 @@ class _Launches:
         if ev is not None:
             ev.append(cupy.cuda.Event())
             ev[-1].record()
-
-
-def _fingerprint():
-    """The settings dense plans and the ``auto`` choice depend on besides a call's signature (a
-    call bound to a signature goes through the full path once they change)."""
-    c = _settings
-    return (KERNEL, STAGES, EXCHANGE, ROW_BYTES, DIAG, CHUNK_L, CHUNK_FACTOR, CHUNK_R, CHUNK_D, CHUNK_MIN,
-            CHUNK_MMA, CHUNK_MMA_MINB, CHUNK_MMA_SPLIT, CHUNK_MMA_FRESH, CHUNK_MMA_WG, _MMA_WG, RERUN_STAGES,
-            RERUN_ROW_BYTES, PHASE_EVENTS is None, LOOKBACK_L, LOOKBACK_W, LOOKBACK_RING, LOOKBACK_DEPTH,
-            LOOKBACK_DIAG is None, LOOKBACK_MMA, LOOKBACK_MINW, LOOKBACK_SPLIT, LOOKBACK_FRESH, LOOKBACK_MAX_N,
-            _common.PACKED_LAUNCH, c.DENSE_FIXED_MS, c.DENSE_STEP_US, c.DENSE_ONE_LANE_MS, c.DENSE_CR_FLOOR_MS,
-            c.DENSE_CR_NS, c.DENSE_PREFIX_MAX_WORK, c.DENSE_CHUNK_FMA_PER_MS, c.DENSE_CHUNK_MMA_PER_MS,
-            c.DENSE_CHUNK_MMA_PADDED, c.DENSE_LOOKBACK_MAX_N, c.DENSE_CHUNK_N, c.DENSE_CHUNK_MIN_LANES,
-            c.DENSE_CHUNK_MIN_T)  # (the dicts themselves: the Binder keeps a deep copy to compare)
 
 
 def _allow_shared(f, shared):
@@ -1106,3 +1123,6 @@ def _lb_plan(A, b, dt, reverse):
     ring = _lb_ring(dt, N, L, W, inv)
     tail = (np.int32(T), np.int32(n), np.int32(L), np.int32(C), np.int32(bool(reverse)), np.int32(ring))
     return (f, smem, grid, 32 * W, full_a, np.int64(a_lane), np.int32(inv), (rec, np.int64(rec)), N, C, L, tail)
+
+
+_settings.track(__name__)  # its tunables count as changes for bound calls (_config.generation)

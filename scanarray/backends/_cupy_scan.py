@@ -32,7 +32,6 @@ References
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 
@@ -98,7 +97,7 @@ def linear_recurrence(p):
             # host time a call against 19-20 us bound, 9 us with the direct look-back launch, one
             # long row on the H200's host, benchmarks/diag_onecall.py)
             ptrs = tuple(None if x is None else x.data.ptr for x in (a, b, out, h0))
-            p.bind = _common.Binder(plan_, dev, functools.partial(_fingerprint, dt.itemsize), *ptrs)
+            p.bind = _common.Binder(plan_, dev, *ptrs)
     return p.out
 
 
@@ -126,16 +125,6 @@ def _scan(cupy, a, b, out, h0, dt, method):
     plan_ = plan(a, b, out, dt, method, ns, ss)
     plan_.launch(cupy, a, b, out, h0)
     return plan_
-
-
-# --------------------------------------------------------------------------- repeated calls
-# (a call's launch bound to its signature: _cupy_common.Binder)
-
-
-def _fingerprint(cs):
-    """Everything besides the signature that a plan and the auto choice depend on."""
-    return (_tunables(_config.CUPY_SCAN, cs), _config.SEQ_MAX_T_ROWS, _config.SEQ_MIN_LANES, _config.SEQ_MAX_T,
-            _common.PACKED_LAUNCH)
 
 
 _ONE, _ZERO = np.int32(1), np.int32(0)
@@ -486,3 +475,6 @@ def _workspace_at(dev, stream_ptr, rec_size, slots):
             ws = _Workspace(cupy_mod(), max(need, 2 * ws.nbytes if ws is not None else 1 << 20))
             _workspaces[key] = ws
     return ws
+
+
+_config.track(__name__)  # its tunables (_EPOCH_LIMIT, ...) count as changes for bound calls
