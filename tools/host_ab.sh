@@ -13,7 +13,8 @@ git archive "$rev" | tar -x -C "$old"
 date -u +"host_ab: $rev against this tree, $rounds rounds, start %H:%M:%S UTC"
 for ((i = 0; i < rounds; i++)); do
   python3 benchmarks/profile_host.py --tsv new >> "$tsv"
-  (cd "$old" && PYTHONPATH="/tmp/site:$old" python3 benchmarks/profile_host.py --tsv old >> "$tsv")
+  # this tree's script, REV's package (the script puts only its own directory before PYTHONPATH)
+  (cd "$old" && PYTHONPATH="/tmp/site:$old" python3 "$here/benchmarks/profile_host.py" --tsv old >> "$tsv")
 done
 date -u +"host_ab: end %H:%M:%S UTC"
 python3 - "$tsv" "$rev" <<'PY'
