@@ -122,6 +122,7 @@ def main():
         parts()
         return
     if args.tsv:
+        print(f"profile_host: scanarray from {os.path.dirname(scanarray.__file__)}", file=sys.stderr)
         for name, fn in CASES.items():
             print(f"{args.tsv}\t{name}\t{per_call_us(fn):.2f}", flush=True)
         return

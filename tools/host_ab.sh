@@ -6,15 +6,16 @@
 set -euo pipefail
 rev=${1:?usage: tools/host_ab.sh REV [ROUNDS]}
 rounds=${2:-4}
-here=$PWD
 old=$(mktemp -d)
 tsv=$(mktemp)
 git archive "$rev" | tar -x -C "$old"
+# this tree's scripts (older ones lack --tsv) run on REV's package: they put their own checkout's
+# root first on sys.path, so they must sit in REV's tree
+cp benchmarks/profile_host.py benchmarks/bench_dense.py benchmarks/bench_gpu.py "$old/benchmarks/"
 date -u +"host_ab: $rev against this tree, $rounds rounds, start %H:%M:%S UTC"
 for ((i = 0; i < rounds; i++)); do
   python3 benchmarks/profile_host.py --tsv new >> "$tsv"
-  # this tree's script, REV's package (the script puts only its own directory before PYTHONPATH)
-  (cd "$old" && PYTHONPATH="/tmp/site:$old" python3 "$here/benchmarks/profile_host.py" --tsv old >> "$tsv")
+  (cd "$old" && PYTHONPATH="/tmp/site:$old" python3 benchmarks/profile_host.py --tsv old >> "$tsv")
 done
 date -u +"host_ab: end %H:%M:%S UTC"
 python3 - "$tsv" "$rev" <<'PY'
