@@ -20,8 +20,10 @@ mkdir -p "$out"
 # numba.cuda needs NumPy < 2.5 (tools/gpu_env.sh puts 2.4 in /tmp/site), but asv's benchmark
 # processes drop PYTHONPATH entries from sys.path (the first H200 run imported NumPy 2.5 and every
 # numba_cuda benchmark failed on np.row_stack): install it into the host's own environment, which
-# is bare on every call.
-ls .whl/numpy-2.4*.whl >/dev/null 2>&1 && python3 -m pip install -q --no-index --no-deps .whl/numpy-2.4*.whl
+# is bare on every call. Without PYTHONPATH: tools/gpu_env.sh puts /tmp/site (NumPy 2.4) on it, and
+# pip then finds 2.4 "already satisfied" and leaves the host's 2.5 in place (every numba_cuda
+# benchmark of the H200 runs until 2026-11-22 failed that way).
+ls .whl/numpy-2.4*.whl >/dev/null 2>&1 && env -u PYTHONPATH python3 -m pip install -q --no-index --no-deps .whl/numpy-2.4*.whl
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/asvsite .whl/asv/*.whl \
   || { echo "asv_gpu: asv wheels missing (.whl/asv)"; exit 1; }
 # Peers: accelerated-scan is pure Python (Triton); fpscan compiles a CUDA extension (background, sm_90 only).
