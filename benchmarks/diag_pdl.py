@@ -25,13 +25,17 @@ Usage: python benchmarks/diag_pdl.py
 from __future__ import annotations
 
 import ctypes
-import statistics
+import os
+import sys
 
 import cupy
 import numpy as np
 
 from scanarray.backends import _cupy_common as C
 from scanarray.backends import _cupy_scan
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gpu import queued_us  # noqa: E402
 
 SHAPES = [(2, 256, 65536), (2, 256, 4096), (8, 1024, 4096), (4, 64, 262144), (1, 1, 2**24)]
 PDL = ('asm volatile("griddepcontrol.launch_dependents;" ::: "memory");\n'
@@ -74,23 +78,6 @@ class PdlLaunch:
             raise RuntimeError(f"cuLaunchKernelEx failed with CUresult {status}")
 
 
-def queued_us(fn, stream, spin, burst=50, reps=7):
-    """Median GPU µs per call of ``burst`` calls queued behind a spin kernel."""
-    fn()
-    stream.synchronize()
-    e0, e1 = cupy.cuda.Event(), cupy.cuda.Event()
-    out = []
-    for _ in range(reps):
-        spin((1,), (1,), (np.int64(3_000_000),))
-        e0.record()
-        for _ in range(burst):
-            fn()
-        e1.record()
-        e1.synchronize()
-        out.append(cupy.cuda.get_elapsed_time(e0, e1) * 1e3 / burst)
-    return statistics.median(out)
-
-
 def variants(shape, src, pdl, stream):
     """``(plan, result, buffers to keep alive, {name: call})`` for one float32 shape along its last axis."""
     rs = cupy.random.RandomState(1)
@@ -126,8 +113,6 @@ def variants(shape, src, pdl, stream):
 def main():
     src, pdl = pdl_source(), PdlLaunch()
     stream = cupy.cuda.get_current_stream()
-    spin = cupy.RawKernel("extern \"C\" __global__ void spin(long long c) "
-                          "{ long long t0 = clock64(); while (clock64() - t0 < c) {} }", "spin")
     print("| shape | kernel | shipped us | PDL build, plain launch | PDL build, PDL launch | bit-identical |")
     print("|---|---|---|---|---|---|")
     for shape in SHAPES:
@@ -141,7 +126,7 @@ def main():
                 stream.synchronize()
                 ref = o.copy() if ref is None else ref
                 same &= bool((o == ref).all())
-                times[name] = min(times.get(name, 1e9), queued_us(call, stream, spin))
+                times[name] = min(times.get(name, 1e9), queued_us(call))
         print(f"| {shape} | {plan.kind} {plan.grid}x{plan.threads} | " +
               " | ".join(f"{t:.1f}" for t in times.values()) + f" | {same} |", flush=True)
 
