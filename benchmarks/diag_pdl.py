@@ -14,7 +14,7 @@ alone), bursts of 50 calls of:
 
 Each variant's result is compared bit for bit with the shipped kernel's.
 
-Result (H200, 2026-11-22 04:45 UTC, benchmarks/results/host_2026-11-22.md, H): the PDL launch
+Result (H200, 2026-11-22 about 04:41 UTC, benchmarks/results/host_2026-11-22.md, H): the PDL launch
 takes (2, 256, 4096) from 6.2 to 5.3 us a call, (8, 1024, 4096) 95.7 -> 93.7, one row of 2**24
 73.7 -> 71.5, (2, 256, 65536) 105.4 -> 104.6, but (4, 64, 262144) 206.9 -> 222.6 us; not
 adopted (the ctypes launch costs more host time than it saves on the host-bound small shapes).
