@@ -13,9 +13,10 @@ __all__ = ["CUPY_SCAN", "cupy_auto_method", "cupy_dense_auto_method", "numpy_den
 
 # --------------------------------------------------------------------------- changes to tunables
 # A CuPy call bound to its signature (``_cupy_common.Binder``) must notice when a tunable it was
-# planned under changes (tests and sweeps patch them). Rebuilding and comparing every tunable on
-# every call cost 0.6 us of a diagonal call's ~8 us of host time (H200 host, 2026-11-22,
-# docs/gpu.md); instead every change advances one counter, which a bound call compares. Changes
+# planned under changes (tests and sweeps patch them). Rebuilding every tunable on every call took
+# 0.44 us of a diagonal call's ~8 us of host time, before the comparison (H200 host, 2026-11-22,
+# benchmarks/results/host_2026-11-22.md); instead every change advances one counter, which a bound
+# call compares. Changes
 # are attribute assignments on the modules holding tunables (``track``; Python's documented
 # module ``__class__`` assignment, reference manual 3.3.2.1) and item assignments in their dicts
 # (``_Tunables``).

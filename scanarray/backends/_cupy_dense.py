@@ -76,7 +76,7 @@ from .. import _config as _settings
 from .. import _dense
 from . import _cupy_common as _common
 from ._cupy_common import Binder
-from ._cupy_scan import _workspace, _workspace_at
+from ._cupy_scan import _workspace_at
 
 __all__ = ["KERNEL", "chunked", "full_precision", "linear_recurrence", "lookback", "sequential"]
 
@@ -171,16 +171,17 @@ def _module():
 
 class _Role:
     """An argument of a planned launch that each call fills in (see :class:`_Launches`): value
-    ``slot`` of the call's list, plus ``offset``."""
+    ``slot`` of the call's list, plus ``offset``; ``cast`` gives it its parameter's type where CuPy's
+    own launch call (or the first packed launch, whose argument types fix the layout) needs one."""
 
-    __slots__ = ("offset", "slot")
+    __slots__ = ("cast", "offset", "slot")
 
-    def __init__(self, slot, offset=0):
-        self.slot, self.offset = slot, offset
+    def __init__(self, slot, offset=0, cast=None):
+        self.slot, self.offset, self.cast = slot, offset, cast
 
 
 _A, _B, _OUT, _H0 = _Role(0), _Role(1), _Role(2), _Role(3)
-_WS, _WS_COUNTER, _WS_EPOCH = _Role(5), _Role(6), _Role(7)
+_WS, _WS_COUNTER, _WS_EPOCH = _Role(5), _Role(6, cast=np.uint64), _Role(7, cast=np.uint32)
 
 
 def _work(offset):
@@ -203,9 +204,25 @@ class _Launches:
 
     def __init__(self, steps, work=0, ws=None, phases=False):
         self.steps = [(f, int(blocks), int(threads), shared, list(args),
-                       tuple((i, r.slot, r.offset) for i, r in enumerate(args) if isinstance(r, _Role)))
+                       tuple((i, r.slot, r.offset, r.cast) for i, r in enumerate(args) if isinstance(r, _Role)))
                       for f, blocks, threads, shared, args in steps]
         self.work, self.ws, self.phases = work, ws, phases
+
+    def _call(self, stream_ptr, pa, pb, po, ph0, dev, run):
+        """Fill one call's values of the roles and ``run(stream_ptr, vals)``: the operands, the
+        scratch buffer (from CuPy's pool on this stream; back to the pool at return, where later
+        work is ordered after these launches) and the stream's look-back workspace."""
+        vals = [pa, pb, po, pb if ph0 is None else ph0, 0, 0, 0, 0]
+        if self.work:
+            scratch = cupy.empty(self.work, np.uint8)
+            vals[4] = scratch.data.ptr
+        if self.ws is None:
+            run(stream_ptr, vals)
+            return
+        ws = _workspace_at(dev, stream_ptr, *self.ws)
+        with ws.launching(self.steps[0][1]):
+            vals[5:] = ws.ptr, ws.counter, ws.epoch
+            run(stream_ptr, vals)
 
     def direct(self, dev):
         """For bound calls: ``go(stream_ptr, pa, pb, po, ph0)`` doing what :meth:`launch_ptrs` does,
@@ -217,52 +234,31 @@ class _Launches:
         for f, blocks, threads, shared, template, roles in self.steps:
             packed = _launchers.get(f) if (LOOKBACK_DIAG is None and _common.PACKED_LAUNCH) else None
             go = packed.bind_roles(blocks, threads, shared, [0 if isinstance(x, _Role) else x for x in template],
-                                   roles) if packed else None
+                                   [r[:3] for r in roles]) if packed else None
             if go is None:
                 return None
             gos.append(go)
-        work, ws_spec, first_blocks = self.work, self.ws, self.steps[0][1]
-        empty, u8 = cupy.empty, np.uint8
 
-        def go(stream_ptr, pa, pb, po, ph0):
-            vals = [pa, pb, po, pb if ph0 is None else ph0, 0, 0, 0, 0]
-            if work:
-                scratch = empty(work, u8)  # back to the pool for this stream at return, as in launch_ptrs
-                vals[4] = scratch.data.ptr
-            if ws_spec is None:
-                for g in gos:
-                    g(stream_ptr, vals)
-                return
-            ws = _workspace_at(dev, stream_ptr, *ws_spec)
-            with ws.launching(first_blocks):
-                vals[5:] = ws.ptr, ws.counter, ws.epoch
-                for g in gos:
-                    g(stream_ptr, vals)
+        def run(stream_ptr, vals):
+            for g in gos:
+                g(stream_ptr, vals)
 
-        return go
+        call = self._call
+        return lambda stream_ptr, pa, pb, po, ph0: call(stream_ptr, pa, pb, po, ph0, dev, run)
 
     def launch_ptrs(self, cupy, pa, pb, po, ph0, dev=None):
         """Launch on the current device and stream (``ph0`` None: no initial state)."""
-        vals = [pa, pb, po, pb if ph0 is None else ph0, 0, 0, 0, 0]
-        if self.work:
-            scratch = cupy.empty(self.work, np.uint8)
-            vals[4] = scratch.data.ptr
-            # (it goes back to the pool for this stream at return: later work there is ordered
-            # after these launches)
-        if self.ws is None:
-            self._run(vals)
-            return
-        ws = _workspace(cupy, *self.ws)
-        with ws.launching(self.steps[0][1]):
-            vals[5:] = ws.ptr, np.uint64(ws.counter), np.uint32(ws.epoch)
-            self._run(vals)
+        self._call(cupy.cuda.get_current_stream().ptr, pa, pb, po, ph0, cupy.cuda.Device().id if dev is None else dev,
+                   self._run)
 
-    def _run(self, vals):
+    def _run(self, stream_ptr, vals):
+        # (_launch launches on the current stream, which is stream_ptr)
         ev = PHASE_EVENTS if self.phases else None
         for f, blocks, threads, shared, template, roles in self.steps:
             args = template.copy()
-            for i, slot, offset in roles:
-                args[i] = vals[slot] + offset if offset else vals[slot]
+            for i, slot, offset, cast in roles:
+                v = vals[slot] + offset
+                args[i] = v if cast is None else cast(v)
             if ev is not None:
                 ev.append(cupy.cuda.Event())
                 ev[-1].record()
