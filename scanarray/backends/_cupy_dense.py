@@ -574,6 +574,9 @@ CHUNK_MMA_FRESH = None
 #: non-negative data with chains of 8 (over float32's 1e-5), 6.1e-6 with 4, 3.0e-6 with pairs.
 CHUNK_MMA_WG = None
 _MMA_WG = 2
+#: Benchmarks only: ``DENSE_WG_OPT`` of the warpgroup products kernel (bits of its step's
+#: arrangement, dense.cu; None: the shipped one).
+CHUNK_MMA_WG_OPT = None
 _MMA_NS = (16, 32, 64)
 
 
@@ -605,7 +608,8 @@ def _mma_product_plan(N, total, D):
     D = D or (2 if wg else 3 if N == 64 else 4)
     shared = (D * N * N + D * N + 2 * N + (2 * N * N if wg else 0)) * 4
     if wg:  # its own module: sm_90a code (wgmma) runs on compute capability 9.0 only
-        f = get_function("dense.cu", f"dense_chunk_products_mma<{N}, {D}, {wg}>", ("-arch=sm_90a",))
+        opts = ("-arch=sm_90a",) + (() if CHUNK_MMA_WG_OPT is None else (f"-DDENSE_WG_OPT={int(CHUNK_MMA_WG_OPT)}",))
+        f = get_function("dense.cu", f"dense_chunk_products_mma<{N}, {D}, {wg}>", opts)
     else:
         opts = ()
         if CHUNK_MMA_MINB is not None:
@@ -698,8 +702,8 @@ _chunk_plans: dict = {}
 
 def _chunk_plans_for(dt, n, NL, C, vec, aligned):
     """Plans of the three passes (products, carries, rerun), cached per shape; None where one does not fit."""
-    key = (cupy.cuda.runtime.getDevice(), dt, n, NL, C, vec, aligned, CHUNK_R, CHUNK_D, KERNEL, STAGES,
-           EXCHANGE, ROW_BYTES, CHUNK_MMA, CHUNK_MMA_MINB, CHUNK_MMA_SPLIT, CHUNK_MMA_FRESH, CHUNK_MMA_WG,
+    key = (cupy.cuda.runtime.getDevice(), dt, n, NL, C, vec, aligned, CHUNK_MMA_WG_OPT, CHUNK_R, CHUNK_D, KERNEL,
+           STAGES, EXCHANGE, ROW_BYTES, CHUNK_MMA, CHUNK_MMA_MINB, CHUNK_MMA_SPLIT, CHUNK_MMA_FRESH, CHUNK_MMA_WG,
            RERUN_STAGES, RERUN_ROW_BYTES)
     plans = _chunk_plans.get(key)
     if plans is None:
@@ -745,7 +749,7 @@ def _chunk_scalars(NL, C, L, T, n, a_lane, a_time, reverse, has_h0, G, vec, Pc, 
 
 
 @functools.lru_cache(maxsize=64)
-def _wave_slots(dev, N, D, wg):
+def _wave_slots(dev, N, D, wg, opt=None):
     """Blocks of the warpgroup products kernel (``CHUNK_MMA_WG`` = wg) resident on the device at once."""
     f, _, block, shared, _ = _mma_product_plan(N, 1, D)
     per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(f.kernel.ptr, block[0], shared)
@@ -764,7 +768,7 @@ def _whole_waves(dt, n, NL, T, L, C):
     wg = N and _mma_wg(N)
     if not wg:
         return L, C
-    slots = _wave_slots(cupy.cuda.runtime.getDevice(), N, CHUNK_D, wg)
+    slots = _wave_slots(cupy.cuda.runtime.getDevice(), N, CHUNK_D, wg, CHUNK_MMA_WG_OPT)
     waves = NL * C // slots
     if waves < 1:
         return L, C

@@ -885,9 +885,11 @@ __device__ __forceinline__ void dense_wg_commit() {
 #endif
 }
 
+// Waits until at most K of this warpgroup's committed groups are still running (they finish in order).
+template<int K = 0>
 __device__ __forceinline__ void dense_wg_wait() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(K) : "memory");
 #endif
 }
 
@@ -947,6 +949,22 @@ __device__ __forceinline__ int dense_sw(int r, int k) {
 #ifndef DENSE_MMA_FRESH
 #define DENSE_MMA_FRESH 1
 #endif
+// Parts of the warpgroup products kernel's step, as bits (the default: all; benchmarks time each):
+//   1: e <- A[t] e + b[t] inside the split pass, from the A[t] values the pass holds in registers
+//      (before: a pass of its own after the step's MMAs were issued, whose shared-memory loads and
+//      FMAs ptxas interleaved with the MMA issue, delaying it: Nsight Compute, H200, 2026-11-22
+//      05:49 UTC, 34% of the step's stall samples in that stretch);
+//   2 (WG = 2, with 1): the main products' pairs and the small products in alternating commit groups, so
+//      that the tensor pipe holds the next group while a pair is summed (before: each pair waited for
+//      the pipe to drain, 12% of the samples);
+//   4: A[t]'s copies issued from per-thread offsets computed once, unrolled over the rows (before:
+//      swizzled 64-bit addresses recomputed per row in a loop, at the loop head with 22%).
+// Products pass at (8, 4096, 64), H200, medians of 20 (2026-11-22 05:55-06:00 UTC, two rounds each):
+// 0: 285-287 us; 1: 269; 1 + 4: 269; 1 + 2: 263; all: 255 (06:00 UTC, with the split pass's loads
+// and e's FMA chains shortened: 249.5 against 287).
+#ifndef DENSE_WG_OPT
+#define DENSE_WG_OPT 7
+#endif
 // One step of dense_chunk_products_mma<64, D, WG> on warpgroup MMAs: X <- X A[t]^T (X's TF32
 // pieces ah, al come split from d; d receives the new X) and e <- A[t] e + b[t]. split: A[t] is new
 // in shared memory (every step, or once for a time-invariant A).
@@ -955,35 +973,117 @@ __device__ __forceinline__ void dense_wg_step(float (&d)[8][4], unsigned (&ah)[8
                                               const float* Ax, const float* eo, float* en, const float* bx,
                                               unsigned* Bh, unsigned* Bl, bool split, int tid, int w, int g, int c) {
     constexpr int N = 64, CH = WG == 2 ? 1 : 8 / WG;  // accumulators of the main products
-    if (split) {
-        // thread unit u: B row np (n & 7 = u & 7, n >> 3 = u >> 5) and k pieces 4a + m, m = 0..3: the
-        // values A[t][r][16a + 4c + m], c = 0..3, which are one 64-byte run of row r = pi_n(np)
+    // PIPE returns before the separate e pass: it needs E_SPLIT (bit 2 alone skipped e: wrong results)
+    constexpr bool E_SPLIT = DENSE_WG_OPT & 1, PIPE = WG == 2 && (DENSE_WG_OPT & 3) == 3;
+    if (split || E_SPLIT) {
+        // thread unit u = tid + 128 i, i = 0, 1: B row np (n & 7 = u & 7, n >> 3 = u >> 5) and k pieces
+        // 4a + m, m = 0..3: the values A[t][r][16a + 4c + m], c = 0..3, which are one 64-byte run of
+        // row r = pi_n(np). Both units share a = bits 3-4 of tid. Both units' loads first (ILP).
+        const int a = (tid >> 3) & 3;
+        int np[2], r[2];
+        float v[2][4][4];
         #pragma unroll
         for (int i = 0; i < 2; ++i) {
-            const int u = tid + 128 * i, np = (u & 7) | ((u >> 5) << 3), a = (u >> 3) & 3;
-            const int r = dense_pi(np >> 3, (np >> 1) & 3, np & 1);
-            float v[4][4];
+            const int u = tid + 128 * i;
+            np[i] = (u & 7) | ((u >> 5) << 3);
+            r[i] = dense_pi(np[i] >> 3, (np[i] >> 1) & 3, np[i] & 1);
             #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                const float4 x = *reinterpret_cast<const float4*>(Ax + dense_sw<N, WG>(r, 16 * a + 4 * q));
-                v[q][0] = x.x, v[q][1] = x.y, v[q][2] = x.z, v[q][3] = x.w;
-            }
-            #pragma unroll
-            for (int m = 0; m < 4; ++m) {
-                uint4 h, l;
-                sa_tf32_split(v[0][m], h.x, l.x);
-                sa_tf32_split(v[1][m], h.y, l.y);
-                sa_tf32_split(v[2][m], h.z, l.z);
-                sa_tf32_split(v[3][m], h.w, l.w);
-                const int off = dense_cm(np, 4 * (4 * a + m));
-                *reinterpret_cast<uint4*>(Bh + off) = h;
-                *reinterpret_cast<uint4*>(Bl + off) = l;
+                const float4 x = *reinterpret_cast<const float4*>(Ax + dense_sw<N, WG>(r[i], 16 * a + 4 * q));
+                v[i][q][0] = x.x, v[i][q][1] = x.y, v[i][q][2] = x.z, v[i][q][3] = x.w;
             }
         }
-        dense_fence_async_smem();
-        __syncthreads();
+        if constexpr (E_SPLIT) {
+            // row r of A[t] times e: this unit's 16 columns in four short FMA chains, then the row's
+            // four units (lanes 8 apart in this warp)
+            float part[2][4];
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) {
+                const float4 ev = *reinterpret_cast<const float4*>(eo + 16 * a + 4 * q);
+                #pragma unroll
+                for (int i = 0; i < 2; ++i) {
+                    part[i][q] = __fmaf_rn(v[i][q][3], ev.w, __fmaf_rn(v[i][q][2], ev.z,
+                                 __fmaf_rn(v[i][q][1], ev.y, __fmul_rn(v[i][q][0], ev.x))));
+                }
+            }
+            float row[2];
+            #pragma unroll
+            for (int i = 0; i < 2; ++i) row[i] = (part[i][0] + part[i][1]) + (part[i][2] + part[i][3]);
+            #pragma unroll
+            for (int i = 0; i < 2; ++i) row[i] += __shfl_xor_sync(0xffffffffu, row[i], 8);
+            #pragma unroll
+            for (int i = 0; i < 2; ++i) row[i] += __shfl_xor_sync(0xffffffffu, row[i], 16);
+            #pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                if (a == 0) en[r[i]] = row[i] + bx[r[i]];
+            }
+        }
+        if (split) {
+            #pragma unroll
+            for (int i = 0; i < 2; ++i) {
+                #pragma unroll
+                for (int m = 0; m < 4; ++m) {
+                    uint4 h, l;
+                    sa_tf32_split(v[i][0][m], h.x, l.x);
+                    sa_tf32_split(v[i][1][m], h.y, l.y);
+                    sa_tf32_split(v[i][2][m], h.z, l.z);
+                    sa_tf32_split(v[i][3][m], h.w, l.w);
+                    const int off = dense_cm(np[i], 4 * (4 * a + m));
+                    *reinterpret_cast<uint4*>(Bh + off) = h;
+                    *reinterpret_cast<uint4*>(Bl + off) = l;
+                }
+            }
+            dense_fence_async_smem();
+            __syncthreads();
+        }
     }
     float small[8][4], big[CH][8][4];
+    if constexpr (PIPE) {
+        // Commit groups in turn: pair 0 of the main products (into big[0]), then the small products'
+        // k-tiles 0-1 (small); for p = 1..3: wait until only the latest group runs, add pair p - 1 to
+        // d in float32, issue pair p and small's k-tiles 2p, 2p + 1. Each pair is still one fresh
+        // tensor-core accumulation of two k-tiles, summed in float32 (the same rounding as below).
+        const unsigned long long dh = dense_wg_desc(Bh), dl = dense_wg_desc(Bl);
+        dense_wg_fence();
+        dense_wg_mma<0>(big[0], ah[0], dh);
+        dense_wg_mma<1>(big[0], ah[1], dh + 16);
+        dense_wg_commit();
+        dense_wg_mma<0>(small, al[0], dh);
+        dense_wg_mma<1>(small, ah[0], dl);
+        dense_wg_mma<1>(small, al[1], dh + 16);
+        dense_wg_mma<1>(small, ah[1], dl + 16);
+        dense_wg_commit();
+        #pragma unroll
+        for (int p = 1; p < 4; ++p) {
+            dense_wg_wait<1>();
+            dense_hold(big[0]);
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                #pragma unroll
+                for (int q = 0; q < 4; ++q) d[j][q] = p == 1 ? big[0][j][q] : d[j][q] + big[0][j][q];
+            }
+            dense_wg_fence();
+            dense_wg_mma<0>(big[0], ah[2 * p], dh + 32 * p);
+            dense_wg_mma<1>(big[0], ah[2 * p + 1], dh + 32 * p + 16);
+            dense_wg_commit();
+            dense_wg_mma<1>(small, al[2 * p], dh + 32 * p);
+            dense_wg_mma<1>(small, ah[2 * p], dl + 32 * p);
+            dense_wg_mma<1>(small, al[2 * p + 1], dh + 32 * p + 16);
+            dense_wg_mma<1>(small, ah[2 * p + 1], dl + 32 * p + 16);
+            dense_wg_commit();
+        }
+        dense_wg_wait<0>();
+        dense_hold(small);
+        dense_hold(big[0]);
+        dense_hold(ah);
+        dense_hold(al);
+        #pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) d[j][q] = (d[j][q] + big[0][j][q]) + small[j][q];
+        }
+        return;
+    }
     const unsigned long long dh = dense_wg_desc(Bh), dl = dense_wg_desc(Bl);
     dense_wg_fence();
     #pragma unroll
@@ -1004,7 +1104,7 @@ __device__ __forceinline__ void dense_wg_step(float (&d)[8][4], unsigned (&ah)[8
     dense_wg_commit();
     // e <- A[t] e + b[t] meanwhile: warp w owns rows dense_pi(j, g / 2, g % 2) of n-tiles j = 2w, 2w + 1
     #pragma unroll
-    for (int jj = 0; jj < 2; ++jj) {
+    for (int jj = 0; jj < (E_SPLIT ? 0 : 2); ++jj) {
         const int r = dense_pi(2 * w + jj, g >> 1, g & 1);
         float part = 0.f;
         #pragma unroll
@@ -1094,10 +1194,24 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
     __syncthreads();
 
     // Copies: a thread takes a fixed 16-byte column piece (vec) or column, rows strided.
+    // Warpgroup kernel (DENSE_WG_OPT & 4): its rows r0 + 8i and their swizzled pieces, computed once.
+    // dense_sw<64, WG>(r0 + 8i, 4q) = (r0 + 8i) 64 + 4 (q ^ f0 ^ 4 (i & 1)), f0 = (r0 & 1) | ((r0 >> 1) & 2).
+    constexpr bool LEAN = WG > 0 && (DENSE_WG_OPT & 4);
+    const int lq = tid % 16, lr0 = tid / 16, lf0 = (lr0 & 1) | ((lr0 >> 1) & 2);
+    const int lcol_even = 4 * (lq ^ lf0), lcol_odd = 4 * (lq ^ lf0 ^ 4), lsrc = lr0 * n + 4 * lq;
     auto issue_a = [&](long long t, int stage) {
         const float* src = Al + t * a_time;
         float* dst = As + stage * N * N;
-        if (vec) {
+        if (LEAN && vec) {
+            if (4 * lq < n) {
+                const float* sp = src + lsrc;
+                float* dp = dst + lr0 * N;
+                #pragma unroll
+                for (int i = 0; i < N / 8; ++i) {
+                    if (lr0 + 8 * i < n) dense_cp_async<16>(dp + 8 * N * i + (i & 1 ? lcol_odd : lcol_even), sp + 8 * i * n, true);
+                }
+            }
+        } else if (vec) {
             constexpr int Q = N / 4, RS = NTH / Q;
             const int q = tid % Q;
             if (4 * q < n) {
