@@ -852,6 +852,30 @@ def test_cupy_chunked_warpgroup(cupy_chunk, monkeypatch, wg, n, a_shape, rng):
 
 @pytest.mark.gpu
 @_CUPY_SKIP
+@pytest.mark.parametrize("wgopt", [0, 1, 2, 3, 5, 7])
+@pytest.mark.parametrize("wg", [2, 4])
+def test_cupy_chunked_warpgroup_step_arrangements(cupy_chunk, monkeypatch, wgopt, wg, rng):
+    """Every arrangement of the warpgroup kernel's step (``DENSE_WG_OPT``: e in the split pass,
+    pairs in alternating commit groups, copies from precomputed offsets, and the earlier ones they
+    replace) on time-varying and time-invariant A with zero padding (n = 47), against the float64
+    loop; and the same-sign case, whose 1e-5 the pairs' float32 sums keep. Bit 2 alone (the
+    alternating groups without bit 1) once skipped e entirely: it must fall back, not be wrong."""
+    from scanarray.backends import _cupy_dense
+
+    _warpgroup_or_skip()
+    cupy_chunk(L=24)
+    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG", wg)
+    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG_OPT", wgopt)
+    for a_shape in ("varying", "invariant"):
+        _check_products_case(rng, 47, a_shape, f"chunked wg={wg} wgopt={wgopt} {a_shape}")
+    A, b, h0 = _nonnegative_case(rng, 3, 512, 64)
+    _check_chunked(A, b, h0, "float32", False, f"chunked non-negative wg={wg} wgopt={wgopt}")
+    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[7] == wgopt and k[-3] == wg and p]
+    assert plans
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
 def test_cupy_chunked_whole_waves(rng):
     """With the warpgroup products, chunks fill whole waves: 16 lanes of 1024 steps would make 512
     blocks of 32 steps, over one wave of an H200's 396; they become one wave of at most 396."""

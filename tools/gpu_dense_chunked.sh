@@ -121,8 +121,8 @@ if METHOD == "lookback":
     raise SystemExit(0)
 # per-pass GPU time (events between the three launches), the plans, and host time per call, with
 # the products on tensor cores (float32, 9 <= n <= 64, the default) and with FMAs; then variants of
-# the tensor-core kernel at (8, 4096, 64): CHUNK_VARIANTS="L,D,minb,split,fresh,wg;..." (empty
-# or missing: None)
+# the tensor-core kernel at (8, 4096, 64): CHUNK_VARIANTS="L,D,minb,split,fresh,wg,wgopt;..." (empty
+# or missing: None; wgopt: CHUNK_MMA_WG_OPT, the warpgroup kernel's DENSE_WG_OPT)
 def phases(f, reps=20):
     for _ in range(3):
         f()
@@ -135,12 +135,13 @@ def phases(f, reps=20):
         ph.append([cupy.cuda.get_elapsed_time(ev[i], ev[i + 1]) for i in range(3)])
     cd.PHASE_EVENTS = None
     return np.median(np.array(ph), axis=0) * 1e3
-variants = [(None,) * 6] + [v + (None,) * (6 - len(v)) for v in parse_variants(os.environ.get("CHUNK_VARIANTS"))]
+variants = [(None,) * 7] + [v + (None,) * (7 - len(v)) for v in parse_variants(os.environ.get("CHUNK_VARIANTS"))]
 runs = [(s, m, v) for s in ((8, 4096, 64, False), (64, 1024, 16, False), (8, 4096, 32, False), (64, 1024, 16, True))
         for m in (True, False) for v in (variants if (s[2] == 64 and m) else variants[:1])]
-for (B, T, n, inv), mma, (VL, VD, minb, split, fresh, wg) in runs:
+for (B, T, n, inv), mma, (VL, VD, minb, split, fresh, wg, wgopt) in runs:
     cd.CHUNK_MMA, cd.CHUNK_L, cd.CHUNK_D = mma, VL, VD
     cd.CHUNK_MMA_MINB, cd.CHUNK_MMA_SPLIT, cd.CHUNK_MMA_FRESH, cd.CHUNK_MMA_WG = minb, split, fresh, wg
+    cd.CHUNK_MMA_WG_OPT = wgopt
     rs = cupy.random.RandomState(1)
     A = (rs.standard_normal((B, 1 if inv else T, n, n), dtype=cupy.float32) * float(0.9 / (2 * np.sqrt(n) + 1)))
     A = A.astype(cupy.float32)
@@ -151,11 +152,11 @@ for (B, T, n, inv), mma, (VL, VD, minb, split, fresh, wg) in runs:
         med = phases(f)
         issued, per = host_time_us(f, reps=300)
     except Exception as e:  # noqa: BLE001
-        print(f"phases (B={B}, T={T}, n={n}) mma={mma} variant {(VL, VD, minb, split, fresh, wg)}: {e!r}"[:300])
+        print(f"phases (B={B}, T={T}, n={n}) mma={mma} variant {(VL, VD, minb, split, fresh, wg, wgopt)}: {e!r}"[:300])
         continue
     L, C = cd.chunk_shape(np.dtype(np.float32), n, B, T)
     key = [k for k in cd._chunk_plans if k[1] == np.float32 and k[2] == n and k[3] == B and k[4] == C
-           and k[-7:-2] == (mma, minb, split, fresh, wg)][-1]
+           and k[-7:-2] == (mma, minb, split, fresh, wg) and k[7] == wgopt][-1]
     (fp, gp, bp, sp, G), carry, rerun = cd._chunk_plans[key]
     try:
         occ = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fp.kernel.ptr, bp[0], sp)
@@ -163,11 +164,11 @@ for (B, T, n, inv), mma, (VL, VD, minb, split, fresh, wg) in runs:
         occ = "?"
     print(f"phases (B={B}, T={T}, n={n}, A {'invariant' if inv else 'varying'}, L={L}, "
           f"{'tensor-core' if cd._chunk_mma_n(np.dtype(np.float32), n) else 'FMA'} products, D={VD}, minb={minb}, "
-          f"split={split}, fresh={fresh}, wg={wg}): products {med[0]:.1f} us, carries {med[1]:.1f} us, rerun {med[2]:.1f} us "
+          f"split={split}, fresh={fresh}, wg={wg}, wgopt={wgopt}): products {med[0]:.1f} us, carries {med[1]:.1f} us, rerun {med[2]:.1f} us "
           f"(GPU, events, median of 20); host {issued:.1f} us issued, {per:.1f} us per call back-to-back (300 calls); "
           f"products grid {gp} block {bp} smem {sp} regs {fp.num_regs} blocks/SM {occ}")
 cd.CHUNK_MMA, cd.CHUNK_L, cd.CHUNK_D = True, None, None
-cd.CHUNK_MMA_MINB = cd.CHUNK_MMA_SPLIT = cd.CHUNK_MMA_FRESH = cd.CHUNK_MMA_WG = None
+cd.CHUNK_MMA_MINB = cd.CHUNK_MMA_SPLIT = cd.CHUNK_MMA_FRESH = cd.CHUNK_MMA_WG = cd.CHUNK_MMA_WG_OPT = None
 PY
 date -u +"accuracy %H:%M:%S UTC"
 # the tensor-core products' accuracy by variant, on mixed-sign and same-sign data
