@@ -750,7 +750,10 @@ def _chunk_scalars(NL, C, L, T, n, a_lane, a_time, reverse, has_h0, G, vec, Pc, 
 
 @functools.lru_cache(maxsize=64)
 def _wave_slots(dev, N, D, wg, opt=None):
-    """Blocks of the warpgroup products kernel (``CHUNK_MMA_WG`` = wg) resident on the device at once."""
+    """Blocks of the warpgroup products kernel (``CHUNK_MMA_WG`` = wg) resident on the device at once.
+
+    ``opt``: ``CHUNK_MMA_WG_OPT``, which :func:`_mma_product_plan` reads; here only a cache key (an
+    arrangement of the step may use other registers, hence fit other block counts)."""
     f, _, block, shared, _ = _mma_product_plan(N, 1, D)
     per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(f.kernel.ptr, block[0], shared)
     return per_sm * cupy.cuda.Device(dev).attributes["MultiProcessorCount"]
