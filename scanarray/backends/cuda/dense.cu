@@ -903,20 +903,16 @@ __device__ __forceinline__ void dense_fence_async_smem() {
 
 // Registers held here: the compiler may not reuse them for other values before this point (an
 // in-flight wgmma still reads its A fragment) nor read accumulators ahead of dense_wg_wait.
-// X: float (accumulators) or unsigned (TF32 pieces), which take different asm constraints.
+// Accumulators (float) and TF32 pieces (unsigned) take different asm constraints: one overload each.
+__device__ __forceinline__ void dense_hold_one(float& x) { asm volatile("" : "+f"(x) :: "memory"); }
+__device__ __forceinline__ void dense_hold_one(unsigned& x) { asm volatile("" : "+r"(x) :: "memory"); }
+
 template<typename X, int R, int C>
 __device__ __forceinline__ void dense_hold(X (&x)[R][C]) {
-    static_assert(sizeof(X) == 4, "32-bit registers");
     #pragma unroll
     for (int i = 0; i < R; ++i) {
         #pragma unroll
-        for (int j = 0; j < C; ++j) {
-            if constexpr (X(0.5f) != X(0)) {  // a floating-point type
-                asm volatile("" : "+f"(x[i][j]) :: "memory");
-            } else {
-                asm volatile("" : "+r"(x[i][j]) :: "memory");
-            }
-        }
+        for (int j = 0; j < C; ++j) dense_hold_one(x[i][j]);
     }
 }
 
