@@ -823,6 +823,11 @@ def test_cupy_chunked_nonnegative_no_bias(cupy_chunk, monkeypatch, mma, n, rng):
     _check_chunked(A, b, h0, "float32", False, f"chunked non-negative mma={mma} n={n}")
 
 
+# shared bytes of the warpgroup products kernel (ring of 2 steps of A and b, e's double buffer,
+# A[t]'s two TF32 pieces), which the mma.sync kernel's plans do not have
+_WG_SHARED = (2 * 64 * 64 + 2 * 64 + 2 * 64 + 2 * 64 * 64) * 4
+
+
 def _warpgroup_or_skip():
     import cupy
 
@@ -847,7 +852,7 @@ def test_cupy_chunked_warpgroup(cupy_chunk, monkeypatch, wg, n, a_shape, rng):
     monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG", wg)
     _check_products_case(rng, n, a_shape, f"chunked wg={wg} n={n} {a_shape}")
     plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-3] == wg and p]
-    assert plans and plans[-1][0][3] == (2 * 64 * 64 + 2 * 64 + 2 * 64 + 2 * 64 * 64) * 4
+    assert plans and plans[-1][0][3] == _WG_SHARED
 
 
 @pytest.mark.gpu
@@ -870,8 +875,9 @@ def test_cupy_chunked_warpgroup_step_arrangements(cupy_chunk, monkeypatch, wgopt
         _check_products_case(rng, 47, a_shape, f"chunked wg={wg} wgopt={wgopt} {a_shape}")
     A, b, h0 = _nonnegative_case(rng, 3, 512, 64)
     _check_chunked(A, b, h0, "float32", False, f"chunked non-negative wg={wg} wgopt={wgopt}")
+    # every plan made under this arrangement holds the warpgroup kernel (not mma.sync's fallback)
     plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[7] == wgopt and k[-3] == wg and p]
-    assert plans
+    assert plans and all(p[0][3] == _WG_SHARED for p in plans)
 
 
 @pytest.mark.gpu
