@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Accuracy of the CuPy dense tensor-core products (3xTF32) by variant, against a float64 loop.
+"""Accuracy of the CuPy dense tensor-core products (3xTF32, 3xFP16) by variant, against a float64 loop.
 
 The ``lookback`` kernel's chunk maps (n = 16) and the ``chunked`` method's products pass (n = 64,
 and 32 with ``--all``), float32, (4, T, n): random-sign contractive transitions, and non-negative
@@ -29,6 +29,7 @@ SETUPS = [
     ("lookback", 16, 1024, [("tensor cores (default)", {}), ("tensor cores, one chain", {"LOOKBACK_FRESH": 0}),
                             ("tensor cores, cvt.rna", {"LOOKBACK_SPLIT": 1}), ("FMA maps", {"LOOKBACK_MMA": False})]),
     ("chunked", 64, 2048, [("tensor cores (default)", {}), ("tensor cores, one chain", {"CHUNK_MMA_FRESH": 0}),
+                           ("warpgroup MMA, FP16 pieces", {"CHUNK_MMA_WG": 16}),
                            ("warpgroup MMA, chains of 8", {"CHUNK_MMA_WG": 8}),
                            ("warpgroup MMA, chains of 4", {"CHUNK_MMA_WG": 4}),
                            ("warpgroup MMA, pairs", {"CHUNK_MMA_WG": 2}),

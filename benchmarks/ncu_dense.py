@@ -6,8 +6,8 @@ Usage on the CUDA host: ncu --clock-control none -k regex:dense_lookback --launc
     python3 benchmarks/ncu_dense.py [fma|chunked64]
 Three calls (the profiler replays the one it collects); ``fma``: the FMA chunk maps instead of the
 tensor-core ones; ``chunked64``: method ``chunked`` at (8, 4096, 64) instead (profile its products
-pass with ``-k regex:dense_chunk_products_mma``); ``wg=K``, ``L=K``: its ``CHUNK_MMA_WG`` and chunk
-length.
+pass with ``-k regex:dense_chunk_products``); ``wg=K``, ``L=K``: its ``CHUNK_MMA_WG`` (16: the
+products on FP16 pieces) and chunk length.
 """
 
 import sys

@@ -880,6 +880,50 @@ def test_cupy_chunked_warpgroup_step_arrangements(cupy_chunk, monkeypatch, wgopt
     assert plans and all(p[0][3] == _WG_SHARED for p in plans)
 
 
+# shared bytes of the products kernel on FP16 pieces (two buffers of B's hi and lo pieces, a ring
+# of 2 steps of A and b, e and 2^sigma double-buffered)
+_H16_SHARED = (2 * 64 * 64 + 2 * 64 * 64 + 2 * 64 + 4 * 64) * 4
+
+
+def _badly_scaled_case(rng, lanes, T, n, spread):
+    """A similarity transform S A S^-1 of contractive transitions, S = diag(10^u), u spread evenly
+    over [-spread, spread]: the spectrum stays (radius <= 0.99), but entries span 10^(4 spread)
+    within a row and a column, and the state 10^(2 spread); b and h0 scaled alike."""
+    A, b, h0 = _seq_case(rng, "float64", lanes, T, n)
+    s = 10.0 ** np.linspace(-spread, spread, n)
+    A = A * s[:, None] / s[None, :]
+    return A.astype(np.float32), (b * s).astype(np.float32), (h0 * s).astype(np.float32)
+
+
+@pytest.mark.gpu
+@_CUPY_SKIP
+@pytest.mark.parametrize("n", [33, 47, 64])
+def test_cupy_chunked_fp16_pieces(cupy_chunk, monkeypatch, n, rng):
+    """The products on FP16 pieces (``CHUNK_MMA_WG = 16``, the default on sm_90a): time-varying,
+    time-invariant and lane-shared A with zero padding, both directions; same-sign data (float32's
+    1e-5 with the tensor core's truncating accumulation); entries far outside FP16's range (A scaled
+    by 2^-40; rows and columns scaled by 10^-3 .. 10^3, so entries up to 10^5 and down to 10^-7,
+    some rows scaled and some not), which the power-of-two row scales must bring into it. The plan
+    must hold that kernel."""
+    from scanarray.backends import _cupy_dense
+
+    _warpgroup_or_skip()
+    cupy_chunk(L=24)
+    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG", 16)
+    for a_shape in ("varying", "invariant", "shared"):
+        _check_products_case(rng, n, a_shape, f"chunked fp16 n={n} {a_shape}")
+    A, b, h0 = _nonnegative_case(rng, 3, 512, n)
+    _check_chunked(A, b, h0, "float32", False, f"chunked fp16 non-negative n={n}")
+    A, b, h0 = _seq_case(rng, "float32", 3, 100, n)
+    # A's entries near 2^-43, far under FP16's smallest subnormal; b at 2^40
+    As = A * np.float32(2.0**-40)
+    _check_chunked(As, b * np.float32(2.0**40), h0, "float32", False, f"chunked fp16 n={n} tiny A")
+    A, b, h0 = _badly_scaled_case(rng, 3, 100, n, 3.0)
+    _check_chunked(A, b, h0, "float32", True, f"chunked fp16 n={n} badly scaled")
+    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-3] == 16 and p]
+    assert plans and all(p[0][3] == _H16_SHARED for p in plans)
+
+
 @pytest.mark.gpu
 @_CUPY_SKIP
 def test_cupy_chunked_whole_waves(rng):

@@ -566,14 +566,19 @@ CHUNK_MMA_SPLIT = None
 #: Benchmarks only: 0 sums the tensor core's main products in one accumulation chain per output
 #: tile instead of per k-tile in float32 (``DENSE_MMA_FRESH``; biased on same-sign data, dense.cu).
 CHUNK_MMA_FRESH = None
-#: Products for 32 < n <= 64 on Hopper's warpgroup MMAs (``dense_chunk_products_mma<64, D, WG>``,
-#: sm_90a, compute capability 9.0 only): 0 keeps ``mma.sync``; 8, 4 or 2 the length in k-tiles of
+#: Products for 32 < n <= 64 on Hopper's warpgroup MMAs (sm_90a, compute capability 9.0 only): 0
+#: keeps ``mma.sync``; 16 (``_H16``) splits operands into FP16 pieces (``dense_chunk_products_h16``);
+#: 8, 4 or 2 into TF32 pieces (``dense_chunk_products_mma<64, D, WG>``), WG the length in k-tiles of
 #: the main products' tensor-core accumulation chains, summed in float32 (2: one pair at a time).
-#: None: ``_MMA_WG``. At (8, 4096, 64) on an H200 (2026-11-22 00:42 UTC, L = 84): products 293 us
-#: against mma.sync's 471 (L = 64); 1.46e-5 relative error at spectral radius 0.99 on
-#: non-negative data with chains of 8 (over float32's 1e-5), 6.1e-6 with 4, 3.0e-6 with pairs.
+#: None: ``_MMA_WG``. At (8, 4096, 64) on an H200 (2026-11-22 00:42 UTC, L = 84): TF32 pairs 293 us
+#: against mma.sync's 471 (L = 64); 1.46e-5 relative error at spectral radius 0.99 on non-negative
+#: data with chains of 8 (over float32's 1e-5), 6.1e-6 with 4, 3.0e-6 with pairs. FP16 pieces
+#: (07:21 UTC): 210.6 us against TF32 pairs' 257.3, 3.97e-6 on that data.
 CHUNK_MMA_WG = None
-_MMA_WG = 2
+#: ``CHUNK_MMA_WG`` value of the products on FP16 pieces (``dense_chunk_products_h16``: x = hi +
+#: 2^-11 lo in half precision, rows scaled by powers of two into its range; dense.cu).
+_H16 = 16
+_MMA_WG = _H16
 #: Benchmarks only: ``DENSE_WG_OPT`` of the warpgroup products kernel (bits of its step's
 #: arrangement, dense.cu; None: the shipped one).
 CHUNK_MMA_WG_OPT = None
@@ -607,7 +612,10 @@ def _mma_product_plan(N, total, D):
     wg = _mma_wg(N)
     D = D or (2 if wg else 3 if N == 64 else 4)
     shared = (D * N * N + D * N + 2 * N + (2 * N * N if wg else 0)) * 4
-    if wg:  # its own module: sm_90a code (wgmma) runs on compute capability 9.0 only
+    if wg == _H16:  # FP16 pieces: two B buffers of N x N words, e and 2^sigma double-buffered
+        shared = (2 * N * N + D * N * N + D * N + 4 * N) * 4
+        f = get_function("dense.cu", f"dense_chunk_products_h16<{D}>", ("-arch=sm_90a",))
+    elif wg:  # its own module: sm_90a code (wgmma) runs on compute capability 9.0 only
         opts = ("-arch=sm_90a",) + (() if CHUNK_MMA_WG_OPT is None else (f"-DDENSE_WG_OPT={int(CHUNK_MMA_WG_OPT)}",))
         f = get_function("dense.cu", f"dense_chunk_products_mma<{N}, {D}, {wg}>", opts)
     else:

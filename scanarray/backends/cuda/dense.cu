@@ -1339,3 +1339,371 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
         }
     }
 }
+
+// ---- Products on FP16 pieces (sm_90a): dense_chunk_products_h16<D>, N = 64 ----------------------
+// The same pass as dense_chunk_products_mma<64, D, WG> (X <- X A[t]^T over a chunk, e <- A[t] e +
+// b[t]), with each float32 operand split into two half-precision pieces instead of two TF32 ones:
+// x = hi + 2^-11 lo, hi = f16(x), lo = f16((x - hi) 2^11), and X A^T = Xh Bh + 2^-11 (Xh Bl + Xl Bh)
+// with the lo lo term dropped, as in 3xTF32: both keep 11 + 11 significant bits, but wgmma's
+// m64n64k16 FP16 products run at twice the TF32 rate (one instruction per 16 k instead of 8), a
+// piece is half the registers and shared memory, and the accumulator layout of m64nNk16 IS the
+// A-fragment layout of the next step (column 8j + 2c + e of X in slot (n-tile j, c, e); no
+// relabelling, unlike dense_pi for TF32).
+//
+// FP16's range (6e-5 .. 65504 normal) is made to fit by powers of two, which are exact:
+//   * each row m of X whose largest entry lies outside [2^-4, 2^4) is scaled into [0.5, 1) before
+//     the split (its max over the row: a 4-lane quad holds it) and the exponents are summed in R_m,
+//     applied once at the end (scalbnf);
+//   * each row r of A[t] (a column of the result) likewise when it is split; the result's column r
+//     is multiplied back by 2^sigma_r in float32 when the step's products are summed.
+// Rows inside that window, the common case, cost no multiply (dense_h16_scale).
+// Relative to each row's largest entry the pieces keep float32-sized errors (an entry under 2^-14
+// of its row's largest becomes an FP16 subnormal, absolute error <= 2^-35 of that largest).
+//
+// The split of A[t + 1] (and its e) runs while the tensor cores compute step t: the B pieces are
+// double-buffered (2 x 16 KB), which fits 3 blocks per SM with a 2-stage ring of A (65.5 KB each).
+
+// Halves of B element (n, k) in one piece (K-major core matrices of 8 n x 8 k, no swizzle: 128
+// bytes apart along k, 1024 along n: the TF32 layout of dense_cm with 2-byte entries)
+__device__ __forceinline__ int dense_h16_cm(int n, int k) { return (n & 7) * 8 + (k & 7) + (k >> 3) * 64 + (n >> 3) * 512; }
+
+__device__ __forceinline__ unsigned long long dense_h16_desc(const void* p) {
+    return (unsigned long long)((dense_smem_addr(p) & 0x3FFFF) >> 4) | ((128ull >> 4) << 16) | ((1024ull >> 4) << 32);
+}
+
+// Rows of A[t] in shared memory: 16-byte piece q of row r at q ^ (r & 7), so that the split
+// pass's 8-lane phases (rows 8i .. 8i + 7, one piece each) hit 8 different bank groups.
+__device__ __forceinline__ int dense_h16_sw(int r, int k) { return r * 64 + (((k >> 2) ^ (r & 7)) << 2) + (k & 3); }
+
+// {f16(x0) low, f16(x1) high}, rounded to nearest
+__device__ __forceinline__ unsigned dense_h16_pack(float x0, float x1) {
+    unsigned r;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(x1), "f"(x0));
+    return r;
+}
+
+__device__ __forceinline__ float2 dense_h16_unpack(unsigned p) {
+    float2 r;
+    asm("{\n.reg .f16 l, h;\nmov.b32 {l, h}, %2;\ncvt.f32.f16 %0, l;\ncvt.f32.f16 %1, h;\n}" : "=f"(r.x), "=f"(r.y) : "r"(p));
+    return r;
+}
+
+// x = hi + 2^-11 lo for a pair scaled into |x| < 4 (x - hi is exact in float32, and so is its
+// scaling). Scaling lo up keeps entries far below their row's largest: with lo = x - hi unscaled
+// (FP16 spacing 2^-24 near zero), rows and columns scaled by 10^-3 .. 10^3 lost 4.4e-5 relative
+// error (H200, 2026-11-22 07:17 UTC); scaled, 2^-35 of the row's largest.
+__device__ __forceinline__ void dense_h16_split(float x0, float x1, unsigned& hi, unsigned& lo) {
+    hi = dense_h16_pack(x0, x1);
+    const float2 h = dense_h16_unpack(hi);
+    lo = dense_h16_pack(__fmaf_rn(h.x, -2048.f, x0 * 2048.f), __fmaf_rn(h.y, -2048.f, x1 * 2048.f));
+}
+
+// 2^11 hi for an f16x2 pair (exact: |hi| < 4)
+__device__ __forceinline__ unsigned dense_h16_up(unsigned hi) {
+    unsigned r;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(hi), "r"(0x68006800u));
+    return r;
+}
+
+// e with m 2^-e in [0.5, 1) for m >= 0, clamped to [-126, 126] (zero and subnormal m: -126, so m
+// 2^126 < 1; m >= 2^126 or inf: 126, so that 2^-e stays a normal float; m 2^-126 < 4 then, and the
+// pieces of such a row lose low bits: only rows near float32's overflow)
+__device__ __forceinline__ int dense_h16_exp(float m) { return min((__float_as_int(m) >> 23) & 0xff, 252) - 126; }
+
+__device__ __forceinline__ float dense_pow2(int e) { return __int_as_float((127 + e) << 23); }  // e in [-126, 127]
+
+// d = a b (ACC = 0) or d += a b (ACC = 1): m64n64k16, A (f16x2) from registers, B K-major in shared
+// memory (imm-trans-b 0)
+template<int ACC>
+__device__ __forceinline__ void dense_h16_mma(float (&d)[8][4], const unsigned (&a)[4], unsigned long long desc) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
+                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+                   "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+                   "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+                   "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+                   "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+                   "+f"(d[7][2]), "+f"(d[7][3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(ACC));
+#else
+    __trap();  // the host compiles this path for sm_90a only
+#endif
+}
+
+// The step's 12 MMAs go in two tensor-core accumulation chains, summed in float32 (the tensor
+// core's float32 accumulation truncates at each MMA, relative to the running sum, which same-sign
+// data shows): d <- the main products of k-tiles 0-1; small <- the 8 cross products (2^11 times a
+// sum 2^-11 of the result's size), then the main products of k-tiles 2-3 with 2^11 hi pieces of X
+// (exact in FP16), so that small's truncations come at the result's size only twice. Same-sign
+// data (row sums 0.99, (4, 1024, 64), H200 2026-11-22 07:19 UTC): 3.97e-6 relative error; all 4
+// main k-tiles in one chain: 1.06e-5, over float32's 1e-5.
+
+// Rows whose largest entry m lies in [2^-4, 2^4) are split as they are (sigma = 0): FP16 holds them
+// with the pieces' precision (hi < 16, 2^11 lo < 8; an entry under 2^-10 m is an FP16 subnormal,
+// absolute error <= 2^-31 m), and where every row of a warp's unit is such, no multiply is spent.
+__device__ __forceinline__ int dense_h16_scale(float m) {
+    const int e = dense_h16_exp(m);
+    return e >= -3 && e <= 4 ? 0 : e;
+}
+
+// A[t]'s split for the next step: B pieces (row r scaled by 2^-sigma_r) into Bh / Bl, 2^sigma_r
+// into cs, and e <- A[t] e + b[t] from the same float32 values. Thread unit u = tid + 128 i, i = 0,
+// 1: row r = (tid & 7) + 8 (u >> 5) and columns 16a .. 16a + 15, a = bits 3-4 of tid; a row's four
+// units are lanes 8 apart in one warp. Returns whether any of this thread's rows was scaled.
+__device__ __forceinline__ bool dense_h16_split_a(const float* Ax, const float* bx, const float* eo, float* en,
+                                                  unsigned* Bh, unsigned* Bl, float* cs, int tid) {
+    const int a = (tid >> 3) & 3;
+    bool scaled = false;
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        const int r = (tid & 7) + 8 * ((tid >> 5) + 4 * i);
+        float v[16];
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const float4 x = *reinterpret_cast<const float4*>(Ax + dense_h16_sw(r, 16 * a + 4 * q));
+            v[4 * q] = x.x, v[4 * q + 1] = x.y, v[4 * q + 2] = x.z, v[4 * q + 3] = x.w;
+        }
+        float part[4], mx = 0.f;
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const float4 ev = *reinterpret_cast<const float4*>(eo + 16 * a + 4 * q);
+            part[q] = __fmaf_rn(v[4 * q + 3], ev.w, __fmaf_rn(v[4 * q + 2], ev.z,
+                      __fmaf_rn(v[4 * q + 1], ev.y, __fmul_rn(v[4 * q], ev.x))));
+        }
+        #pragma unroll
+        for (int k = 0; k < 16; ++k) mx = fmaxf(mx, fabsf(v[k]));
+        float row = (part[0] + part[1]) + (part[2] + part[3]);
+        row += __shfl_xor_sync(0xffffffffu, row, 8);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+        row += __shfl_xor_sync(0xffffffffu, row, 16);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+        const int sig = dense_h16_scale(mx);
+        scaled |= sig != 0;
+        if (a == 0) {
+            en[r] = row + bx[r];
+            cs[r] = dense_pow2(sig);
+        }
+        if (__any_sync(0xffffffffu, sig != 0)) {  // warp-uniform
+            const float f = dense_pow2(-sig);
+            #pragma unroll
+            for (int k = 0; k < 16; ++k) v[k] *= f;
+        }
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {  // k = 16a + 8h .. 16a + 8h + 7: one 16-byte row of a core matrix
+            uint4 hi, lo;
+            dense_h16_split(v[8 * h], v[8 * h + 1], hi.x, lo.x);
+            dense_h16_split(v[8 * h + 2], v[8 * h + 3], hi.y, lo.y);
+            dense_h16_split(v[8 * h + 4], v[8 * h + 5], hi.z, lo.z);
+            dense_h16_split(v[8 * h + 6], v[8 * h + 7], hi.w, lo.w);
+            const int off = dense_h16_cm(r, 16 * a + 8 * h) / 2;
+            *reinterpret_cast<uint4*>(Bh + off) = hi;
+            *reinterpret_cast<uint4*>(Bl + off) = lo;
+        }
+    }
+    return scaled;
+}
+
+template<int D>
+__global__ void __launch_bounds__(128, 3)
+dense_chunk_products_h16(const float* __restrict__ A, long long a_lane, long long a_time,
+                         const float* __restrict__ B, const float* __restrict__ h0, long long h0_lane,
+                         int has_h0, float* __restrict__ Pout, float* __restrict__ Eout,
+                         int lanes, int C, int L, int steps, int n, int reverse, int G, int vec) {
+    static_assert(D >= 2, "a ring of at least 2 steps");
+    constexpr int N = 64, NTH = 128, PW = N * N / 2;  // words of one piece (N x N halves)
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned* Bp = reinterpret_cast<unsigned*>(smem_raw);  // 2 buffers x (hi, lo) pieces of B
+    float* As = reinterpret_cast<float*>(Bp + 4 * PW);      // D stages of N x N (swizzled rows)
+    float* bs = As + D * N * N;                              // D stages of N
+    float* es = bs + D * N;                                  // e double buffer, 2 x N
+    float* cs = es + 2 * N;                                  // 2^sigma of B's rows, 2 x N
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+
+    const long long gid = blockIdx.x;
+    const long long o = gid / C;
+    const int ch = static_cast<int>(gid - o * C);
+    const bool terminal = reverse ? ch == 0 : ch == C - 1;
+    const int start = ch * L;
+    const int len = (o < lanes && !terminal) ? min(L, steps - start) : 0;  // uniform per block
+    const bool varying = a_time != 0;
+    const float* Al = A + (o < lanes ? o : 0) * a_lane;
+    const float* Bl = B + (o < lanes ? o : 0) * (long long)steps * n;
+
+    for (int i = tid; i < D * N * N + D * N + 4 * N; i += NTH) As[i] = 0.f;  // zero padding
+    __syncthreads();
+
+    // Copies: 16-byte piece lq of rows lr0 + 8i (its swizzled place lq ^ lr0 the same for every i),
+    // or single columns where rows are not 16-byte aligned
+    const int lq = tid % 16, lr0 = tid / 16;
+    auto issue_a = [&](long long t, int stage) {
+        const float* src = Al + t * a_time;
+        float* dst = As + stage * N * N;
+        if (vec && n == N) {  // whole rows: no tests
+            const float* sp = src + lr0 * N + 4 * lq;
+            float* dp = dst + lr0 * N + 4 * (lq ^ lr0);
+            #pragma unroll
+            for (int i = 0; i < N / 8; ++i) dense_cp_async<16>(dp + 8 * N * i, sp + 8 * N * i, true);
+        } else if (vec) {
+            if (4 * lq < n) {
+                const float* sp = src + lr0 * n + 4 * lq;
+                float* dp = dst + lr0 * N + 4 * (lq ^ lr0);
+                #pragma unroll
+                for (int i = 0; i < N / 8; ++i) {
+                    if (lr0 + 8 * i < n) dense_cp_async<16>(dp + 8 * N * i, sp + 8 * i * n, true);
+                }
+            }
+        } else {
+            const int k = tid % N;
+            if (k < n) {
+                for (int r = tid / N; r < n; r += NTH / N) dense_cp_async<4>(dst + dense_h16_sw(r, k), src + r * n + k, true);
+            }
+        }
+    };
+    auto issue = [&](int s, int stage) {
+        const long long t = reverse ? start + len - 1 - s : start + s;
+        if (varying) issue_a(t, stage);
+        if (tid < n) dense_cp_async<4>(bs + stage * N + tid, Bl + t * n + tid, true);
+    };
+    if (!varying && len > 0) issue_a(0, 0);
+    #pragma unroll 1
+    for (int s = 0; s < D; ++s) {  // group s holds step s
+        if (s < len) issue(s, s);
+        dense_cp_commit();
+    }
+
+    float d[8][4];
+    int R0 = 0, R1 = 0;  // exponents of X's rows 16w + g and 16w + g + 8 (X = 2^R d)
+    if (len > 0) {  // X = A[t]^T, e = b[t]
+        dense_cp_wait<D - 1>();
+        __syncthreads();
+        #pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const int k0 = 8 * j + 2 * c, m = 16 * w + g;
+            d[j][0] = As[dense_h16_sw(k0, m)];
+            d[j][1] = As[dense_h16_sw(k0 + 1, m)];
+            d[j][2] = As[dense_h16_sw(k0, m + 8)];
+            d[j][3] = As[dense_h16_sw(k0 + 1, m + 8)];
+        }
+        if (tid < N) es[tid] = bs[tid];
+    }
+    // A[t + 1]'s pieces into B buffer (s + 1) & 1 at step s (every thread's copies of step s + 1
+    // landed; every thread is done with step s's ring slot, which takes step s + D)
+    int scaled_next = 0;
+    auto split_next = [&](int s) {
+        dense_cp_wait<D - 2>();
+        __syncthreads();
+        if (s + D < len) issue(s + D, s % D);
+        dense_cp_commit();
+        const int nb = (s + 1) & 1;
+        const bool scaled = dense_h16_split_a(As + (varying ? (s + 1) % D : 0) * N * N, bs + ((s + 1) % D) * N,
+                                              es + (s & 1) * N, es + nb * N, Bp + nb * 2 * PW, Bp + nb * 2 * PW + PW,
+                                              cs + nb * N, tid);
+        dense_fence_async_smem();
+        // B pieces, cs and e of step s + 1 are written; whether step s + 1's columns need 2^sigma
+        scaled_next = __syncthreads_or(scaled);
+    };
+    if (len > 1) split_next(0);
+    // Step s: its MMAs issued, then A[t + 1]'s split while they run, then their sum. The issue and
+    // the wait sit in one loop body, so that ptxas sees the accumulators untouched in between.
+    #pragma unroll 1
+    for (int s = 1; s < len; ++s) {
+        unsigned xh[4][4], xl[4][4];
+        float small[8][4];
+        {
+            // rows of X into [0.5, 1) (a row lies in the quad of lanes 4g .. 4g + 3), then the pieces
+            float m0 = 0.f, m1 = 0.f;
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                m0 = fmaxf(m0, fmaxf(fabsf(d[j][0]), fabsf(d[j][1])));
+                m1 = fmaxf(m1, fmaxf(fabsf(d[j][2]), fabsf(d[j][3])));
+            }
+            m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
+            m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
+            m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
+            m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
+            const int e0 = dense_h16_scale(m0), e1 = dense_h16_scale(m1);
+            R0 += e0, R1 += e1;
+            if (__any_sync(0xffffffffu, (e0 | e1) != 0)) {  // warp-uniform
+                const float f0 = dense_pow2(-e0), f1 = dense_pow2(-e1);
+                #pragma unroll
+                for (int j = 0; j < 8; ++j) d[j][0] *= f0, d[j][1] *= f0, d[j][2] *= f1, d[j][3] *= f1;
+            }
+            #pragma unroll
+            for (int i = 0; i < 4; ++i) {  // k-tile i: n-tiles 2i, 2i + 1 of X
+                dense_h16_split(d[2 * i][0], d[2 * i][1], xh[i][0], xl[i][0]);
+                dense_h16_split(d[2 * i][2], d[2 * i][3], xh[i][1], xl[i][1]);
+                dense_h16_split(d[2 * i + 1][0], d[2 * i + 1][1], xh[i][2], xl[i][2]);
+                dense_h16_split(d[2 * i + 1][2], d[2 * i + 1][3], xh[i][3], xl[i][3]);
+            }
+        }
+        unsigned xu[2][4];  // 2^11 Xh of k-tiles 2, 3
+        #pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) xu[i][q] = dense_h16_up(xh[2 + i][q]);
+        }
+        const unsigned* Bh = Bp + (s & 1) * 2 * PW;
+        const unsigned long long dh = dense_h16_desc(Bh), dl = dense_h16_desc(Bh + PW);
+        dense_wg_fence();
+        // main products of k-tiles 0-1 into d; the cross products, then 2^11 times the main ones of
+        // k-tiles 2-3 into small (k-tile i: 256 bytes further along k, 16 descriptor units)
+        dense_h16_mma<0>(d, xh[0], dh);
+        dense_h16_mma<1>(d, xh[1], dh + 16);
+        #pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            if (i == 0) dense_h16_mma<0>(small, xl[i], dh);
+            else dense_h16_mma<1>(small, xl[i], dh + 16 * i);
+            dense_h16_mma<1>(small, xh[i], dl + 16 * i);
+        }
+        dense_h16_mma<1>(small, xu[0], dh + 32);
+        dense_h16_mma<1>(small, xu[1], dh + 48);
+        dense_wg_commit();
+        const int scaled_cur = scaled_next;
+        if (s + 1 < len) split_next(s);
+        dense_wg_wait();
+        dense_hold(d);
+        dense_hold(small);
+        dense_hold(xu);
+        dense_hold(xh);
+        dense_hold(xl);
+        #pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) d[j][q] = __fmaf_rn(small[j][q], 1.f / 2048.f, d[j][q]);
+        }
+        if (scaled_cur) {  // block-uniform: some row of A[t] was scaled by 2^-sigma
+            const float* cw = cs + (s & 1) * N;
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const float2 wv = *reinterpret_cast<const float2*>(cw + 8 * j + 2 * c);
+                d[j][0] *= wv.x, d[j][1] *= wv.y, d[j][2] *= wv.x, d[j][3] *= wv.y;
+            }
+        }
+    }
+    dense_cp_wait<0>();
+    if (o < lanes) {
+        const int slot = reverse ? (ch == 0 ? C - 1 : ch - 1) : (ch == C - 1 ? 0 : ch + 1);
+        float* P = Pout + ((long long)o * C + slot) * n * n;
+        float* E = Eout + ((long long)o * C + slot) * n;
+        if (terminal) {
+            for (int e = tid; e < n * n; e += NTH) P[e] = 0.f;
+            for (int r = tid; r < n; r += NTH) E[r] = has_h0 ? h0[o * h0_lane + r] : 0.f;
+        } else {
+            // P[col][m] = X[m][col] = 2^R_m d
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                #pragma unroll
+                for (int q = 0; q < 4; ++q) {
+                    const int col = 8 * j + 2 * c + (q & 1), m = 16 * w + g + 8 * (q >> 1);
+                    if (col < n && m < n) P[col * n + m] = scalbnf(d[j][q], q < 2 ? R0 : R1);
+                }
+            }
+            __syncthreads();  // e of the last step (written before the loop's last barrier or above)
+            for (int r = tid; r < n; r += NTH) E[r] = es[((len - 1) & 1) * N + r];
+        }
+    }
+}
