@@ -812,8 +812,8 @@ def chunked(A, b, h0, dt, reverse, out):
        mixed-sign data like the FMA products, 1.7e-6 on non-negative systems of
        spectral radius 0.99, 1.5e-5 at 0.999: docs/dense.md, "Full float32
        precision"; for ``32 < n <= 64`` on compute capability 9.0 on warpgroup
-       MMAs, ``CHUNK_MMA_WG``: 3.0e-6 and 2.6e-5, with as many chunks as fill
-       whole waves of its blocks, :func:`chunk_shape`);
+       MMAs in FP16 pieces, ``CHUNK_MMA_WG``: 3.8e-6 and 3.4e-5, with as many
+       chunks as fill whole waves of its blocks, :func:`chunk_shape`);
     2. the sequential kernel over the ``C`` chunks of each lane carries the
        entering states ``s_c = P_{c-1} s_{c-1} + e_{c-1}`` (``s_0`` = the
        initial state), ``C`` dependent steps;
