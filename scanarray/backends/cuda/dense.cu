@@ -851,6 +851,19 @@ __device__ __forceinline__ unsigned long long dense_wg_desc(const void* p) {
     return (unsigned long long)((dense_smem_addr(p) & 0x3FFFF) >> 4) | ((128ull >> 4) << 16) | ((2048ull >> 4) << 32);
 }
 
+// The operands of a warpgroup MMA m64n64 with A from registers (dense_wg_mma, dense_h16_mma): the
+// 32 float accumulators of d, A's 4 registers, B's descriptor, and whether to accumulate.
+#define DENSE_WG_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+                   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+#define DENSE_WG_OPERANDS                                                                                   \
+    : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),            \
+      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),            \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),            \
+      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),            \
+      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),            \
+      "+f"(d[7][2]), "+f"(d[7][3])                                                                         \
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(ACC)
+
 // d = a b (ACC = 0) or d += a b (ACC = 1), issued asynchronously: the operands' registers must
 // stay untouched until dense_wg_wait.
 template<int ACC>
@@ -858,16 +871,9 @@ __device__ __forceinline__ void dense_wg_mma(float (&d)[8][4], const unsigned (&
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 DENSE_WG_D
                  "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-                   "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                   "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
-                   "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-                   "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
-                   "+f"(d[7][2]), "+f"(d[7][3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(ACC));
+                 DENSE_WG_OPERANDS);
 #else
     __trap();  // the host compiles this path for sm_90a only
 #endif
@@ -1154,6 +1160,36 @@ __device__ __forceinline__ void dense_wg_step(float (&d)[8][4], unsigned (&ah)[8
     }
 }
 
+// The (lane o, chunk ch) of a tensor-core products block (C blocks per lane, uniform per block)
+// and the slot its map goes to: that of the chunk after it in the scan's order. The terminal chunk
+// (the last in that order) runs no steps; its slot (0 forward, C - 1 reversed) takes the map that
+// enters the first chunk instead (dense_chunk_entry).
+// Al, Bl: the lane's A and b (lane 0's past the last lane, whose blocks run no steps).
+struct DenseChunk {
+    long long o;
+    int ch, start, len, slot;
+    bool terminal;
+    const float* Al;
+    const float* Bl;
+    __device__ __forceinline__ DenseChunk(const float* A, long long a_lane, const float* B, int lanes, int C, int L,
+                                          int steps, int n, int reverse) {
+        o = blockIdx.x / C;
+        Al = A + (o < lanes ? o : 0) * a_lane;
+        Bl = B + (o < lanes ? o : 0) * (long long)steps * n;
+        ch = static_cast<int>(blockIdx.x - o * C);
+        terminal = reverse ? ch == 0 : ch == C - 1;
+        start = ch * L;
+        len = (o < lanes && !terminal) ? min(L, steps - start) : 0;
+        slot = reverse ? (terminal ? C - 1 : ch - 1) : (terminal ? 0 : ch + 1);
+    }
+};
+
+// The map entering the first chunk: P = 0, E = the initial state (h0, or 0 where null)
+__device__ __forceinline__ void dense_chunk_entry(float* P, float* E, const float* h0, int n, int tid, int nth) {
+    for (int e = tid; e < n * n; e += nth) P[e] = 0.f;
+    for (int r = tid; r < n; r += nth) E[r] = h0 ? h0[r] : 0.f;
+}
+
 // WG > 0 (N = 64, sm_90a): the step's products on warpgroup MMAs instead (dense_wg_mma). A split
 // pass turns A[t] into its TF32 pieces once per step, written as wgmma's B in the relabelled
 // order: element (n, k) of B is A[t][pi_n(n)][pi_k(k)] with pi_n(8j + 2c + e) = pi_k(8j + 4e + c) =
@@ -1176,15 +1212,12 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
     unsigned* Blo = Bhi + N * N;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
 
-    const long long gid = blockIdx.x;
-    const long long o = gid / C;
-    const int ch = static_cast<int>(gid - o * C);
-    const bool terminal = reverse ? ch == 0 : ch == C - 1;
-    const int start = ch * L;
-    const int len = (o < lanes && !terminal) ? min(L, steps - start) : 0;  // uniform per block
+    const DenseChunk chunk(A, a_lane, B, lanes, C, L, steps, n, reverse);
+    const long long o = chunk.o;
+    const int start = chunk.start, len = chunk.len;
     const bool varying = a_time != 0;
-    const float* Al = A + (o < lanes ? o : 0) * a_lane;
-    const float* Bl = B + (o < lanes ? o : 0) * (long long)steps * n;
+    const float* Al = chunk.Al;
+    const float* Bl = chunk.Bl;
 
     for (int i = tid; i < D * N * N + D * N + 2 * N; i += NTH) As[i] = 0.f;  // zero padding
     __syncthreads();
@@ -1319,12 +1352,10 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
     dense_cp_wait<0>();
     __syncthreads();
     if (o < lanes) {
-        const int slot = reverse ? (ch == 0 ? C - 1 : ch - 1) : (ch == C - 1 ? 0 : ch + 1);
-        float* P = Pout + ((long long)o * C + slot) * n * n;
-        float* E = Eout + ((long long)o * C + slot) * n;
-        if (terminal) {
-            for (int e = tid; e < n * n; e += NTH) P[e] = 0.f;
-            for (int r = tid; r < n; r += NTH) E[r] = has_h0 ? h0[o * h0_lane + r] : 0.f;
+        float* P = Pout + ((long long)o * C + chunk.slot) * n * n;
+        float* E = Eout + ((long long)o * C + chunk.slot) * n;
+        if (chunk.terminal) {
+            dense_chunk_entry(P, E, has_h0 ? h0 + o * h0_lane : nullptr, n, tid, NTH);
         } else {
             // P[j][m] = X[m][j]
             #pragma unroll
@@ -1419,16 +1450,9 @@ __device__ __forceinline__ void dense_h16_mma(float (&d)[8][4], const unsigned (
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
                  "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
-                 "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-                 "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+                 DENSE_WG_D
                  "{%32, %33, %34, %35}, %36, p, 1, 1, 0;\n}\n"
-                 : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
-                   "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
-                   "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
-                   "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
-                   "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
-                   "+f"(d[7][2]), "+f"(d[7][3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(ACC));
+                 DENSE_WG_OPERANDS);
 #else
     __trap();  // the host compiles this path for sm_90a only
 #endif
@@ -1523,15 +1547,12 @@ dense_chunk_products_h16(const float* __restrict__ A, long long a_lane, long lon
     float* cs = es + 2 * N;                                  // 2^sigma of B's rows, 2 x N
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
 
-    const long long gid = blockIdx.x;
-    const long long o = gid / C;
-    const int ch = static_cast<int>(gid - o * C);
-    const bool terminal = reverse ? ch == 0 : ch == C - 1;
-    const int start = ch * L;
-    const int len = (o < lanes && !terminal) ? min(L, steps - start) : 0;  // uniform per block
+    const DenseChunk chunk(A, a_lane, B, lanes, C, L, steps, n, reverse);
+    const long long o = chunk.o;
+    const int start = chunk.start, len = chunk.len;
     const bool varying = a_time != 0;
-    const float* Al = A + (o < lanes ? o : 0) * a_lane;
-    const float* Bl = B + (o < lanes ? o : 0) * (long long)steps * n;
+    const float* Al = chunk.Al;
+    const float* Bl = chunk.Bl;
 
     for (int i = tid; i < D * N * N + D * N + 4 * N; i += NTH) As[i] = 0.f;  // zero padding
     __syncthreads();
@@ -1686,12 +1707,10 @@ dense_chunk_products_h16(const float* __restrict__ A, long long a_lane, long lon
     }
     dense_cp_wait<0>();
     if (o < lanes) {
-        const int slot = reverse ? (ch == 0 ? C - 1 : ch - 1) : (ch == C - 1 ? 0 : ch + 1);
-        float* P = Pout + ((long long)o * C + slot) * n * n;
-        float* E = Eout + ((long long)o * C + slot) * n;
-        if (terminal) {
-            for (int e = tid; e < n * n; e += NTH) P[e] = 0.f;
-            for (int r = tid; r < n; r += NTH) E[r] = has_h0 ? h0[o * h0_lane + r] : 0.f;
+        float* P = Pout + ((long long)o * C + chunk.slot) * n * n;
+        float* E = Eout + ((long long)o * C + chunk.slot) * n;
+        if (chunk.terminal) {
+            dense_chunk_entry(P, E, has_h0 ? h0 + o * h0_lane : nullptr, n, tid, NTH);
         } else {
             // P[col][m] = X[m][col] = 2^R_m d
             #pragma unroll
