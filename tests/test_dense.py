@@ -883,6 +883,8 @@ def test_cupy_chunked_warpgroup_step_arrangements(cupy_chunk, monkeypatch, wgopt
 # shared bytes of the products kernel on FP16 pieces (two buffers of B's hi and lo pieces, a ring
 # of 2 steps of A and b, e and 2^sigma double-buffered)
 _H16_SHARED = (2 * 64 * 64 + 2 * 64 * 64 + 2 * 64 + 4 * 64) * 4
+# and of the warp-specialized one (2 buffers of pieces, a ring of 3 steps, e, 2^sigma, flags, mbarriers)
+_WS_SHARED = (2 * 64 * 64 + 3 * 64 * 64 + 3 * 64 + 2 * 64 + 2 * 64 + 4) * 4 + 32
 
 
 def _badly_scaled_case(rng, lanes, T, n, spread):
@@ -897,8 +899,9 @@ def _badly_scaled_case(rng, lanes, T, n, spread):
 
 @pytest.mark.gpu
 @_CUPY_SKIP
+@pytest.mark.parametrize("wg", [16, 32])
 @pytest.mark.parametrize("n", [33, 47, 64])
-def test_cupy_chunked_fp16_pieces(cupy_chunk, monkeypatch, n, rng):
+def test_cupy_chunked_fp16_pieces(cupy_chunk, monkeypatch, wg, n, rng):
     """The products on FP16 pieces (``CHUNK_MMA_WG = 16``, the default on sm_90a): time-varying,
     time-invariant and lane-shared A with zero padding, both directions; same-sign data (float32's
     1e-5 with the tensor core's truncating accumulation); entries far outside FP16's range (A scaled
@@ -909,9 +912,9 @@ def test_cupy_chunked_fp16_pieces(cupy_chunk, monkeypatch, n, rng):
 
     _warpgroup_or_skip()
     cupy_chunk(L=24)
-    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG", 16)
+    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG", wg)
     for a_shape in ("varying", "invariant", "shared"):
-        _check_products_case(rng, n, a_shape, f"chunked fp16 n={n} {a_shape}")
+        _check_products_case(rng, n, a_shape, f"chunked fp16 wg={wg} n={n} {a_shape}")
     A, b, h0 = _nonnegative_case(rng, 3, 512, n)
     _check_chunked(A, b, h0, "float32", False, f"chunked fp16 non-negative n={n}")
     A, b, h0 = _seq_case(rng, "float32", 3, 100, n)
@@ -920,8 +923,8 @@ def test_cupy_chunked_fp16_pieces(cupy_chunk, monkeypatch, n, rng):
     _check_chunked(As, b * np.float32(2.0**40), h0, "float32", False, f"chunked fp16 n={n} tiny A")
     A, b, h0 = _badly_scaled_case(rng, 3, 100, n, 3.0)
     _check_chunked(A, b, h0, "float32", True, f"chunked fp16 n={n} badly scaled")
-    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-3] == 16 and p]
-    assert plans and all(p[0][3] == _H16_SHARED for p in plans)
+    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-3] == wg and p]
+    assert plans and all(p[0][3] == (_H16_SHARED if wg == 16 else _WS_SHARED) for p in plans)
 
 
 @pytest.mark.gpu

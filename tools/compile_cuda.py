@@ -159,6 +159,7 @@ def _dense_unit():
     # for sm_90a (wgmma is arch-specific)
     wg = "".join(f"    (void*)&dense_chunk_products_mma<64, {d}, {w}>,\n" for d in (2, 3, 4) for w in (2, 4, 8))
     wg += "".join(f"    (void*)&dense_chunk_products_h16<{d}>,\n" for d in (2, 3, 4))
+    wg += "".join(f"    (void*)&dense_chunk_products_ws<{d}, 2>,\n" for d in (2, 3, 4))
     text_wg = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense.cu"\nvoid* scanarray_instances[] = {\n' + wg + "};\n"
     return [(text, "float and double"), (text_wg, "warpgroup MMA products, sm_90a", "sm_90a")]
 

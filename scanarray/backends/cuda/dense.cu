@@ -1466,6 +1466,34 @@ __device__ __forceinline__ void dense_h16_mma(float (&d)[8][4], const unsigned (
 // data (row sums 0.99, (4, 1024, 64), H200 2026-11-22 07:19 UTC): 3.97e-6 relative error; all 4
 // main k-tiles in one chain: 1.06e-5, over float32's 1e-5.
 
+// A[t]'s copies by 128 threads into a ring stage (rows swizzled as dense_h16_sw): thread t takes
+// 16-byte piece t % 16 of rows t / 16 + 8i (its swizzled place (t % 16) ^ (t / 16) the same for
+// every i), or single columns where rows are not 16-byte aligned.
+__device__ __forceinline__ void dense_h16_copy_a(const float* src, float* dst, int n, int vec, int t) {
+    constexpr int N = 64;
+    const int lq = t % 16, lr0 = t / 16;
+    if (vec && n == N) {  // whole rows: no tests
+        const float* sp = src + lr0 * N + 4 * lq;
+        float* dp = dst + lr0 * N + 4 * (lq ^ lr0);
+        #pragma unroll
+        for (int i = 0; i < N / 8; ++i) dense_cp_async<16>(dp + 8 * N * i, sp + 8 * N * i, true);
+    } else if (vec) {
+        if (4 * lq < n) {
+            const float* sp = src + lr0 * n + 4 * lq;
+            float* dp = dst + lr0 * N + 4 * (lq ^ lr0);
+            #pragma unroll
+            for (int i = 0; i < N / 8; ++i) {
+                if (lr0 + 8 * i < n) dense_cp_async<16>(dp + 8 * N * i, sp + 8 * i * n, true);
+            }
+        }
+    } else {
+        const int k = t % N;
+        if (k < n) {
+            for (int r = t / N; r < n; r += 2) dense_cp_async<4>(dst + dense_h16_sw(r, k), src + r * n + k, true);
+        }
+    }
+}
+
 // Rows whose largest entry m lies in [2^-4, 2^4) are split as they are (sigma = 0): FP16 holds them
 // with the pieces' precision (hi < 16, 2^11 lo < 8; an entry under 2^-10 m is an FP16 subnormal,
 // absolute error <= 2^-31 m), and where every row of a warp's unit is such, no multiply is spent.
@@ -1481,54 +1509,171 @@ __device__ __forceinline__ int dense_h16_scale(float m) {
 __device__ __forceinline__ bool dense_h16_split_a(const float* Ax, const float* bx, const float* eo, float* en,
                                                   unsigned* Bh, unsigned* Bl, float* cs, int tid) {
     const int a = (tid >> 3) & 3;
-    bool scaled = false;
+    float4 ev[4];  // e's columns 16a .. 16a + 15, the same for both units
+    #pragma unroll
+    for (int q = 0; q < 4; ++q) ev[q] = *reinterpret_cast<const float4*>(eo + 16 * a + 4 * q);
+    int r[2];
+    float v[2][16];
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) {  // both units' loads first
+        r[i] = (tid & 7) + 8 * ((tid >> 5) + 4 * i);
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const float4 x = *reinterpret_cast<const float4*>(Ax + dense_h16_sw(r[i], 16 * a + 4 * q));
+            v[i][4 * q] = x.x, v[i][4 * q + 1] = x.y, v[i][4 * q + 2] = x.z, v[i][4 * q + 3] = x.w;
+        }
+    }
+    float row[2], mx[2];
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) {  // e's row sums in four short chains; the largest |entry| as a tree
+        float part[4], m[8];
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            part[q] = __fmaf_rn(v[i][4 * q + 3], ev[q].w, __fmaf_rn(v[i][4 * q + 2], ev[q].z,
+                      __fmaf_rn(v[i][4 * q + 1], ev[q].y, __fmul_rn(v[i][4 * q], ev[q].x))));
+        }
+        #pragma unroll
+        for (int k = 0; k < 8; ++k) m[k] = fmaxf(fabsf(v[i][2 * k]), fabsf(v[i][2 * k + 1]));
+        #pragma unroll
+        for (int k = 0; k < 4; ++k) m[k] = fmaxf(m[k], m[k + 4]);
+        mx[i] = fmaxf(fmaxf(m[0], m[2]), fmaxf(m[1], m[3]));
+        row[i] = (part[0] + part[1]) + (part[2] + part[3]);
+    }
+    #pragma unroll
+    for (int o = 8; o <= 16; o *= 2) {  // a row's four units: lanes 8 apart
+        #pragma unroll
+        for (int i = 0; i < 2; ++i) {
+            row[i] += __shfl_xor_sync(0xffffffffu, row[i], o);
+            mx[i] = fmaxf(mx[i], __shfl_xor_sync(0xffffffffu, mx[i], o));
+        }
+    }
+    const int sig[2] = {dense_h16_scale(mx[0]), dense_h16_scale(mx[1])};
+    const bool scaled = (sig[0] | sig[1]) != 0;
+    const bool any = __any_sync(0xffffffffu, scaled);  // warp-uniform
     #pragma unroll
     for (int i = 0; i < 2; ++i) {
-        const int r = (tid & 7) + 8 * ((tid >> 5) + 4 * i);
-        float v[16];
-        #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const float4 x = *reinterpret_cast<const float4*>(Ax + dense_h16_sw(r, 16 * a + 4 * q));
-            v[4 * q] = x.x, v[4 * q + 1] = x.y, v[4 * q + 2] = x.z, v[4 * q + 3] = x.w;
-        }
-        float part[4], mx = 0.f;
-        #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const float4 ev = *reinterpret_cast<const float4*>(eo + 16 * a + 4 * q);
-            part[q] = __fmaf_rn(v[4 * q + 3], ev.w, __fmaf_rn(v[4 * q + 2], ev.z,
-                      __fmaf_rn(v[4 * q + 1], ev.y, __fmul_rn(v[4 * q], ev.x))));
-        }
-        #pragma unroll
-        for (int k = 0; k < 16; ++k) mx = fmaxf(mx, fabsf(v[k]));
-        float row = (part[0] + part[1]) + (part[2] + part[3]);
-        row += __shfl_xor_sync(0xffffffffu, row, 8);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-        row += __shfl_xor_sync(0xffffffffu, row, 16);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-        const int sig = dense_h16_scale(mx);
-        scaled |= sig != 0;
         if (a == 0) {
-            en[r] = row + bx[r];
-            cs[r] = dense_pow2(sig);
+            en[r[i]] = row[i] + bx[r[i]];
+            cs[r[i]] = dense_pow2(sig[i]);
         }
-        if (__any_sync(0xffffffffu, sig != 0)) {  // warp-uniform
-            const float f = dense_pow2(-sig);
+        if (any) {
+            const float f = dense_pow2(-sig[i]);
             #pragma unroll
-            for (int k = 0; k < 16; ++k) v[k] *= f;
+            for (int k = 0; k < 16; ++k) v[i][k] *= f;
         }
         #pragma unroll
         for (int h = 0; h < 2; ++h) {  // k = 16a + 8h .. 16a + 8h + 7: one 16-byte row of a core matrix
             uint4 hi, lo;
-            dense_h16_split(v[8 * h], v[8 * h + 1], hi.x, lo.x);
-            dense_h16_split(v[8 * h + 2], v[8 * h + 3], hi.y, lo.y);
-            dense_h16_split(v[8 * h + 4], v[8 * h + 5], hi.z, lo.z);
-            dense_h16_split(v[8 * h + 6], v[8 * h + 7], hi.w, lo.w);
-            const int off = dense_h16_cm(r, 16 * a + 8 * h) / 2;
+            dense_h16_split(v[i][8 * h], v[i][8 * h + 1], hi.x, lo.x);
+            dense_h16_split(v[i][8 * h + 2], v[i][8 * h + 3], hi.y, lo.y);
+            dense_h16_split(v[i][8 * h + 4], v[i][8 * h + 5], hi.z, lo.z);
+            dense_h16_split(v[i][8 * h + 6], v[i][8 * h + 7], hi.w, lo.w);
+            const int off = dense_h16_cm(r[i], 16 * a + 8 * h) / 2;
             *reinterpret_cast<uint4*>(Bh + off) = hi;
             *reinterpret_cast<uint4*>(Bl + off) = lo;
         }
     }
     return scaled;
+}
+
+// The running product X = 2^R d at a step's start: rows (a row lies in the quad of lanes 4g .. 4g + 3)
+// whose largest entry lies outside [2^-4, 2^4) into [0.5, 1), exponents into R0, R1 (rows 16w + g,
+// + 8); then its pieces, k-tile i from n-tiles 2i, 2i + 1, and 2^11 hi of k-tiles 2-3 (xu).
+__device__ __forceinline__ void dense_h16_x_pieces(float (&d)[8][4], int& R0, int& R1, unsigned (&xh)[4][4],
+                                                   unsigned (&xl)[4][4], unsigned (&xu)[2][4], int w) {
+    float m0 = 0.f, m1 = 0.f;
+    #pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        m0 = fmaxf(m0, fmaxf(fabsf(d[j][0]), fabsf(d[j][1])));
+        m1 = fmaxf(m1, fmaxf(fabsf(d[j][2]), fabsf(d[j][3])));
+    }
+    m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
+    m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
+    m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
+    m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
+    const int e0 = dense_h16_scale(m0), e1 = dense_h16_scale(m1);
+    R0 += e0, R1 += e1;
+    if (__any_sync(0xffffffffu, (e0 | e1) != 0)) {  // warp-uniform
+        const float f0 = dense_pow2(-e0), f1 = dense_pow2(-e1);
+        #pragma unroll
+        for (int j = 0; j < 8; ++j) d[j][0] *= f0, d[j][1] *= f0, d[j][2] *= f1, d[j][3] *= f1;
+    }
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        dense_h16_split(d[2 * i][0], d[2 * i][1], xh[i][0], xl[i][0]);
+        dense_h16_split(d[2 * i][2], d[2 * i][3], xh[i][1], xl[i][1]);
+        dense_h16_split(d[2 * i + 1][0], d[2 * i + 1][1], xh[i][2], xl[i][2]);
+        dense_h16_split(d[2 * i + 1][2], d[2 * i + 1][3], xh[i][3], xl[i][3]);
+    }
+    #pragma unroll
+    for (int i = 0; i < 2; ++i) {
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) xu[i][q] = dense_h16_up(xh[2 + i][q]);
+    }
+}
+
+// The step's MMAs on the B pieces at Bh (hi; lo PW words on), one commit group: main products of
+// k-tiles 0-1 into d; the cross products, then 2^11 times the main ones of k-tiles 2-3 into small
+// (k-tile i: 256 bytes further along k, 16 descriptor units).
+__device__ __forceinline__ void dense_h16_issue(float (&d)[8][4], float (&small)[8][4], const unsigned (&xh)[4][4],
+                                                const unsigned (&xl)[4][4], const unsigned (&xu)[2][4],
+                                                const unsigned* Bh) {
+    constexpr int PW = 64 * 64 / 2;
+    const unsigned long long dh = dense_h16_desc(Bh), dl = dense_h16_desc(Bh + PW);
+    dense_wg_fence();
+    dense_h16_mma<0>(d, xh[0], dh);
+    dense_h16_mma<1>(d, xh[1], dh + 16);
+    #pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        if (i == 0) dense_h16_mma<0>(small, xl[i], dh);
+        else dense_h16_mma<1>(small, xl[i], dh + 16 * i);
+        dense_h16_mma<1>(small, xh[i], dl + 16 * i);
+    }
+    dense_h16_mma<1>(small, xu[0], dh + 32);
+    dense_h16_mma<1>(small, xu[1], dh + 48);
+    dense_wg_commit();
+}
+
+// Waits for the step's MMAs; their registers are free again after this.
+__device__ __forceinline__ void dense_h16_retire(float (&d)[8][4], float (&small)[8][4], unsigned (&xh)[4][4],
+                                                 unsigned (&xl)[4][4], unsigned (&xu)[2][4]) {
+    dense_wg_wait();
+    dense_hold(d);
+    dense_hold(small);
+    dense_hold(xu);
+    dense_hold(xh);
+    dense_hold(xl);
+}
+
+// d = d + 2^-11 small, times 2^sigma of its column (cw) where some row of A[t] was scaled
+// (scaled: uniform over the block)
+__device__ __forceinline__ void dense_h16_sum(float (&d)[8][4], const float (&small)[8][4], const float* cw,
+                                              bool scaled, int c) {
+    #pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) d[j][q] = __fmaf_rn(small[j][q], 1.f / 2048.f, d[j][q]);
+    }
+    if (scaled) {
+        #pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            const float2 wv = *reinterpret_cast<const float2*>(cw + 8 * j + 2 * c);
+            d[j][0] *= wv.x, d[j][1] *= wv.y, d[j][2] *= wv.x, d[j][3] *= wv.y;
+        }
+    }
+}
+
+// The chunk's product P[col][m] = X[m][col] = 2^R_m d (row-major n x n)
+__device__ __forceinline__ void dense_h16_store_p(float* P, const float (&d)[8][4], int R0, int R1, int n, int w,
+                                                  int g, int c) {
+    #pragma unroll
+    for (int j = 0; j < 8; ++j) {
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) {
+            const int col = 8 * j + 2 * c + (q & 1), m = 16 * w + g + 8 * (q >> 1);
+            if (col < n && m < n) P[col * n + m] = scalbnf(d[j][q], q < 2 ? R0 : R1);
+        }
+    }
 }
 
 template<int D>
@@ -1557,39 +1702,12 @@ dense_chunk_products_h16(const float* __restrict__ A, long long a_lane, long lon
     for (int i = tid; i < D * N * N + D * N + 4 * N; i += NTH) As[i] = 0.f;  // zero padding
     __syncthreads();
 
-    // Copies: 16-byte piece lq of rows lr0 + 8i (its swizzled place lq ^ lr0 the same for every i),
-    // or single columns where rows are not 16-byte aligned
-    const int lq = tid % 16, lr0 = tid / 16;
-    auto issue_a = [&](long long t, int stage) {
-        const float* src = Al + t * a_time;
-        float* dst = As + stage * N * N;
-        if (vec && n == N) {  // whole rows: no tests
-            const float* sp = src + lr0 * N + 4 * lq;
-            float* dp = dst + lr0 * N + 4 * (lq ^ lr0);
-            #pragma unroll
-            for (int i = 0; i < N / 8; ++i) dense_cp_async<16>(dp + 8 * N * i, sp + 8 * N * i, true);
-        } else if (vec) {
-            if (4 * lq < n) {
-                const float* sp = src + lr0 * n + 4 * lq;
-                float* dp = dst + lr0 * N + 4 * (lq ^ lr0);
-                #pragma unroll
-                for (int i = 0; i < N / 8; ++i) {
-                    if (lr0 + 8 * i < n) dense_cp_async<16>(dp + 8 * N * i, sp + 8 * i * n, true);
-                }
-            }
-        } else {
-            const int k = tid % N;
-            if (k < n) {
-                for (int r = tid / N; r < n; r += NTH / N) dense_cp_async<4>(dst + dense_h16_sw(r, k), src + r * n + k, true);
-            }
-        }
-    };
     auto issue = [&](int s, int stage) {
         const long long t = reverse ? start + len - 1 - s : start + s;
-        if (varying) issue_a(t, stage);
+        if (varying) dense_h16_copy_a(Al + t * a_time, As + stage * N * N, n, vec, tid);
         if (tid < n) dense_cp_async<4>(bs + stage * N + tid, Bl + t * n + tid, true);
     };
-    if (!varying && len > 0) issue_a(0, 0);
+    if (!varying && len > 0) dense_h16_copy_a(Al, As, n, vec, tid);
     #pragma unroll 1
     for (int s = 0; s < D; ++s) {  // group s holds step s
         if (s < len) issue(s, s);
@@ -1632,78 +1750,14 @@ dense_chunk_products_h16(const float* __restrict__ A, long long a_lane, long lon
     // the wait sit in one loop body, so that ptxas sees the accumulators untouched in between.
     #pragma unroll 1
     for (int s = 1; s < len; ++s) {
-        unsigned xh[4][4], xl[4][4];
+        unsigned xh[4][4], xl[4][4], xu[2][4];
         float small[8][4];
-        {
-            // rows of X into [0.5, 1) (a row lies in the quad of lanes 4g .. 4g + 3), then the pieces
-            float m0 = 0.f, m1 = 0.f;
-            #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                m0 = fmaxf(m0, fmaxf(fabsf(d[j][0]), fabsf(d[j][1])));
-                m1 = fmaxf(m1, fmaxf(fabsf(d[j][2]), fabsf(d[j][3])));
-            }
-            m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 1));
-            m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 1));
-            m0 = fmaxf(m0, __shfl_xor_sync(0xffffffffu, m0, 2));
-            m1 = fmaxf(m1, __shfl_xor_sync(0xffffffffu, m1, 2));
-            const int e0 = dense_h16_scale(m0), e1 = dense_h16_scale(m1);
-            R0 += e0, R1 += e1;
-            if (__any_sync(0xffffffffu, (e0 | e1) != 0)) {  // warp-uniform
-                const float f0 = dense_pow2(-e0), f1 = dense_pow2(-e1);
-                #pragma unroll
-                for (int j = 0; j < 8; ++j) d[j][0] *= f0, d[j][1] *= f0, d[j][2] *= f1, d[j][3] *= f1;
-            }
-            #pragma unroll
-            for (int i = 0; i < 4; ++i) {  // k-tile i: n-tiles 2i, 2i + 1 of X
-                dense_h16_split(d[2 * i][0], d[2 * i][1], xh[i][0], xl[i][0]);
-                dense_h16_split(d[2 * i][2], d[2 * i][3], xh[i][1], xl[i][1]);
-                dense_h16_split(d[2 * i + 1][0], d[2 * i + 1][1], xh[i][2], xl[i][2]);
-                dense_h16_split(d[2 * i + 1][2], d[2 * i + 1][3], xh[i][3], xl[i][3]);
-            }
-        }
-        unsigned xu[2][4];  // 2^11 Xh of k-tiles 2, 3
-        #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            #pragma unroll
-            for (int q = 0; q < 4; ++q) xu[i][q] = dense_h16_up(xh[2 + i][q]);
-        }
-        const unsigned* Bh = Bp + (s & 1) * 2 * PW;
-        const unsigned long long dh = dense_h16_desc(Bh), dl = dense_h16_desc(Bh + PW);
-        dense_wg_fence();
-        // main products of k-tiles 0-1 into d; the cross products, then 2^11 times the main ones of
-        // k-tiles 2-3 into small (k-tile i: 256 bytes further along k, 16 descriptor units)
-        dense_h16_mma<0>(d, xh[0], dh);
-        dense_h16_mma<1>(d, xh[1], dh + 16);
-        #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            if (i == 0) dense_h16_mma<0>(small, xl[i], dh);
-            else dense_h16_mma<1>(small, xl[i], dh + 16 * i);
-            dense_h16_mma<1>(small, xh[i], dl + 16 * i);
-        }
-        dense_h16_mma<1>(small, xu[0], dh + 32);
-        dense_h16_mma<1>(small, xu[1], dh + 48);
-        dense_wg_commit();
+        dense_h16_x_pieces(d, R0, R1, xh, xl, xu, w);
+        dense_h16_issue(d, small, xh, xl, xu, Bp + (s & 1) * 2 * PW);
         const int scaled_cur = scaled_next;
         if (s + 1 < len) split_next(s);
-        dense_wg_wait();
-        dense_hold(d);
-        dense_hold(small);
-        dense_hold(xu);
-        dense_hold(xh);
-        dense_hold(xl);
-        #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            #pragma unroll
-            for (int q = 0; q < 4; ++q) d[j][q] = __fmaf_rn(small[j][q], 1.f / 2048.f, d[j][q]);
-        }
-        if (scaled_cur) {  // block-uniform: some row of A[t] was scaled by 2^-sigma
-            const float* cw = cs + (s & 1) * N;
-            #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const float2 wv = *reinterpret_cast<const float2*>(cw + 8 * j + 2 * c);
-                d[j][0] *= wv.x, d[j][1] *= wv.y, d[j][2] *= wv.x, d[j][3] *= wv.y;
-            }
-        }
+        dense_h16_retire(d, small, xh, xl, xu);
+        dense_h16_sum(d, small, cs + (s & 1) * N, scaled_cur, c);
     }
     dense_cp_wait<0>();
     if (o < lanes) {
@@ -1712,17 +1766,157 @@ dense_chunk_products_h16(const float* __restrict__ A, long long a_lane, long lon
         if (chunk.terminal) {
             dense_chunk_entry(P, E, has_h0 ? h0 + o * h0_lane : nullptr, n, tid, NTH);
         } else {
-            // P[col][m] = X[m][col] = 2^R_m d
-            #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int col = 8 * j + 2 * c + (q & 1), m = 16 * w + g + 8 * (q >> 1);
-                    if (col < n && m < n) P[col * n + m] = scalbnf(d[j][q], q < 2 ? R0 : R1);
-                }
-            }
+            dense_h16_store_p(P, d, R0, R1, n, w, g, c);
             __syncthreads();  // e of the last step (written before the loop's last barrier or above)
             for (int r = tid; r < n; r += NTH) E[r] = es[((len - 1) & 1) * N + r];
+        }
+    }
+}
+
+// ---- Warp-specialized products on FP16 pieces (sm_90a): dense_chunk_products_ws<D, NB> -------------
+// dense_chunk_products_h16's step split between two warpgroups of one block (256 threads): warpgroup
+// 0 consumes (the running product's pieces, the MMAs, their sum: dense_h16_x_pieces, _issue,
+// _retire, _sum), warpgroup 1 produces (A[t]'s copies through a D-stage ring, its split into one of
+// NB buffers of B pieces with e <- A[t] e + b[t]: dense_h16_split_a). A buffer changes hands on
+// mbarriers: full[i], which the producer's 128 threads arrive on once its pieces, column scales and
+// flag are written (pieces fenced for the async proxy), and empty[i], which the consumer's 128
+// threads arrive on once their MMAs have read it. In the single-warpgroup kernel every step ran the
+// two in turn, with two block barriers (Nsight Compute: 56% of issue slots busy, no warp eligible in
+// 44% of cycles). Registers move to the consumer (setmaxnreg; 2 blocks per SM).
+#ifndef DENSE_WS_PREG
+#define DENSE_WS_PREG 96
+#endif
+
+__device__ __forceinline__ void dense_mbar_arrive(unsigned bar) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
+}
+
+// The producer warpgroup's own barrier (named barrier 1, its 128 threads), and its OR reduction
+__device__ __forceinline__ void dense_ws_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
+
+__device__ __forceinline__ int dense_ws_or(int x) {
+    int r;
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.b32 p, %1, 0;\nbar.red.or.pred q, 1, 128, p;\nselp.b32 %0, 1, 0, q;\n}\n"
+                 : "=r"(r) : "r"(x) : "memory");
+    return r;
+}
+
+template<int REGS, bool INC>
+__device__ __forceinline__ void dense_setmaxnreg() {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (INC) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(REGS));
+    else asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(REGS));
+#endif
+}
+
+template<int D, int NB>
+__global__ void __launch_bounds__(256, 2)
+dense_chunk_products_ws(const float* __restrict__ A, long long a_lane, long long a_time,
+                        const float* __restrict__ B, const float* __restrict__ h0, long long h0_lane,
+                        int has_h0, float* __restrict__ Pout, float* __restrict__ Eout,
+                        int lanes, int C, int L, int steps, int n, int reverse, int G, int vec) {
+    static_assert(D >= 2 && NB >= 2 && NB <= 4, "a ring of at least 2 steps, 2 to 4 B buffers");
+    constexpr int N = 64, PW = N * N / 2;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    unsigned* Bp = reinterpret_cast<unsigned*>(smem_raw);      // NB buffers x (hi, lo) pieces of B
+    float* As = reinterpret_cast<float*>(Bp + NB * 2 * PW);    // D stages of N x N (swizzled rows)
+    float* bs = As + D * N * N;                                 // D stages of N
+    float* es = bs + D * N;                                     // e double buffer, 2 x N
+    float* cs = es + 2 * N;                                     // 2^sigma of B's rows, NB x N
+    int* fl = reinterpret_cast<int*>(cs + NB * N);              // whether any row was scaled, NB (4 words)
+    unsigned long long* bars = reinterpret_cast<unsigned long long*>(fl + 4);  // full[NB], empty[NB]
+    const int tid = threadIdx.x, wg = tid >> 7, t7 = tid & 127;
+    const int w = t7 >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+
+    const DenseChunk chunk(A, a_lane, B, lanes, C, L, steps, n, reverse);
+    const long long o = chunk.o;
+    const int start = chunk.start, len = chunk.len;
+    const bool varying = a_time != 0;
+
+    for (int i = tid; i < D * N * N + D * N + 2 * N + NB * N + 4; i += 256) As[i] = 0.f;  // zero padding
+    if (tid == 0) {
+        for (int i = 0; i < 2 * NB; ++i) dense_mbar_init(dense_smem_addr(bars + i), 128);
+    }
+    auto issue = [&](int s, int stage) {  // producer threads
+        const long long t = reverse ? start + len - 1 - s : start + s;
+        if (varying) dense_h16_copy_a(chunk.Al + t * a_time, As + stage * N * N, n, vec, t7);
+        if (t7 < n) dense_cp_async<4>(bs + stage * N + t7, chunk.Bl + t * n + t7, true);
+    };
+    __syncthreads();
+    if (wg == 1) {
+        if (!varying && len > 0) dense_h16_copy_a(chunk.Al, As, n, vec, t7);
+        #pragma unroll 1
+        for (int s = 0; s < D; ++s) {  // group s holds step s
+            if (s < len) issue(s, s);
+            dense_cp_commit();
+        }
+    }
+    float d[8][4];
+    int R0 = 0, R1 = 0;  // exponents of X's rows 16w + g and 16w + g + 8 (X = 2^R d)
+    if (len > 0) {  // X = A[t]^T, e = b[t]
+        if (wg == 1) dense_cp_wait<D - 1>();
+        __syncthreads();
+        if (wg == 0) {
+            #pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const int k0 = 8 * j + 2 * c, m = 16 * w + g;
+                d[j][0] = As[dense_h16_sw(k0, m)];
+                d[j][1] = As[dense_h16_sw(k0 + 1, m)];
+                d[j][2] = As[dense_h16_sw(k0, m + 8)];
+                d[j][3] = As[dense_h16_sw(k0 + 1, m + 8)];
+            }
+        } else if (t7 < N) {
+            es[t7] = bs[t7];
+        }
+    }
+    __syncthreads();  // step 0's ring slot is free; e of step 0 is written
+    // Step s >= 1 uses B buffer (s - 1) % NB for the u-th time, u = (s - 1) / NB: mbarrier phase u.
+    if (wg == 1) {
+        dense_setmaxnreg<DENSE_WS_PREG, false>();
+        #pragma unroll 1
+        for (int s = 1; s < len; ++s) {
+            const int buf = (s - 1) % NB, u = (s - 1) / NB;
+            dense_cp_wait<D - 2>();  // this thread's copies of step s (groups 0 .. s of D + s - 1)
+            dense_ws_sync();         // everyone's; everyone is done with step s - 1 (its slot, e)
+            if (s - 1 + D < len) issue(s - 1 + D, (s - 1) % D);
+            dense_cp_commit();
+            if (u > 0) dense_mbar_wait(dense_smem_addr(bars + NB + buf), (u - 1) & 1);  // read by step s - NB
+            const bool scaled = dense_h16_split_a(As + (varying ? s % D : 0) * N * N, bs + (s % D) * N,
+                                                  es + ((s - 1) & 1) * N, es + (s & 1) * N, Bp + buf * 2 * PW,
+                                                  Bp + buf * 2 * PW + PW, cs + buf * N, t7);
+            dense_fence_async_smem();
+            const int any = dense_ws_or(scaled);
+            if (t7 == 0) fl[buf] = any;
+            dense_mbar_arrive(dense_smem_addr(bars + buf));
+        }
+        dense_cp_wait<0>();
+        dense_ws_sync();  // e of the last step
+        if (o < lanes && !chunk.terminal) {
+            float* E = Eout + ((long long)o * C + chunk.slot) * n;
+            for (int r = t7; r < n; r += 128) E[r] = es[((len - 1) & 1) * N + r];
+        }
+        return;
+    }
+    dense_setmaxnreg<256 - DENSE_WS_PREG, true>();
+    #pragma unroll 1
+    for (int s = 1; s < len; ++s) {
+        const int buf = (s - 1) % NB, u = (s - 1) / NB;
+        unsigned xh[4][4], xl[4][4], xu[2][4];
+        float small[8][4];
+        dense_h16_x_pieces(d, R0, R1, xh, xl, xu, w);
+        dense_mbar_wait(dense_smem_addr(bars + buf), u & 1);
+        dense_h16_issue(d, small, xh, xl, xu, Bp + buf * 2 * PW);
+        dense_h16_retire(d, small, xh, xl, xu);
+        dense_h16_sum(d, small, cs + buf * N, fl[buf] != 0, c);
+        dense_mbar_arrive(dense_smem_addr(bars + NB + buf));  // after the sum: it read cs and fl
+    }
+    if (o < lanes) {
+        float* P = Pout + ((long long)o * C + chunk.slot) * n * n;
+        float* E = Eout + ((long long)o * C + chunk.slot) * n;
+        if (chunk.terminal) {
+            dense_chunk_entry(P, E, has_h0 ? h0 + o * h0_lane : nullptr, n, t7, 128);
+        } else {
+            dense_h16_store_p(P, d, R0, R1, n, w, g, c);
         }
     }
 }
