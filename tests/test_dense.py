@@ -902,8 +902,9 @@ def _badly_scaled_case(rng, lanes, T, n, spread):
 @pytest.mark.parametrize("wg", [16, 32])
 @pytest.mark.parametrize("n", [33, 47, 64])
 def test_cupy_chunked_fp16_pieces(cupy_chunk, monkeypatch, wg, n, rng):
-    """The products on FP16 pieces (``CHUNK_MMA_WG = 16``, the default on sm_90a): time-varying,
-    time-invariant and lane-shared A with zero padding, both directions; same-sign data (float32's
+    """The products on FP16 pieces (``CHUNK_MMA_WG = 16``, the default on sm_90a, and 32, its
+    warp-specialized variant): time-varying, time-invariant and lane-shared A with zero padding,
+    both directions; same-sign data (float32's
     1e-5 with the tensor core's truncating accumulation); entries far outside FP16's range (A scaled
     by 2^-40; rows and columns scaled by 10^-3 .. 10^3, so entries up to 10^5 and down to 10^-7,
     some rows scaled and some not), which the power-of-two row scales must bring into it. The plan
@@ -916,13 +917,13 @@ def test_cupy_chunked_fp16_pieces(cupy_chunk, monkeypatch, wg, n, rng):
     for a_shape in ("varying", "invariant", "shared"):
         _check_products_case(rng, n, a_shape, f"chunked fp16 wg={wg} n={n} {a_shape}")
     A, b, h0 = _nonnegative_case(rng, 3, 512, n)
-    _check_chunked(A, b, h0, "float32", False, f"chunked fp16 non-negative n={n}")
+    _check_chunked(A, b, h0, "float32", False, f"chunked fp16 wg={wg} non-negative n={n}")
     A, b, h0 = _seq_case(rng, "float32", 3, 100, n)
     # A's entries near 2^-43, far under FP16's smallest subnormal; b at 2^40
     As = A * np.float32(2.0**-40)
-    _check_chunked(As, b * np.float32(2.0**40), h0, "float32", False, f"chunked fp16 n={n} tiny A")
+    _check_chunked(As, b * np.float32(2.0**40), h0, "float32", False, f"chunked fp16 wg={wg} n={n} tiny A")
     A, b, h0 = _badly_scaled_case(rng, 3, 100, n, 3.0)
-    _check_chunked(A, b, h0, "float32", True, f"chunked fp16 n={n} badly scaled")
+    _check_chunked(A, b, h0, "float32", True, f"chunked fp16 wg={wg} n={n} badly scaled")
     plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-3] == wg and p]
     assert plans and all(p[0][3] == (_H16_SHARED if wg == 16 else _WS_SHARED) for p in plans)
 

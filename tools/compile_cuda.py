@@ -155,8 +155,8 @@ def _dense_unit():
     # the products kernel on tensor cores <N, D> (float32 only)
     refs += "".join(f"    (void*)&dense_chunk_products_mma<{N}, {d}>,\n" for N in (16, 32, 64) for d in (2, 3, 4))
     text = '#define SCANARRAY_NO_CUPY_COMPLEX\n#include "dense.cu"\nvoid* scanarray_instances[] = {\n' + refs + "};\n"
-    # and on warpgroup MMAs (<64, D, WG> on TF32 pieces, h16<D> on FP16 ones), which NVRTC compiles
-    # for sm_90a (wgmma is arch-specific)
+    # and on warpgroup MMAs (<64, D, WG> on TF32 pieces, h16<D> and the warp-specialized ws<D, 2> on
+    # FP16 ones), which NVRTC compiles for sm_90a (wgmma and setmaxnreg are arch-specific)
     wg = "".join(f"    (void*)&dense_chunk_products_mma<64, {d}, {w}>,\n" for d in (2, 3, 4) for w in (2, 4, 8))
     wg += "".join(f"    (void*)&dense_chunk_products_h16<{d}>,\n" for d in (2, 3, 4))
     wg += "".join(f"    (void*)&dense_chunk_products_ws<{d}, 2>,\n" for d in (2, 3, 4))

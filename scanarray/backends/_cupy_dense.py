@@ -607,10 +607,11 @@ def _mma_wg(N):
 
 
 def _mma_product_plan(N, total, D):
-    """``(function, blocks, threads, shared bytes, 1)`` of ``dense_chunk_products_mma``: a block of
-    ``2 N`` threads per (lane, chunk), ``A`` through a ring of ``D`` steps (default 4; 3 at N = 64,
-    where 4 blocks of 50 KB share an SM: see ``DENSE_MMA_MINB`` in dense.cu; 2 on warpgroup MMAs,
-    where 3 blocks of 65 KB do)."""
+    """``(function, blocks, threads, shared bytes, 1)`` of the tensor-core products kernel: a block
+    of ``2 N`` threads per (lane, chunk) (``4 N`` warp-specialized), ``A`` through a ring of ``D``
+    steps (default 4; 3 at N = 64, where 4 blocks of 50 KB share an SM: see ``DENSE_MMA_MINB`` in
+    dense.cu; 2 on warpgroup MMAs, where 3 blocks of 65-66 KB do; 3 warp-specialized, 2 blocks of
+    82 KB)."""
     from ._cupy_common import get_function
 
     wg = _mma_wg(N)
