@@ -579,9 +579,9 @@ CHUNK_MMA_WG = None
 #: 2^-11 lo in half precision, rows scaled by powers of two into its range; dense.cu).
 _H16 = 16
 #: ... and of the same products warp-specialized (``dense_chunk_products_ws``: a warpgroup splits
-#: ``A[t]`` into ``_WS_NB`` buffers of pieces while another multiplies; 256 threads a block).
-_WS = 32
-_WS_NB = 2
+#: ``A[t]`` into ``_H16_WS_NB`` buffers of pieces while another multiplies; 256 threads a block).
+_H16_WS = 32
+_H16_WS_NB = 2
 _MMA_WG = _H16
 #: Benchmarks only: ``DENSE_WG_OPT`` of the warpgroup products kernel (bits of its step's
 #: arrangement, dense.cu; None: the shipped one).
@@ -615,15 +615,15 @@ def _mma_product_plan(N, total, D):
     from ._cupy_common import get_function
 
     wg = _mma_wg(N)
-    D = D or (3 if wg == _WS else 2 if wg else 3 if N == 64 else 4)
+    D = D or (3 if wg == _H16_WS else 2 if wg else 3 if N == 64 else 4)
     shared = (D * N * N + D * N + 2 * N + (2 * N * N if wg else 0)) * 4
     threads = 2 * N
     if wg == _H16:  # FP16 pieces: two B buffers of N x N words, e and 2^sigma double-buffered
         shared = (2 * N * N + D * N * N + D * N + 4 * N) * 4
         f = get_function("dense.cu", f"dense_chunk_products_h16<{D}>", ("-arch=sm_90a",))
-    elif wg == _WS:  # and warp-specialized: NB buffers, a D-stage ring, flags, 2 NB mbarriers
-        shared = (_WS_NB * N * N + D * N * N + D * N + 2 * N + _WS_NB * N + 4) * 4 + 16 * _WS_NB
-        f = get_function("dense.cu", f"dense_chunk_products_ws<{D}, {_WS_NB}>", ("-arch=sm_90a",))
+    elif wg == _H16_WS:  # and warp-specialized: NB buffers, a D-stage ring, flags, 2 NB mbarriers
+        shared = (_H16_WS_NB * N * N + D * N * N + D * N + 2 * N + _H16_WS_NB * N + 4) * 4 + 16 * _H16_WS_NB
+        f = get_function("dense.cu", f"dense_chunk_products_ws<{D}, {_H16_WS_NB}>", ("-arch=sm_90a",))
         threads = 4 * N
     elif wg:  # its own module: sm_90a code (wgmma) runs on compute capability 9.0 only
         opts = ("-arch=sm_90a",) + (() if CHUNK_MMA_WG_OPT is None else (f"-DDENSE_WG_OPT={int(CHUNK_MMA_WG_OPT)}",))
