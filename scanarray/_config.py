@@ -268,7 +268,12 @@ DENSE_CHUNK_FMA_PER_MS = {4: 2.8e9, 16: 2.8e9, 32: 2.8e9, 64: 9.0e9}
 #: (64, 1024, 48) 0.816 / 0.672, (8, 16384, 64) 1.718 / 9.973; (8, 4096, 64) 0.510 / 2.561 at 01:07.
 #: It picks the faster at all six; the products pass alone runs at 29.6e9 there, which picks
 #: chunked at the three 64-lane shapes, and the earlier 18.4e9 picked it at (64, 1024, 48).
-DENSE_CHUNK_MMA_PER_MS = {4: 6.7e9, 16: 6.7e9, 32: 11.1e9, 64: 21.8e9}
+#: Refitted to 24.5e9 for the products on FP16 pieces (benchmarks/diag_dense_auto.py, H200,
+#: 2026-11-22 08:21 UTC, chunked / sequential ms): (64, 1024, 64) 0.683 / 0.656, (64, 4096, 64)
+#: 2.474 / 2.566 (21.8e9 picked sequential there), (16, 4096, 64) 0.675 / 2.486, (64, 1024, 48)
+#: 0.651 / 0.596, (8, 16384, 64) 1.321 / 9.940, (8, 4096, 64) 0.405 / 2.504 (08:09 UTC alike).
+#: The two 64-lane shapes bound it: 24.1e9 to 24.8e9 picks the faster at all six.
+DENSE_CHUNK_MMA_PER_MS = {4: 6.7e9, 16: 6.7e9, 32: 11.1e9, 64: 24.5e9}
 DENSE_CHUNK_MMA_PADDED = (64,)
 #: Where ``chunked`` would be chosen, ``lookback`` (the same chunk products, one launch) instead for
 #: n <= DENSE_LOOKBACK_MAX_N: H200, 2026-11-21 10:36 UTC (METHOD=lookback tools/gpu_dense_chunked.sh;
