@@ -1388,8 +1388,9 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
 //   * each row r of A[t] (a column of the result) likewise when it is split; the result's column r
 //     is multiplied back by 2^sigma_r in float32 when the step's products are summed.
 // Rows inside that window, the common case, cost no multiply (dense_h16_scale).
-// Relative to each row's largest entry the pieces keep float32-sized errors (an entry under 2^-14
-// of its row's largest becomes an FP16 subnormal, absolute error <= 2^-35 of that largest).
+// Relative to each row's largest entry the pieces keep float32-sized errors (in a row scaled into
+// [0.5, 1), an entry under 2^-14 of its largest becomes an FP16 subnormal, absolute error <= 2^-35
+// of that largest; rows left as they are: dense_h16_scale).
 //
 // The split of A[t + 1] (and its e) runs while the tensor cores compute step t: the B pieces are
 // double-buffered (2 x 16 KB), which fits 3 blocks per SM with a 2-stage ring of A (65.5 KB each).
