@@ -616,16 +616,19 @@ def _mma_product_plan(N, total, D):
 
     wg = _mma_wg(N)
     D = D or (3 if wg == _H16_WS else 2 if wg else 3 if N == 64 else 4)
-    shared = (D * N * N + D * N + 2 * N + (2 * N * N if wg else 0)) * 4
+    # A's ring and b's, e's double buffer, then per kernel: B's pieces (TF32 and FP16 alike: N x N
+    # words a buffer, one or two buffers), 2^sigma and flags, mbarriers
+    shared = (D * N * N + D * N + 2 * N) * 4
     threads = 2 * N
     if wg == _H16:  # FP16 pieces: two B buffers of N x N words, e and 2^sigma double-buffered
-        shared = (2 * N * N + D * N * N + D * N + 4 * N) * 4
+        shared += (2 * N * N + 2 * N) * 4
         f = get_function("dense.cu", f"dense_chunk_products_h16<{D}>", ("-arch=sm_90a",))
     elif wg == _H16_WS:  # and warp-specialized: NB buffers, a D-stage ring, flags, 2 NB mbarriers
-        shared = (_H16_WS_NB * N * N + D * N * N + D * N + 2 * N + _H16_WS_NB * N + 4) * 4 + 16 * _H16_WS_NB
+        shared += (_H16_WS_NB * N * N + _H16_WS_NB * N + 4) * 4 + 16 * _H16_WS_NB
         f = get_function("dense.cu", f"dense_chunk_products_ws<{D}, {_H16_WS_NB}>", ("-arch=sm_90a",))
         threads = 4 * N
     elif wg:  # its own module: sm_90a code (wgmma) runs on compute capability 9.0 only
+        shared += 2 * N * N * 4
         opts = ("-arch=sm_90a",) + (() if CHUNK_MMA_WG_OPT is None else (f"-DDENSE_WG_OPT={int(CHUNK_MMA_WG_OPT)}",))
         f = get_function("dense.cu", f"dense_chunk_products_mma<{N}, {D}, {wg}>", opts)
     else:
