@@ -111,7 +111,13 @@ def linear_recurrence(
     ``(a1, b1)`` then ``(a2, b2)`` gives ``(a2 * a1, a2 * b1 + b2)``, which is
     what chunked and parallel scans exploit [1]_. ``a = 0`` is an exact reset,
     and non-finite values land where a sequential loop puts them: no backend
-    rewrites the scan in log space or divides by ``a``.
+    rewrites the scan in log space or divides by ``a``. The one exception is
+    ``dense=True`` with a parallel method (``cyclic_reduction``, ``prefix``,
+    ``chunked``, ``lookback``): matrix products associate the steps
+    differently, so an element may be NaN where the loop gives an infinity or
+    the reverse, and transition products that overflow can give NaN where the
+    loop stays finite; ``method="sequential"`` follows the loop exactly
+    (docs/dense.md, "Growing systems").
 
     With ``dense=True`` on CuPy, the float32 chunk products of ``"lookback"``
     and ``"chunked"`` run on tensor cores as three TF32 products per multiply,
@@ -196,6 +202,8 @@ def linear_recurrence(
         raise ValueError(f"chunk must be a positive int; got {chunk}")
     if not isinstance(dense, (bool, np.bool_)):
         raise TypeError(f"dense must be True or False; got {dense!r}")
+    if not isinstance(reverse, (bool, np.bool_)):
+        raise TypeError(f"reverse must be True or False; got {reverse!r}")
     dense, reverse = bool(dense), bool(reverse)
 
     # Python scalars become 0-d arrays of the compute dtype in the inputs' library
@@ -372,14 +380,24 @@ def _is_array(x) -> bool:
 
 
 def _as_input(x, name):
-    """Arrays pass through; Python scalars stay weak; sequences become NumPy arrays."""
-    if type(x) in _KNOWN_ARRAY_TYPES or x is None or isinstance(x, _PYTHON_SCALARS) or _is_array(x):
+    """Arrays pass through (NumPy arrays of non-native byte order as native copies: the
+    kernels read native order); Python scalars stay weak; sequences become NumPy arrays."""
+    t = type(x)
+    if t in _KNOWN_ARRAY_TYPES or isinstance(x, _PYTHON_SCALARS) or _is_array(x):
+        if t is np.ndarray and not x.dtype.isnative:
+            return x.astype(x.dtype.newbyteorder("="))
         return x
     if isinstance(x, (list, tuple)):
-        return np.asarray(x)
+        try:
+            return np.asarray(x)
+        except ValueError as exc:  # ragged nesting
+            raise ValueError(
+                f"{name} is a sequence NumPy cannot make a rectangular array of ({exc}); "
+                "pass equal-length nested sequences or an array"
+            ) from None
     raise TypeError(
         f"{name} must be an array (NumPy, CuPy, Dask), a Python scalar or a sequence; "
-        f"got {type(x).__name__}"
+        f"got {'None' if x is None else t.__name__}"
     )
 
 
@@ -421,6 +439,18 @@ def _namespace(a, b, initial):
 
 def _resolve_namespace(a, b, initial, arrays):
     from array_api_compat import array_namespace, is_cupy_namespace, is_dask_namespace, is_numpy_namespace
+
+    # NumPy subclasses whose meaning plain arrays would lose (checked once per types: this
+    # runs on a miss of the namespace cache only)
+    for x, name in ((a, "a"), (b, "b"), (initial, "initial")):
+        if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
+            if isinstance(x, np.ma.MaskedArray):
+                raise TypeError(
+                    f"{name} is a masked array; scanarray would read its masked values as data. "
+                    f"Pass {name}.filled(value) (an ndarray) with the value masked steps should take"
+                )
+            if isinstance(x, np.matrix):
+                raise TypeError(f"{name} is a numpy.matrix; pass numpy.asarray({name}) (scanarray returns ndarrays)")
 
     try:
         ns = array_namespace(*arrays)
@@ -519,6 +549,8 @@ def _promote(parts, dtype):
 
 
 def _normalize_axis(axis, ndim, what):
+    if isinstance(axis, (bool, np.bool_)):
+        raise TypeError(f"axis must be an int; got {axis!r}")
     try:
         axis = operator.index(axis)
     except TypeError:
@@ -625,7 +657,24 @@ def _check_out(out, kind, shape, out_dtype, spec):
         )
     flags = getattr(out, "flags", None)
     if flags is not None and not getattr(flags, "writeable", True):
-        raise ValueError("out is read-only")
+        raise ValueError("out is read-only; pass a writeable array")
+    if _self_overlapping(out.shape, out.strides, out.itemsize):
+        raise ValueError(
+            f"out has elements that share memory (shape {tuple(out.shape)}, strides {tuple(out.strides)}: "
+            "a broadcast or self-overlapping view); pass an array whose elements are distinct"
+        )
+
+
+def _self_overlapping(shape, strides, itemsize):
+    """Whether a view may map two indices to overlapping bytes: false for every layout whose axes,
+    sorted by stride, each step past the extent of the ones before (all C, F, sliced and
+    transposed arrays), true for stride-0 broadcasts and overlapping windows."""
+    span = itemsize
+    for st, n in sorted((abs(st), n) for st, n in zip(strides, shape) if n > 1):
+        if st < span:
+            return True
+        span += st * (n - 1)
+    return False
 
 
 def _same_view(x, y) -> bool:

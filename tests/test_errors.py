@@ -102,8 +102,31 @@ def test_out_wrong_library():
 def test_out_read_only():
     out = np.empty((3, 4))
     out.flags.writeable = False
-    with raises(ValueError, "out is read-only"):
+    with raises(ValueError, "out is read-only", "writeable"):
         linear_recurrence(0.5, B, out=out)
+
+
+@pytest.mark.parametrize("strides", [(0, 8), (8, 8)])
+def test_out_self_overlapping(strides):
+    """A broadcast or overlapping-window out would let lanes overwrite each other's results."""
+    out = np.lib.stride_tricks.as_strided(np.zeros(16), (3, 4), strides)
+    with raises(ValueError, "out has elements that share memory", f"strides {strides}", "distinct"):
+        linear_recurrence(0.5, B, out=out)
+
+
+@pytest.mark.parametrize("view", ["transposed", "strided", "reversed"])
+def test_out_distinct_views_accepted(view):
+    """Views whose elements are distinct (any order, gaps) are fine, and are written right."""
+    base = {"transposed": lambda: np.zeros((4, 3)).T, "strided": lambda: np.zeros((3, 8))[:, ::2],
+            "reversed": lambda: np.zeros((3, 4))[::-1, ::-1]}[view]()
+    expected = np.zeros((3, 4))
+    h = np.zeros(3)
+    for t in range(4):
+        h = 0.5 * h + B[:, t]
+        expected[:, t] = h
+    got = linear_recurrence(0.5, B, out=base, backend="numpy")
+    assert got is base
+    np.testing.assert_allclose(base, expected, rtol=1e-15)
 
 
 def test_initial_wrong_shape():
@@ -151,6 +174,72 @@ def test_dtype_argument_checked():
 def test_dense_flag_must_be_bool():
     with raises(TypeError, "dense must be True or False"):
         linear_recurrence(0.5, B, dense="yes")
+
+
+@pytest.mark.parametrize("reverse", ["no", "False", None, 1, np.array([1, 0])])
+def test_reverse_flag_must_be_bool(reverse):
+    # a truthy string must not silently run a reversed scan
+    with raises(TypeError, "reverse must be True or False"):
+        linear_recurrence(0.5, B, reverse=reverse)
+
+
+@pytest.mark.parametrize("axis", [True, np.bool_(False)])
+def test_axis_not_a_bool(axis):
+    with raises(TypeError, "axis must be an int"):
+        linear_recurrence(0.5, B, axis=axis)
+
+
+@pytest.mark.parametrize("name", ["a", "b"])
+def test_none_input(name):
+    args = {"a": 0.5, "b": B}
+    args[name] = None
+    with raises(TypeError, f"{name} must be an array", "got None"):
+        linear_recurrence(args["a"], args["b"])
+
+
+@pytest.mark.parametrize("name", ["b", "initial"])
+def test_ragged_sequence(name):
+    args = {"b": B[:2, :2], "initial": None}
+    args[name] = [[1.0, 2.0], [3.0]] if name == "b" else [[1.0], [2.0, 3.0]]
+    with raises(ValueError, f"{name} is a sequence NumPy cannot make a rectangular array of"):
+        linear_recurrence(0.5, args["b"], initial=args["initial"])
+
+
+def test_masked_array_rejected():
+    """The mask would be ignored: the hidden values would enter the scan."""
+    b = np.ma.masked_array([1.0, 1e30, 3.0], mask=[0, 1, 0])
+    for backend in ("numpy", None):
+        with raises(TypeError, "b is a masked array", "filled"):
+            linear_recurrence(0.5, b, backend=backend)
+    with raises(TypeError, "initial is a masked array"):
+        linear_recurrence(0.5, np.ones((2, 3)), initial=np.ma.masked_array([1.0, 2.0], mask=[1, 0]))
+
+
+@pytest.mark.filterwarnings("ignore::PendingDeprecationWarning")  # numpy.matrix itself warns
+def test_matrix_rejected():
+    with raises(TypeError, "b is a numpy.matrix", "numpy.asarray(b)"):
+        linear_recurrence(0.5, np.matrix([[1.0, 2.0], [3.0, 4.0]]))
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">f4", ">c16"])
+def test_non_native_byte_order(dtype):
+    """Big-endian inputs are read as their values (a native copy), not rejected or misread."""
+    rng = np.random.default_rng()
+    a = rng.uniform(-1, 1, (2, 50)).astype(dtype)
+    b = rng.standard_normal((2, 50)).astype(dtype)
+    a0, b0 = a.copy(), b.copy()
+    native = np.dtype(dtype).newbyteorder("=")
+    expected = np.zeros((2, 50), native)
+    h = np.zeros(2, np.float64 if native.kind == "f" else np.complex128)
+    for t in range(50):
+        h = a[:, t].astype(h.dtype) * h + b[:, t]
+        expected[:, t] = h
+    got = linear_recurrence(a, b, backend="numpy")
+    assert got.dtype == native
+    tol = 1e-12 if native.itemsize >= 8 else 1e-5
+    np.testing.assert_allclose(got, expected, rtol=tol, atol=tol * np.abs(expected).max())
+    np.testing.assert_array_equal(a, a0)
+    np.testing.assert_array_equal(b, b0)
 
 
 def test_not_an_array():
