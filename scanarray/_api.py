@@ -669,6 +669,8 @@ def _self_overlapping(shape, strides, itemsize):
     """Whether a view may map two indices to overlapping bytes: false for every layout whose axes,
     sorted by stride, each step past the extent of the ones before (all C, F, sliced and
     transposed arrays), true for stride-0 broadcasts and overlapping windows."""
+    if 0 in shape:
+        return False  # no elements
     span = itemsize
     for st, n in sorted((abs(st), n) for st, n in zip(strides, shape) if n > 1):
         if st < span:

@@ -114,6 +114,11 @@ def test_out_self_overlapping(strides):
         linear_recurrence(0.5, B, out=out)
 
 
+def test_out_empty_broadcast_accepted():
+    out = np.lib.stride_tricks.as_strided(np.zeros(1), (3, 0), (0, 8))
+    assert linear_recurrence(0.5, np.ones((3, 0)), out=out, backend="numpy") is out
+
+
 @pytest.mark.parametrize("view", ["transposed", "strided", "reversed"])
 def test_out_distinct_views_accepted(view):
     """Views whose elements are distinct (any order, gaps) are fine, and are written right."""
