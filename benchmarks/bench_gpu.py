@@ -510,6 +510,34 @@ class Peers:
         return self.torch.from_dlpack(x)
 
 
+def lane_error(a, b, h, steps=65536):
+    """Max |h - loop| / max |loop| over the first ``steps`` steps of the first and last rows of
+    (..., T) float arrays, the loop in float64 on the host (NaN where ``h`` holds one)."""
+    T = b.shape[-1]
+    n = min(T, steps)
+    A, B, H = (cupy.asnumpy(x.reshape(-1, T)[[0, -1], :n]).astype(np.float64) for x in (a, b, h))
+    ref = np.empty_like(B)
+    s = np.zeros(2)
+    for t in range(n):
+        s = A[:, t] * s + B[:, t]
+        ref[:, t] = s
+    return float(np.max(np.abs(H - ref)) / max(float(np.max(np.abs(ref))), 1e-30))
+
+
+def checked(run, result, what, a, b, tol=1e-3):
+    """Run a library once into ``result`` (filled with NaN first; ``run`` may return a new array
+    instead) and check it against the float64 loop (:func:`lane_error`): a peer whose launch fails
+    silently (fpscan and accelerated-scan do not check theirs: more than 65535 rows exceed a grid's
+    y dimension) must not be timed as if it ran."""
+    result.fill(np.nan)
+    r = run()
+    got = result if r is None else cupy.from_dlpack(r)
+    cupy.cuda.Device().synchronize()
+    err = lane_error(a, b, got)
+    if not err <= tol:
+        raise RuntimeError(f"{what} gave a wrong result (relative error {err:.1e} on the first and last rows)")
+
+
 def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, log):
     a_h, b_h = make(shape, axis, dtype, a_kind, rng)
     a = a_h if np.isscalar(a_h) else cupy.asarray(a_h)
@@ -544,6 +572,8 @@ def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, l
     T = shape[axis]
     pow2 = T & (T - 1) == 0
     full_a = not np.isscalar(a)
+    if contiguous_last and full_a and dtype in ("float32", "float64"):
+        checked(ours("lookback"), out, "scanarray", a, b)  # the table's own figures, checked too
     if peers.torch is not None and contiguous_last and full_a and dtype == "float32":
         ta, tb = peers.tt(a), peers.tt(b)
         to = peers.tt(out)
@@ -554,6 +584,7 @@ def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, l
                 def fp():
                     ext.fullscan_forward(ta, tb, to, False)
 
+                checked(fp, out, "fpscan", a, b)
                 ms_f, _ = timed_burst(fp, reps)
                 row["fpscan_GBs"] = nb / (ms_f * 1e-3) / GB
                 row["fpscan_q_GBs"] = nb / (queued_us(fp) * 1e-6) / GB
@@ -563,12 +594,14 @@ def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, l
                 log(f"{label}: fpscan failed: {exc}")
         if peers.acc_warp is not None and pow2 and 32 <= T <= 65536:
             try:
+                checked(lambda: peers.acc_warp.warpscan_forward(ta, tb, to, False), out, "accelerated-scan warp", a, b)
                 ms_w, _ = timed_burst(lambda: peers.acc_warp.warpscan_forward(ta, tb, to, False), reps)
                 row["acc_warp_GBs"] = nb / (ms_w * 1e-3) / GB
             except Exception as exc:
                 log(f"{label}: accelerated-scan warp failed: {exc}")
         if peers.acc_triton is not None:
             try:
+                checked(lambda: peers.acc_triton.scan(ta, tb), out, "accelerated-scan triton", a, b)
                 ms_t, _ = timed_burst(lambda: peers.acc_triton.scan(ta, tb), max(3, reps // 4), burst=2, budget_s=3)
                 row["acc_triton_GBs"] = nb / (ms_t * 1e-3) / GB
             except Exception as exc:
