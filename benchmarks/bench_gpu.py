@@ -572,7 +572,7 @@ def run_workload(label, shape, axis, dtype, a_kind, peers, copy_bw, rng, reps, l
     T = shape[axis]
     # fpscan and accelerated-scan's warp kernel launch a grid of (batch, rows): more than 65535 rows
     # (a grid's y limit) fail without an error, and the failed launch's error then surfaces in the
-    # next library to check one (JAX failed so on the next workload, 2026-11-22 11:15 UTC)
+    # next library to check one (JAX failed so, H200, 2026-11-22 11:12 and 11:15 UTC)
     fp_shape = T & (T - 1) == 0 and shape[1] <= 65535
     full_a = not np.isscalar(a)
     if contiguous_last and full_a and dtype in ("float32", "float64"):
