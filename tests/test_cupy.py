@@ -370,6 +370,39 @@ def test_unaligned_views(method, dtype, rng):
     _check(h, a, b, what=f"unaligned {dtype}")
 
 
+@pytest.mark.parametrize("T", [1, 17, 33, 64, 65, 100, 129, 256, 300])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "float16"])
+def test_short_rows_warp_widths(T, dtype, rng):
+    """Rows shorter than a tile: ``rows_warp`` with as many steps a lane as the row needs (vectors
+    of G_w steps, NV_w of them: each width class for each dtype), aligned and one element into
+    the buffer (element path), both directions, with an initial state, per-row ``a`` constant in
+    time and scalar ``a``. The plan must give a warp at most twice a row's steps."""
+    from scanarray.backends import _cupy_scan
+
+    lanes = 70
+    a = coefficients(rng, (lanes, T), dtype)
+    b = values(rng, (lanes, T), dtype)
+    init = values(rng, (lanes,), dtype)
+    for reverse in (False, True):
+        h = _scan(a, b, method="lookback", initial=cupy.asarray(init), reverse=reverse)
+        _check(h, a, b, what=f"short rows T={T} {dtype} reverse={reverse}", initial=init, reverse=reverse)
+    big_b = values(rng, (lanes, T + 1), dtype)
+    b_d = cupy.asarray(big_b)[:, 1:]
+    h = scanarray.linear_recurrence(cupy.asarray(a), b_d, backend="cupy", method="lookback")
+    _check(h, a, big_b[:, 1:], what=f"short rows T={T} {dtype} unaligned")
+    lane_a = coefficients(rng, (lanes, 1), dtype)
+    _check(_scan(lane_a, b, method="lookback"), lane_a, b, what=f"short rows T={T} {dtype} per-row a")
+    _check(_scan(0.9, b, method="lookback"), 0.9, b, what=f"short rows T={T} {dtype} scalar a")
+    bd = cupy.asarray(b)
+    dt = np.dtype(np.float32 if dtype == "float16" else dtype)
+    p = _cupy_scan.plan(cupy.asarray(a), bd, cupy.empty_like(bd), dt, "lookback")
+    G, NV = (int(x) for x in p.name.rstrip(">").split(", ")[-4:-2])  # <..., NT, G, NV, AC, MINB>
+    # the fewest steps a lane (a power of two) for a warp to span the row, at most the tile's
+    widest = 32 * _config.CUPY_SCAN["rows"][dt.itemsize][1]
+    assert p.kind == "rows_warp" and 32 * G * NV == min(widest, 32 << (max(1, -(-T // 32)) - 1).bit_length()), \
+        (T, p.name)
+
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("axis", [-1, 0, 1])
