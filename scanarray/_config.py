@@ -192,11 +192,12 @@ def cupy_auto_method(problem):
 
 
 #: Rows this short go to one thread per lane whatever the layout: a warp per row idles most of
-#: its lanes. Measured on an NVIDIA H200, 2026-11-21 (benchmarks/bench_gpu.py,
-#: benchmarks/results/gpu_2026-11-21.md), float32, through the public function: 2**20 rows of
-#: 16 steps, sequential 786 GB/s against look-back's 148; 2**18 rows of 64 steps, 487 against
-#: 502 (a draw, so the line sits below 64).
-SEQ_MAX_T_ROWS = 32
+#: its lanes. Measured on an NVIDIA H200, float32, 2**24 elements, through the public function back
+#: to back, since ``rows_warp`` gives a lane only the steps a row needs (2026-11-22 11:24 UTC,
+#: benchmarks/results/gpu_2026-11-22.md, I): sequential / look-back GB/s at 8 steps 2004 / 393, 16
+#: 1140 / 767, 24 929 / 1131, 32 676 / 1564. (Before, 2026-11-21 06:28 UTC: at 16 steps 786
+#: against 148, at 64 steps 487 against 502, and the line sat at 32.)
+SEQ_MAX_T_ROWS = 16
 
 
 #: Diagonal CuPy choice for many short lanes laid out closer in memory than time steps (issue 5:
