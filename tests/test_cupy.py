@@ -376,7 +376,8 @@ def test_short_rows_warp_widths(T, dtype, rng):
     """Rows shorter than a tile: ``rows_warp`` with as many steps a lane as the row needs (vectors
     of G_w steps, NV_w of them: each width class for each dtype), aligned and one element into
     the buffer (element path), both directions, with an initial state, per-row ``a`` constant in
-    time and scalar ``a``. The plan must give a warp at most twice a row's steps."""
+    time and scalar ``a``, non-finite values in two rows. The plan must give a lane the fewest steps
+    that let the warp span the row."""
     from scanarray.backends import _cupy_scan
 
     lanes = 70
@@ -393,6 +394,11 @@ def test_short_rows_warp_widths(T, dtype, rng):
     lane_a = coefficients(rng, (lanes, 1), dtype)
     _check(_scan(lane_a, b, method="lookback"), lane_a, b, what=f"short rows T={T} {dtype} per-row a")
     _check(_scan(0.9, b, method="lookback"), 0.9, b, what=f"short rows T={T} {dtype} scalar a")
+    if dtype != "complex64":  # the exact replay of a row with non-finite values among finite rows
+        bn = b.copy()
+        bn[3, T // 2], bn[5, 0] = np.inf, np.nan
+        with np.errstate(all="ignore"):
+            _check(_scan(a, bn, method="lookback"), a, bn, what=f"short rows T={T} {dtype} non-finite")
     bd = cupy.asarray(b)
     dt = np.dtype(np.float32 if dtype == "float16" else dtype)
     p = _cupy_scan.plan(cupy.asarray(a), bd, cupy.empty_like(bd), dt, "lookback")
