@@ -191,13 +191,14 @@ def cupy_auto_method(problem):
     return "lookback"
 
 
-#: Rows this short go to one thread per lane whatever the layout: a warp per row idles most of
-#: its lanes. Measured on an NVIDIA H200, float32, 2**24 elements, through the public function back
-#: to back, since ``rows_warp`` gives a lane only the steps a row needs (2026-11-22 11:24 UTC,
-#: benchmarks/results/gpu_2026-11-22.md, I): sequential / look-back GB/s at 8 steps 2004 / 393, 16
-#: 1140 / 767, 24 929 / 1131, 32 676 / 1564. (Before, 2026-11-21 06:28 UTC: at 16 steps 786
-#: against 148, at 64 steps 487 against 502, and the line sat at 32.)
-SEQ_MAX_T_ROWS = 16
+#: Rows this short go to one thread per lane whatever the layout. Measured on an NVIDIA H200,
+#: float32, 2**24 elements as rows of T steps, through the public function back to back, since
+#: short rows run ``rows_seg`` (several rows a warp; 2026-11-22 11:48 UTC,
+#: benchmarks/results/gpu_2026-11-22.md, J): look-back / sequential GB/s at T = 4 2973 / 2153,
+#: 8 3463 / 2003, 16 3211 / 1142, 32 3194 / 684. Rows of 1-3 steps were not measured and keep
+#: the sequential kernel. (With a warp per row the line sat at 32 steps, then at 16: at 16 steps
+#: 1140 sequential against 767, 2026-11-22 11:24 UTC.)
+SEQ_MAX_T_ROWS = 3
 
 
 #: Diagonal CuPy choice for many short lanes laid out closer in memory than time steps (issue 5:

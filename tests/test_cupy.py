@@ -370,14 +370,14 @@ def test_unaligned_views(method, dtype, rng):
     _check(h, a, b, what=f"unaligned {dtype}")
 
 
-@pytest.mark.parametrize("T", [1, 17, 33, 64, 65, 100, 129, 256, 300])
+@pytest.mark.parametrize("T", [1, 17, 33, 64, 65, 100, 129, 256, 257, 300])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "float16"])
-def test_short_rows_warp_widths(T, dtype, rng):
-    """Rows shorter than a tile: ``rows_warp`` with as many steps a lane as the row needs (vectors
-    of G_w steps, NV_w of them: each width class for each dtype), aligned and one element into
-    the buffer (element path), both directions, with an initial state, per-row ``a`` constant in
-    time and scalar ``a``, non-finite values in two rows. The plan must give a lane the fewest steps
-    that let the warp span the row."""
+def test_short_rows(T, dtype, rng):
+    """Rows of at most 16 lanes' steps: ``rows_seg``, 32 / S rows a warp, each row's scan on its S
+    lanes (every S from 1 to 16 for each dtype; longer rows a warp each, ``rows_warp``). Aligned and
+    one element into the buffer (element path), both directions with an initial state, per-row
+    ``a`` constant in time, scalar ``a``, non-finite values in two rows (the warp's exact replay),
+    70 rows (a partial last warp). The plan must give a row the fewest lanes (a power of two)."""
     from scanarray.backends import _cupy_scan
 
     lanes = 70
@@ -394,7 +394,7 @@ def test_short_rows_warp_widths(T, dtype, rng):
     lane_a = coefficients(rng, (lanes, 1), dtype)
     _check(_scan(lane_a, b, method="lookback"), lane_a, b, what=f"short rows T={T} {dtype} per-row a")
     _check(_scan(0.9, b, method="lookback"), 0.9, b, what=f"short rows T={T} {dtype} scalar a")
-    if dtype != "complex64":  # the exact replay of a row with non-finite values among finite rows
+    if dtype != "complex64":  # the exact replay of a warp's rows, two of them non-finite
         bn = b.copy()
         bn[3, T // 2], bn[5, 0] = np.inf, np.nan
         with np.errstate(all="ignore"):
@@ -402,11 +402,13 @@ def test_short_rows_warp_widths(T, dtype, rng):
     bd = cupy.asarray(b)
     dt = np.dtype(np.float32 if dtype == "float16" else dtype)
     p = _cupy_scan.plan(cupy.asarray(a), bd, cupy.empty_like(bd), dt, "lookback")
-    G, NV = (int(x) for x in p.name.rstrip(">").split(", ")[-4:-2])  # <..., NT, G, NV, AC, MINB>
-    # the fewest steps a lane (a power of two) for a warp to span the row, at most the tile's
-    widest = 32 * _config.CUPY_SCAN["rows"][dt.itemsize][1]
-    assert p.kind == "rows_warp" and 32 * G * NV == min(widest, 32 << (max(1, -(-T // 32)) - 1).bit_length()), \
-        (T, p.name)
+    items = _config.CUPY_SCAN["rows"][dt.itemsize][1]
+    lanes_a_row = 1 << (max(1, -(-T // items)) - 1).bit_length()
+    if lanes_a_row < 32:
+        S = int(p.name.rstrip(">").split(", ")[-3])  # <..., NT, G, NV, S, AC, MINB>
+        assert p.kind == "rows_seg" and S == lanes_a_row, (T, p.name)
+    else:
+        assert p.kind == "rows_warp", (T, p.name)
 
 
 @pytest.mark.parametrize("method", METHODS)

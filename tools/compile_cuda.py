@@ -65,9 +65,10 @@ def _instantiations(combos=_COMBOS):
                        f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
             out.append(f"template __global__ void rows_block<{t}, 256, {G}, {NV}, {ac}, 1>"
                        f"({head}, int, int, int, {_LANES});")
-            # rows_warp at every width the driver picks for short rows: G_w x NV_w steps a lane
-            for iw in (1 << k for k in range((G * NV).bit_length())):
-                out.append(f"template __global__ void rows_warp<{t}, 256, {min(G, iw)}, {iw // min(G, iw)}, {ac}, 1>"
+            out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}, 1>"
+                       f"({head}, int, int, int, {_LANES}, i64);")
+            for S in (1, 2, 4, 8, 16):  # short rows, S lanes a row
+                out.append(f"template __global__ void rows_seg<{t}, 256, {G}, {NV}, {S}, {ac}, 1>"
                            f"({head}, int, int, int, {_LANES}, i64);")
             for (nw, steps), stg in (((8, _ITEMS[cs]), "false"), (_STAGED_LANES[cs], "true")):
                 for lw in ((32, 16, 8) if stg == "false" else (32, 8)):  # the widths CUPY_SCAN gives

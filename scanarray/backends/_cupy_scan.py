@@ -166,7 +166,7 @@ class _Plan:
             sc = self._scalars = (times, vec, lane_args)
         times, vec, lane_args = sc
         head = [pa, pb, po, pb if ph0 is None else ph0, _ONE if ph0 is not None else _ZERO] + times
-        if self.kind in ("seq", "rows_warp"):
+        if self.kind in ("seq", "rows_warp", "rows_seg"):
             return head + vec + lane_args + [np.int64(self.nlanes)]
         if self.kind == "rows_block":
             return head + vec + lane_args
@@ -291,17 +291,16 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         return NT, NT * G * NV, f"{types}, {NT}, {G}, {NV}, {_b(ac)}, {minb}"
 
     NT, tile, targs = rows_args("rows")
-    # Rows shorter than a tile run rows_warp, a warp per row. With the rows tile's steps a lane (16
-    # in float32) a warp spans 512 steps, and rows of 64 steps left 7/8 of its lanes idle: 15% of
-    # the copy (H200, 2026-11-22 11:18 UTC). A lane takes the fewest steps, a power of two, that
-    # let the warp cover a row: vectors of G_w steps (G_w <= G), NV_w of them.
-    items_w = G * max(1, cfg["rows"][csize][1] // G)
+    # Rows of at most 16 lanes' steps run rows_seg: 32 / S rows a warp, each row's scan on its S
+    # lanes (S a power of two). A warp per row (rows_warp) spans 32 lanes' steps whatever the row:
+    # rows of 64 float32 steps reached 15% of the copy, 59% with a lane's steps cut to the row's,
+    # as the warp's scan per row bounded them (H200, 2026-11-22 11:18-11:37 UTC).
+    items_r = G * max(1, cfg["rows"][csize][1] // G)
+    S_seg = 1 << (max(1, -(-T // items_r)) - 1).bit_length()
 
-    def warp_args(iw):
-        G_w = min(G, iw)
-        return G_w, f"{types}, {NT}, {G_w}, {iw // G_w}, {_b(ac)}, {cfg['rows'][csize][2]}"
+    def seg_name(S):
+        return f"scanarray::rows_seg<{types}, {NT}, {G}, {items_r // G}, {S}, {_b(ac)}, {cfg['rows'][csize][2]}>"
 
-    G_w, targs_w = warp_args(min(items_w, 1 << (max(1, -(-T // 32)) - 1).bit_length()))
     NT_l, tile_l, targs_l = rows_args("rows_long")
     NT_b, tile_b, targs_b = rows_args("rows_block")
     split = cfg.get("rows_split", {}).get(csize)
@@ -325,7 +324,8 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         lvec = (nw_v, S_v, lw_v, *lvec)
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
-        "rows_warp": f"scanarray::rows_warp<{targs_w}>",
+        "rows_warp": f"scanarray::rows_warp<{targs}>",
+        **({"rows_seg": seg_name(S_seg)} if S_seg < 32 else {}),
         "rows_tiles": f"scanarray::rows_tiles<{targs}, false>",  # rows of one tile: no look-back code
         "rows_block": f"scanarray::rows_block<{targs_b}>",
         "rows_long": f"scanarray::rows_{'staged' if staged else 'tiles'}<{targs_l}>",
@@ -334,9 +334,8 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         **({"lanes_vec": f"scanarray::lanes_vec<{types}, {nw_v}, {S_v}, {lvec[3]}, {lvec[4]}, {minb_v}, {lw_v}>"}
            if lvec is not None else {}),
     }
-    # every rows_warp width in the same module: one compilation serves rows of any length
-    warps = [f"scanarray::rows_warp<{warp_args(1 << k)[1]}>" for k in range(items_w.bit_length())]
-    group = tuple(dict.fromkeys([*names.values(), *warps]))
+    # every rows_seg width in the same module: one compilation serves short rows of any length
+    group = tuple(dict.fromkeys([*names.values(), *(seg_name(1 << k) for k in range(5))]))
     common = dict(ns=ns, ss=ss, nlanes=nlanes, group=group, times=(T, ta, tb, to))
 
     if method == "sequential":
@@ -361,11 +360,12 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         int(_vec_ok(b, tb, ss[1], G)),
         int(_vec_ok(out, to, ss[2], G)),
     )
-    if T < tile:  # short rows: a warp per row, no look-back
+    if T < tile:  # short rows: several a warp (rows_seg) or a warp each (rows_warp), no look-back
         nw = NT // 32
-        vec_w = (0 if ac else int(_vec_ok(a, ta, ss[0], G_w)), int(_vec_ok(b, tb, ss[1], G_w)),
-                 int(_vec_ok(out, to, ss[2], G_w)))
-        return _Plan(kind="rows_warp", name=names["rows_warp"], grid=-(-nlanes // nw), threads=NT, vec=vec_w,
+        if S_seg < 32:
+            return _Plan(kind="rows_seg", name=names["rows_seg"], grid=-(-nlanes // (nw * (32 // S_seg))),
+                         threads=NT, vec=vec, **common)
+        return _Plan(kind="rows_warp", name=names["rows_warp"], grid=-(-nlanes // nw), threads=NT, vec=vec,
                      **common)
     if T == tile:  # one tile per row, no look-back
         if split is not None and tile_s < T and nlanes <= split[2] * _sm_count(cupy_mod()):

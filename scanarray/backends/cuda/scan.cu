@@ -20,6 +20,7 @@
 //             in shared memory (STG).
 // lanes_vec   lanes_tiles for lanes contiguous and aligned: Q lanes a thread, moved by Q-lane
 //             vector accesses (more bytes in flight per register through the look-back).
+// rows_seg    many rows of at most 16 lanes' steps: several rows a warp, each row's scan on its lanes.
 // seq         one thread per lane, looping over time: the sequential baseline.
 //
 // Non-finite values: composed pairs give NaN where the loop gives +-inf (inf*x + inf*y vs
@@ -869,6 +870,136 @@ __global__ void __launch_bounds__(NT, MINB)
 #pragma unroll
     for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
   }
+}
+
+// ----------------------------------------------------------------------------------------- rows_seg
+// Many rows of at most S * G * NV steps (S < 32 lanes a row, a power of two): 32 / S rows a warp,
+// the scan confined to each row's S lanes. A warp per row (rows_warp) pays five shuffle rounds and
+// their compositions whatever the row's length, which bounded rows of 64 float32 steps at ~55-59%
+// of the copy on an H200, with more rows' loads in flight or not (benchmarks/results/
+// gpu_2026-11-22.md, I); here a row of 64 takes two rounds over 4 lanes. Lane s of a row holds,
+// for v < NV, the G steps starting at (v * S + s) * G. A warp any of whose rows holds a non-finite
+// value (or state) replays all its rows in order, lane after lane (exact; see the file's header).
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, int S, bool AC, int MINB>
+__global__ void __launch_bounds__(NT, MINB)
+    rows_seg(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+             int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, i64 nrows) {
+  static_assert(S >= 1 && S < 32 && (S & (S - 1)) == 0, "S: a power of two below 32");
+  constexpr int NW = NT / 32, R = 32 / S;
+  SCAN_LANE_MAP;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, s = lane & (S - 1), base = lane & ~(S - 1);
+  const i64 row0 = ((i64)blockIdx.x * NW + w) * R;
+  if (row0 >= nrows) return;  // whole warps only: the shuffles below name all 32 lanes
+  const i64 row = row0 + lane / S;
+  const bool live = row < nrows;
+  i64 oa = 0, ob = 0, oo = 0;
+  if (live) lm.offsets(row, oa, ob, oo);
+  const TA* pa = a + oa;
+  const TB* pb = b + ob;
+  TO* po = out + oo;
+  C a_val = Num<C>::one();
+  if (AC && live) a_val = To<C>::f(pa[0]);
+  C xa[NV][G], xb[NV][G];
+  // aligned rows of whole groups: every vector load issued before any is used, those past the
+  // row's end read its first group and are masked (a load behind a branch per group waited for
+  // the one before: 62-72% of the copy at every length, H200, 2026-11-22 11:47 UTC)
+  const bool fast = live && vec_b != 0 && (AC || (vec_a != 0 && sta == stb)) && (stb == 1 || stb == -1) &&
+                    T % G == 0;
+  if (fast) {
+    Vec<TB, G> vb[NV];
+    Vec<TA, G> va[AC ? 1 : NV];
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      const i64 t0 = (i64)(v * S + s) * G, tl = t0 < T ? t0 : 0;
+      vb[v] = *reinterpret_cast<const Vec<TB, G>*>(stb > 0 ? pb + tl : pb - tl - (G - 1));
+      if (!AC) va[v] = *reinterpret_cast<const Vec<TA, G>*>(stb > 0 ? pa + tl : pa - tl - (G - 1));
+    }
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      const bool in = (i64)(v * S + s) * G < T;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const int gi = stb > 0 ? g : G - 1 - g;
+        xb[v][g] = in ? To<C>::f(vb[v].v[gi]) : Num<C>::zero();
+        xa[v][g] = !in ? Num<C>::one() : AC ? a_val : To<C>::f(va[AC ? 0 : v].v[gi]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      const i64 t0 = (i64)(v * S + s) * G;
+      if (live) {
+        load_group<TB, C, G>(pb, stb, t0, T, vec_b != 0, xb[v], Num<C>::zero());
+        if (!AC) load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
+      } else {
+#pragma unroll
+        for (int g = 0; g < G; ++g) xb[v][g] = Num<C>::zero();
+      }
+      if (AC || !live) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) xa[v][g] = (live && t0 + g < T) ? a_val : Num<C>::one();
+      }
+    }
+  }
+  bool bad = false;
+#pragma unroll
+  for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
+  // inclusive scan of each row's S lanes, group by group, then the groups in order
+  Pair<C> inc[NV];
+#pragma unroll
+  for (int v = 0; v < NV; ++v) inc[v] = group_pair<C, G>(xa[v], xb[v]);
+#pragma unroll
+  for (int d = 1; d < S; d <<= 1) {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      Pair<C> o = shfl_up(inc[v], d);
+      if (s >= d) inc[v] = compose(inc[v], o);
+    }
+  }
+  Pair<C> carry = ident<C>(), pre[NV];
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    Pair<C> ex = shfl_up(inc[v], 1);
+    if (s == 0) ex = ident<C>();
+    const Pair<C> tot = shfl_idx(inc[v], base + S - 1);
+    pre[v] = compose(ex, carry);
+    carry = compose(tot, carry);
+  }
+  const C hin = (live && has_h0) ? h0[row] : Num<C>::zero();
+  const C hout = apply(carry, hin);
+  if (__all_sync(0xffffffffu, !bad && finite(hin) && finite(hout))) {
+    if (!live) return;
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+      C h = apply(pre[v], hin);
+      C y[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        h = xa[v][g] * h + xb[v][g];
+        y[g] = h;
+      }
+      store_group<TO, C, G>(po, sto, (i64)(v * S + s) * G, T, vec_o != 0, y);
+    }
+    return;
+  }
+  // exact path: every row of the warp stepped in order, its lanes handing the state on
+  C h = hin;
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    for (int l = 0; l < S; ++l) {
+      if (s == l) {
+#pragma unroll
+        for (int g = 0; g < G; ++g) {
+          h = xa[v][g] * h + xb[v][g];
+          xb[v][g] = h;
+        }
+      }
+      h = shfl_idx(h, base + l);
+    }
+  }
+  if (!live) return;
+#pragma unroll
+  for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, (i64)(v * S + s) * G, T, vec_o != 0, xb[v]);
 }
 
 // -------------------------------------------------------------------------------------- lanes_tiles
