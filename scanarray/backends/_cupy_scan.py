@@ -11,7 +11,8 @@ a kernel by layout and length, never copying data to change it:
   tile need no look-back; on compute capability 9.0 and up, rows of several
   tiles run ``rows_staged``, its tiles staged in shared memory), ``rows_block``
   (a block per row, for enough long rows to fill the device) or, for rows
-  shorter than a tile, ``rows_warp`` (a warp per row);
+  shorter than a tile, ``rows_seg`` (several rows a warp, up to 16 lanes'
+  steps a row) and ``rows_warp`` (a warp per row);
 - lanes closer in memory than time steps (time-major, e.g. axis 0 of a C-order
   ``(T, N)`` array): ``lanes_tiles``, threads along lanes (coalesced), tiles
   along time chained per lane by the same look-back.
