@@ -45,25 +45,28 @@ __device__ __forceinline__ Pair<C> group_pair(const C (&xa)[G], const C (&xb)[G]
   return f;
 }
 
-// Prefix pairs of one warp's 32 * G * NV consecutive steps. Thread `lane` holds, for v < NV, the
-// G steps starting at v * 32 * G + lane * G, here as their pairs inc[v] (consumed). Returns the
-// warp's total; pre[v] is the pair of the steps before the thread's group v (from the warp's start).
-template <class C, int NV>
+// Prefix pairs of one warp's 32 * G * NV consecutive steps, or (S < 32, a power of two) of each
+// of its 32 / S segments of S lanes, S * G * NV steps each (rows_seg's rows). Thread `lane` holds,
+// for v < NV, the G steps starting at (v * S + s) * G of its segment (s = lane mod S), here as
+// their pairs inc[v] (consumed). Returns the segment's total; pre[v] is the pair of the steps
+// before the thread's group v (from the segment's start). S = 32 compiles to the warp's scan.
+template <class C, int NV, int S = 32>
 __device__ __forceinline__ Pair<C> warp_prefixes_of(Pair<C> (&inc)[NV], Pair<C> (&pre)[NV], int lane) {
+  const int s = S == 32 ? lane : (lane & (S - 1)), last = S == 32 ? 31 : (lane | (S - 1));
 #pragma unroll
-  for (int d = 1; d < 32; d <<= 1) {
+  for (int d = 1; d < S; d <<= 1) {
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
       Pair<C> o = shfl_up(inc[v], d);
-      if (lane >= d) inc[v] = compose(inc[v], o);
+      if (s >= d) inc[v] = compose(inc[v], o);
     }
   }
   Pair<C> carry = ident<C>();
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
     Pair<C> ex = shfl_up(inc[v], 1);
-    if (lane == 0) ex = ident<C>();
-    Pair<C> tot = shfl_idx(inc[v], 31);
+    if (s == 0) ex = ident<C>();
+    Pair<C> tot = shfl_idx(inc[v], last);
     pre[v] = compose(ex, carry);
     carry = compose(tot, carry);
   }
@@ -71,13 +74,13 @@ __device__ __forceinline__ Pair<C> warp_prefixes_of(Pair<C> (&inc)[NV], Pair<C> 
 }
 
 // The same from the steps themselves.
-template <class C, int G, int NV>
+template <class C, int G, int NV, int S = 32>
 __device__ __forceinline__ Pair<C> warp_prefixes(const C (&xa)[NV][G], const C (&xb)[NV][G], Pair<C> (&pre)[NV],
                                                  int lane) {
   Pair<C> inc[NV];
 #pragma unroll
   for (int v = 0; v < NV; ++v) inc[v] = group_pair<C, G>(xa[v], xb[v]);
-  return warp_prefixes_of<C, NV>(inc, pre, lane);
+  return warp_prefixes_of<C, NV, S>(inc, pre, lane);
 }
 
 template <class C, int G>
@@ -170,21 +173,23 @@ __device__ __forceinline__ void load_thread(const TA* pa, const TB* pb, i64 sta,
   if (AC) fill_a<C, G, NV>(a_val, xa);
 }
 
-// Exact replay of one warp's stretch from state h (warp-uniform): the sequential loop itself,
-// handed from lane to lane; the results replace xb. Returns the state after the stretch.
-template <class C, int G, int NV>
+// Exact replay of one warp's stretch (or of each S-lane segment's, as warp_prefixes_of) from
+// state h (uniform across the segment): the sequential loop itself, handed from lane to lane; the
+// results replace xb. Returns the state after the stretch. Called by the whole warp.
+template <class C, int G, int NV, int S = 32>
 __device__ __forceinline__ C warp_replay(const C (&xa)[NV][G], C (&xb)[NV][G], C h, int lane) {
+  const int s = S == 32 ? lane : (lane & (S - 1)), base = S == 32 ? 0 : (lane & ~(S - 1));
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
-    for (int l = 0; l < 32; ++l) {
-      if (lane == l) {
+    for (int l = 0; l < S; ++l) {
+      if (s == l) {
 #pragma unroll
         for (int g = 0; g < G; ++g) {
           h = xa[v][g] * h + xb[v][g];
           xb[v][g] = h;
         }
       }
-      h = shfl_idx(h, l);
+      h = shfl_idx(h, base + l);
     }
   }
   return h;
@@ -209,8 +214,8 @@ __device__ __forceinline__ int scan_warp_totals(Pair<C>* warp, const int* bad, i
 }
 
 // The fast path's output: each of the thread's groups from its entering state (pre[v] applied
-// to h, the state before the thread's first group), stepped and stored.
-template <class TO, class C, int G, int NV>
+// to h, the state before the thread's first group), stepped and stored; groups S * G steps apart.
+template <class TO, class C, int G, int NV, int S = 32>
 __device__ __forceinline__ void write_groups(const C (&xa)[NV][G], const C (&xb)[NV][G], const Pair<C> (&pre)[NV],
                                              C h_in, TO* po, i64 sto, i64 tw, i64 T, int vec_o) {
 #pragma unroll
@@ -222,7 +227,7 @@ __device__ __forceinline__ void write_groups(const C (&xa)[NV][G], const C (&xb)
       h = xa[v][g] * h + xb[v][g];
       y[g] = h;
     }
-    store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, y);
+    store_group<TO, C, G>(po, sto, tw + v * S * G, T, vec_o != 0, y);
   }
 }
 
@@ -875,9 +880,10 @@ __global__ void __launch_bounds__(NT, MINB)
 // ----------------------------------------------------------------------------------------- rows_seg
 // Many rows of at most S * G * NV steps (S < 32 lanes a row, a power of two): 32 / S rows a warp,
 // the scan confined to each row's S lanes. A warp per row (rows_warp) pays five shuffle rounds and
-// their compositions whatever the row's length, which bounded rows of 64 float32 steps at ~55-59%
-// of the copy on an H200, with more rows' loads in flight or not (benchmarks/results/
-// gpu_2026-11-22.md, I); here a row of 64 takes two rounds over 4 lanes. Lane s of a row holds,
+// their compositions whatever the row's length; rows of 64 float32 steps stayed at ~55-59% of the
+// copy on an H200 with more rows' loads in flight or not (benchmarks/results/gpu_2026-11-22.md, I;
+// the per-row scan as the bound is inferred, not profiled); here a row of 64 takes two rounds over
+// 4 lanes (97% with the loads issued up front, J). Lane s of a row holds,
 // for v < NV, the G steps starting at (v * S + s) * G. A warp any of whose rows holds a non-finite
 // value (or state) replays all its rows in order, lane after lane (exact; see the file's header).
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, int S, bool AC, int MINB>
@@ -887,7 +893,7 @@ __global__ void __launch_bounds__(NT, MINB)
   static_assert(S >= 1 && S < 32 && (S & (S - 1)) == 0, "S: a power of two below 32");
   constexpr int NW = NT / 32, R = 32 / S;
   SCAN_LANE_MAP;
-  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, s = lane & (S - 1), base = lane & ~(S - 1);
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, s = lane & (S - 1);
   const i64 row0 = ((i64)blockIdx.x * NW + w) * R;
   if (row0 >= nrows) return;  // whole warps only: the shuffles below name all 32 lanes
   const i64 row = row0 + lane / S;
@@ -944,59 +950,16 @@ __global__ void __launch_bounds__(NT, MINB)
   bool bad = false;
 #pragma unroll
   for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
-  // inclusive scan of each row's S lanes, group by group, then the groups in order
-  Pair<C> inc[NV];
-#pragma unroll
-  for (int v = 0; v < NV; ++v) inc[v] = group_pair<C, G>(xa[v], xb[v]);
-#pragma unroll
-  for (int d = 1; d < S; d <<= 1) {
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
-      Pair<C> o = shfl_up(inc[v], d);
-      if (s >= d) inc[v] = compose(inc[v], o);
-    }
-  }
-  Pair<C> carry = ident<C>(), pre[NV];
-#pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    Pair<C> ex = shfl_up(inc[v], 1);
-    if (s == 0) ex = ident<C>();
-    const Pair<C> tot = shfl_idx(inc[v], base + S - 1);
-    pre[v] = compose(ex, carry);
-    carry = compose(tot, carry);
-  }
+  Pair<C> pre[NV];
+  const Pair<C> tot = warp_prefixes<C, G, NV, S>(xa, xb, pre, lane);  // each row's scan on its lanes
   const C hin = (live && has_h0) ? h0[row] : Num<C>::zero();
-  const C hout = apply(carry, hin);
+  const C hout = apply(tot, hin);
   if (__all_sync(0xffffffffu, !bad && finite(hin) && finite(hout))) {
-    if (!live) return;
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
-      C h = apply(pre[v], hin);
-      C y[G];
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        h = xa[v][g] * h + xb[v][g];
-        y[g] = h;
-      }
-      store_group<TO, C, G>(po, sto, (i64)(v * S + s) * G, T, vec_o != 0, y);
-    }
+    if (live) write_groups<TO, C, G, NV, S>(xa, xb, pre, hin, po, sto, (i64)s * G, T, vec_o);
     return;
   }
   // exact path: every row of the warp stepped in order, its lanes handing the state on
-  C h = hin;
-#pragma unroll
-  for (int v = 0; v < NV; ++v) {
-    for (int l = 0; l < S; ++l) {
-      if (s == l) {
-#pragma unroll
-        for (int g = 0; g < G; ++g) {
-          h = xa[v][g] * h + xb[v][g];
-          xb[v][g] = h;
-        }
-      }
-      h = shfl_idx(h, base + l);
-    }
-  }
+  warp_replay<C, G, NV, S>(xa, xb, hin, lane);
   if (!live) return;
 #pragma unroll
   for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, (i64)(v * S + s) * G, T, vec_o != 0, xb[v]);
