@@ -189,10 +189,12 @@ def nbytes(a, b):
 
 def kernel_only(a, b, out, axis, method):
     """The launch alone (plan made once): GPU time without the public function's Python work."""
+    from scanarray import _api
     from scanarray.backends import _cupy_scan
 
-    dt = np.dtype(b.dtype)
-    a_arr = cupy.asarray(a, dtype=dt) if np.isscalar(a) else a
+    # the accumulation dtype, as the public function picks it (float32 for half-precision storage)
+    dt = _api._result_dtypes(a, b, None, None)[1]
+    a_arr = cupy.asarray(a, dtype=b.dtype) if np.isscalar(a) else a
     av, bv, ov = (cupy.moveaxis(cupy.broadcast_to(x, b.shape), axis, -1) for x in (a_arr, b, out))
     plan = _cupy_scan.plan(av, bv, ov, dt, method)
 
