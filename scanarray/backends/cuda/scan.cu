@@ -155,6 +155,41 @@ __device__ __forceinline__ void fill_a(C a_val, C (&xa)[NV][G]) {
     for (int g = 0; g < G; ++g) xa[v][g] = a_val;
 }
 
+// Whether rows are read as aligned vectors of whole groups up to their end (T a multiple of G),
+// with the groups past the end masked (load_masked).
+template <bool AC, int G>
+__device__ __forceinline__ bool rows_vec(i64 T, i64 sta, i64 stb, int vec_a, int vec_b) {
+  return vec_b && (AC || (vec_a != 0 && sta == stb)) && (stb == 1 || stb == -1) && T % G == 0;
+}
+
+// A thread's NV groups of G steps starting at t + v * STRIDE * G, in a row for which rows_vec
+// holds: every vector load is issued before any is used, and groups past the row's end read its
+// first group and are masked (a = 1, b = 0). A load behind a branch per group waits for the one
+// before: rows_seg ran at 62-72% of the copy at every length that way, 74-98% with this (H200,
+// 2026-11-22 11:47 UTC); rows_warp's rows of 500 float32 steps at 66% (13:20 UTC).
+template <class TA, class TB, class C, int G, int NV, int STRIDE, bool AC>
+__device__ __forceinline__ void load_masked(const TA* pa, const TB* pb, i64 stb, i64 t, i64 T, C a_val,
+                                            C (&xa)[NV][G], C (&xb)[NV][G]) {
+  Vec<TB, G> vb[NV];
+  Vec<TA, G> va[AC ? 1 : NV];
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    const i64 t0 = t + (i64)v * STRIDE * G, tl = t0 < T ? t0 : 0;
+    vb[v] = *reinterpret_cast<const Vec<TB, G>*>(stb > 0 ? pb + tl : pb - tl - (G - 1));
+    if (!AC) va[v] = *reinterpret_cast<const Vec<TA, G>*>(stb > 0 ? pa + tl : pa - tl - (G - 1));
+  }
+#pragma unroll
+  for (int v = 0; v < NV; ++v) {
+    const bool in = t + (i64)v * STRIDE * G < T;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const int gi = stb > 0 ? g : G - 1 - g;
+      xb[v][g] = in ? To<C>::f(vb[v].v[gi]) : Num<C>::zero();
+      xa[v][g] = !in ? Num<C>::one() : AC ? a_val : To<C>::f(va[AC ? 0 : v].v[gi]);
+    }
+  }
+}
+
 template <class TA, class TB, class C, int G, int NV, bool AC>
 __device__ __forceinline__ void load_thread(const TA* pa, const TB* pb, i64 sta, i64 stb, i64 tw, i64 T, int vec_a,
                                             int vec_b, C a_val, C (&xa)[NV][G], C (&xb)[NV][G]) {
@@ -162,6 +197,9 @@ __device__ __forceinline__ void load_thread(const TA* pa, const TB* pb, i64 sta,
     RawGroups<TA, TB, G, NV, AC> r;
     r.issue(pa, pb, stb, tw);
     r.unpack_to(stb, xa, xb);
+  } else if (rows_vec<AC, G>(T, sta, stb, vec_a, vec_b)) {  // the row ends within this thread's groups
+    load_masked<TA, TB, C, G, NV, 32, AC>(pa, pb, stb, tw, T, a_val, xa, xb);
+    return;
   } else {
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
@@ -906,30 +944,8 @@ __global__ void __launch_bounds__(NT, MINB)
   C a_val = Num<C>::one();
   if (AC && live) a_val = To<C>::f(pa[0]);
   C xa[NV][G], xb[NV][G];
-  // aligned rows of whole groups: every vector load issued before any is used, those past the
-  // row's end read its first group and are masked (a load behind a branch per group waited for
-  // the one before: 62-72% of the copy at every length, H200, 2026-11-22 11:47 UTC)
-  const bool fast = live && vec_b != 0 && (AC || (vec_a != 0 && sta == stb)) && (stb == 1 || stb == -1) &&
-                    T % G == 0;
-  if (fast) {
-    Vec<TB, G> vb[NV];
-    Vec<TA, G> va[AC ? 1 : NV];
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
-      const i64 t0 = (i64)(v * S + s) * G, tl = t0 < T ? t0 : 0;
-      vb[v] = *reinterpret_cast<const Vec<TB, G>*>(stb > 0 ? pb + tl : pb - tl - (G - 1));
-      if (!AC) va[v] = *reinterpret_cast<const Vec<TA, G>*>(stb > 0 ? pa + tl : pa - tl - (G - 1));
-    }
-#pragma unroll
-    for (int v = 0; v < NV; ++v) {
-      const bool in = (i64)(v * S + s) * G < T;
-#pragma unroll
-      for (int g = 0; g < G; ++g) {
-        const int gi = stb > 0 ? g : G - 1 - g;
-        xb[v][g] = in ? To<C>::f(vb[v].v[gi]) : Num<C>::zero();
-        xa[v][g] = !in ? Num<C>::one() : AC ? a_val : To<C>::f(va[AC ? 0 : v].v[gi]);
-      }
-    }
+  if (live && rows_vec<AC, G>(T, sta, stb, vec_a, vec_b)) {
+    load_masked<TA, TB, C, G, NV, S, AC>(pa, pb, stb, (i64)s * G, T, a_val, xa, xb);
   } else {
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
