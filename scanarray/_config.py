@@ -106,8 +106,22 @@ def track(module_name: str) -> None:
 #: From the kernel-only sweeps of benchmarks/bench_gpu.py --sweep on an H200, 2026-11-21
 #: (docs/gpu.md). Tests shrink them to stress the look-back.
 CUPY_SCAN = {
-    "rows": {4: (256, 16, 4), 8: (128, 8, 6), 16: (128, 4, 6)},
+    # 16-byte types (complex128): (128,4,5), no spills; with 6 blocks (80 registers) rows_seg and
+    # rows_tiles spilled 200 / 56 bytes. Kernel queued, H200, 2026-11-22 13:14-13:18 UTC, % of the
+    # copy, rows of 16 / 64 / 512 steps: 98.2 / 91.2 / 78.5 against 64.7 / 54.5 / 78.3 for (128,4,6)
+    # and 90.8 / 85.3 / 71.9 for (128,4,4).
+    "rows": {4: (256, 16, 4), 8: (128, 8, 6), 16: (128, 4, 5)},
     "rows_long": {4: (256, 16, 4), 8: (256, 8, 2), 16: (256, 4, 2)},
+    # rows_warp (a warp per row shorter than a ``rows`` tile): its own shape, as its loop and exact
+    # replay hold more registers than ``rows``' kernels (missing sizes take ``rows``'). With ``rows``'
+    # shapes it spilled 84 (float32), 384 (complex64) and 2080 bytes (complex128). Kernel queued,
+    # H200, 2026-11-22 13:14 and 13:18 UTC, % of the copy against ``rows``' shape in the same run:
+    # float32 rows of 512 / 1024 / 2048 steps 98.2 / 96.6 / 94.2 against 91.1 / 91.9 / 89.1 (float16
+    # of 1024: 85.2 against 89.1; (256,16,3) gave 98.1 / 96.7 / 94.0 and 83.1); complex64 of 256 / 512
+    # 96.9 / 98.0 against 52.8 / 53.2, float64 101.0 / 100.9 against 98.6 / 97.9 ((128,8,5): 93.1 /
+    # 95.0, 102.5 / 101.7; of 200-1000 steps 43-78% where (128,4,6) gave 71-91%); complex128 of 128 /
+    # 256 80.7 / 80.5 against 14.7 / 14.8.
+    "rows_warp": {4: (128, 16, 6), 8: (128, 4, 6), 16: (128, 2, 6)},
     # rows of several tiles on compute capability >= 9.0: ``rows_staged`` (the tile staged in shared
     # memory by asynchronous copies, so more tiles per SM wait on their look-back), this shape
     # instead of ``rows_long``; None: ``rows_long``. Kernel only, H200, 2026-11-21 16:43, 16:54 and
@@ -116,18 +130,23 @@ CUPY_SCAN = {
     # the same runs; 2**24 65.3 / 65.5 / 64.8 against 62.9 / 63.2 / 61.7; (2,256,65536) forced to
     # look back 83.7 / 84.2 / 84.1 against 83.1 / 83.5 / 83.9; float64 one row of 2**27 56.3% against
     # 43.0%, complex64 52.4% against 38.8%. Other shapes were slower: (128,32,5) 73.0%, (256,16,6)
-    # 71.3%, (128,16,12) 69.0%, (64,32,12) 61.3% on 2**28. 16-byte types: same bytes, not timed.
-    "rows_staged": {4: (128, 32, 6), 8: (128, 16, 6), 16: (128, 8, 6)},
+    # 71.3%, (128,16,12) 69.0%, (64,32,12) 61.3% on 2**28. 16-byte types: off; one row of 2**24
+    # complex128 (H200, 2026-11-22 13:18 UTC) 34.6% in registers (rows_long) against 31.3% staged
+    # (128,8,6) (spilling 820 bytes), 25.0-25.2% for (128,4,6) and (128,4,4). 8-byte types staged
+    # 53.1% (float64) / 49.0% (complex64) against 42.9 / 38.8 in registers.
+    "rows_staged": {4: (128, 32, 6), 8: (128, 16, 6), 16: None},
     # rows_block keeps its next tile's loads in flight (twice the data registers): fewer blocks per
     # SM than the kernels without prefetch. Kernel-only, H200, 2026-11-21 08:08 UTC
     # (bench_gpu.py --sweep-prefetch): f32 (256,16,2) 83.2% / 87.6% of the copy on (2,256,65536) /
     # (4,64,262144) where the kernel without prefetch gave 80.7% / 86.1% (512,16,2) at 08:02;
     # 8-byte (128,8,4) 95.4% f64 / 89.3% c64 on (8,1024,4096) against 94.5% / 91.0% (128,8,6).
-    # 16-byte: (128,4,3), the largest shape that compiles without spilling (not timed).
+    # 16-byte: (128,4,4), kernel queued, H200, 2026-11-22 13:14 UTC, complex128 rows of 2048 / 16384
+    # steps 64.0 / 62.4% of the copy against 58.8 / 52.9 for (128,4,3) and 43-58% for (128,2,4),
+    # (64,4,6), (256,2,2).
     # f32 (128,16,3) since 10:24 UTC (bench_gpu.py --sweep-block, H200): 94.2% / 93.0% of the copy
     # on (2,256,65536) / (4,64,262144) against 89.9% / 91.2% for (256,16,2) in the same run (half
     # the threads a block, more blocks a wave: 512 rows fit one wave); (128,16,4) 93.6% / 93.1%.
-    "rows_block": {4: (128, 16, 3), 8: (128, 8, 4), 16: (128, 4, 3)},
+    "rows_block": {4: (128, 16, 3), 8: (128, 8, 4), 16: (128, 4, 4)},
     # float32 time-major: (4,16,6) 76.7% of the copy on (65536,4096) against 72.3% for (4,16,4)
     # (H200, 2026-11-21 08:21 UTC, bench_gpu.py --sweep-one-tile; 12 bytes of spills)
     "lanes": {4: (4, 16, 6), 8: (4, 8, 4), 16: (4, 4, 4)},

@@ -39,6 +39,7 @@ def small_tiles(monkeypatch):
     of several tiles run the kernel the device gets (``rows_staged`` from compute capability 9.0,
     else ``rows_tiles``); ``long_rows_kernel`` runs both."""
     monkeypatch.setitem(_config.CUPY_SCAN, "rows", dict(SMALL))
+    monkeypatch.setitem(_config.CUPY_SCAN, "rows_warp", dict(SMALL))
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_long", dict(SMALL))
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_staged", dict(SMALL))
     monkeypatch.setitem(_config.CUPY_SCAN, "lanes_staged", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
@@ -402,13 +403,47 @@ def test_short_rows(T, dtype, rng):
     bd = cupy.asarray(b)
     dt = np.dtype(np.float32 if dtype == "float16" else dtype)
     p = _cupy_scan.plan(cupy.asarray(a), bd, cupy.empty_like(bd), dt, "lookback")
-    items = _config.CUPY_SCAN["rows"][dt.itemsize][1]
+    args = p.name.rstrip(">").split(", ")  # <TA, TB, TO, C, NT, G, NV, [S,] AC, MINB>
+    G = g_max = 16 // np.dtype(dtype).itemsize
+    while G > 1 and T % G:  # rows of whole groups (_cupy_scan._fit_group)
+        G //= 2
+    assert int(args[5]) == G, (T, p.name)
+    items = G * (_config.CUPY_SCAN["rows"][dt.itemsize][1] // g_max)
     lanes_a_row = 1 << (max(1, -(-T // items)) - 1).bit_length()
     if lanes_a_row < 32:
-        S = int(p.name.rstrip(">").split(", ")[-3])  # <..., NT, G, NV, S, AC, MINB>
-        assert p.kind == "rows_seg" and S == lanes_a_row, (T, p.name)
+        assert p.kind == "rows_seg" and int(args[-3]) == lanes_a_row, (T, p.name)
     else:
         assert p.kind == "rows_warp", (T, p.name)
+
+
+@pytest.mark.parametrize("T", [257, 302, 1001, 3001, 20001])
+@pytest.mark.parametrize("offset", [0, 1, 2])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "complex64"])
+def test_narrow_groups(T, offset, dtype, rng):
+    """Rows not aligned for 16-byte vectors (lengths that are no multiple of the group, views one or
+    two elements into their buffers) read the widest groups they allow, down to one step a load,
+    every load issued up front and those past a row's end masked: short rows (``rows_seg``,
+    ``rows_warp``), one tile, a block a row and look-back, both directions, with an initial
+    state."""
+    from scanarray.backends import _cupy_scan
+
+    lanes = 37 if T < 5000 else 3
+    big_a = coefficients(rng, (lanes, T + offset), dtype)
+    big_b = values(rng, (lanes, T + offset), dtype)
+    a, b = big_a[:, offset:], big_b[:, offset:]
+    a_d, b_d = cupy.asarray(big_a)[:, offset:], cupy.asarray(big_b)[:, offset:]
+    init = values(rng, (lanes,), dtype)
+    for reverse in (False, True):
+        h = scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback", initial=cupy.asarray(init),
+                                        reverse=reverse)
+        _check(h, a, b, what=f"narrow groups T={T} +{offset} {dtype} reverse={reverse}", initial=init,
+               reverse=reverse)
+    dt = np.dtype(np.float32 if dtype == "float16" else dtype)
+    p = _cupy_scan.plan(a_d, b_d, cupy.empty_like(b_d), dt, "lookback")
+    G = 16 // np.dtype(dtype).itemsize
+    while G > 1 and (T % G or offset % G):  # row strides T + offset and T (the result's)
+        G //= 2
+    assert p.kind.startswith("rows") and int(p.name.split(", ")[5]) == G, (T, offset, p.name)
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -46,6 +46,29 @@ _SIG_HEAD = "const {A}*, const {B}*, {O}*, const {C}*, int, i64, i64, i64, i64"
 _LANES = "int, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64"
 
 
+# dtype combinations whose rows kernels are also checked with narrower groups
+_NARROW = {("f32", "f32", "f32", "f32"): (1,), ("f16", "f16", "f16", "f32"): (2,)}
+
+
+def _rows_instantiations(t, head, cs, G, Gmax, ac):
+    """The time-contiguous rows kernels with groups of G steps, as many a thread as groups of Gmax."""
+    NV = max(1, _ITEMS[cs] // Gmax)
+    nt_s, items_s = _STAGED_ROWS[cs]
+    out = [f"template __global__ void rows_tiles<{t}, 256, {G}, {NV}, {ac}, 1, {lb}>"
+           f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);" for lb in ("true", "false")]
+    out.append(f"template __global__ void rows_staged<{t}, {nt_s}, {G}, {max(1, items_s // Gmax)}, {ac}, 1>"
+               f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
+    out.append(f"template __global__ void rows_block<{t}, 256, {G}, {NV}, {ac}, 1>({head}, int, int, int, {_LANES});")
+    out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}, 1>"
+               f"({head}, int, int, int, {_LANES}, i64);")
+    # short rows, S lanes a row: S only bounds loops, so its two ends stand for 1-16 (all five
+    # doubled the check's time on CI, 134 s against 71-76)
+    for S in (1, 16):
+        out.append(f"template __global__ void rows_seg<{t}, 256, {G}, {NV}, {S}, {ac}, 1>"
+                   f"({head}, int, int, int, {_LANES}, i64);")
+    return out
+
+
 def _instantiations(combos=_COMBOS):
     out = []
     for combo in combos:
@@ -55,23 +78,10 @@ def _instantiations(combos=_COMBOS):
         for ac in ("false", "true"):
             widest = max(_SIZE[combo[1]], _SIZE[combo[2]], 0 if ac == "true" else _SIZE[combo[0]])
             G = max(1, 16 // widest)
-            NV = max(1, _ITEMS[cs] // G)
             t = f"{A}, {B}, {O}, {C}"
-            for lb in ("true", "false"):
-                out.append(f"template __global__ void rows_tiles<{t}, 256, {G}, {NV}, {ac}, 1, {lb}>"
-                           f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
-            nt_s, items_s = _STAGED_ROWS[cs]
-            out.append(f"template __global__ void rows_staged<{t}, {nt_s}, {G}, {max(1, items_s // G)}, {ac}, 1>"
-                       f"({head}, int, int, int, {_LANES}, char*, u64, u32, i64);")
-            out.append(f"template __global__ void rows_block<{t}, 256, {G}, {NV}, {ac}, 1>"
-                       f"({head}, int, int, int, {_LANES});")
-            out.append(f"template __global__ void rows_warp<{t}, 256, {G}, {NV}, {ac}, 1>"
-                       f"({head}, int, int, int, {_LANES}, i64);")
-            # short rows, S lanes a row: S only bounds loops, so its two ends stand for 1-16 (all
-            # five doubled the check's time on CI, 134 s against 71-76)
-            for S in (1, 16):
-                out.append(f"template __global__ void rows_seg<{t}, 256, {G}, {NV}, {S}, {ac}, 1>"
-                           f"({head}, int, int, int, {_LANES}, i64);")
+            # narrower groups too where rows are not aligned for the widest (_cupy_scan._fit_group)
+            for g in (G, *_NARROW.get(combo, ())):
+                out += _rows_instantiations(t, head, cs, g, G, ac)
             for (nw, steps), stg in (((8, _ITEMS[cs]), "false"), (_STAGED_LANES[cs], "true")):
                 for lw in ((32, 16, 8) if stg == "false" else (32, 8)):  # the widths CUPY_SCAN gives
                     out.append(f"template __global__ void lanes_tiles<{t}, {nw}, {steps}, {ac}, 1, {stg}, {lw}>"

@@ -227,6 +227,21 @@ def _vec_ok(x, st, lane_strides, G):
     return low % nbytes == 0
 
 
+def _fit_group(a, b, out, ss, times, ac, T, rows_shape, G):
+    """Steps a vector access of the rows kernels moves (``G``): the most, up to 16 bytes, for which
+    every array contiguous along time is aligned (pointer and lane strides) and, for rows shorter
+    than a tile of the widest groups, the rows hold whole groups. Rows that allow no wider group read one step a load:
+    still coalesced across the warp and issued up front, where 16-byte groups would have sent
+    every load down the per-group path (float16 rows of 300 steps at 24% of the copy, float32
+    rows of 257 at 54%; H200, 2026-11-22 13:24 UTC)."""
+    NT, items, _ = rows_shape
+    (ta, tb, to), (sa, sb, so) = times, ss
+    arrays = [(x, t, s) for x, t, s in [(b, tb, sb), (out, to, so)] + ([] if ac else [(a, ta, sa)]) if abs(t) == 1]
+    while G > 1 and (T < NT * items and T % G or not all(_vec_ok(x, t, s, G) for x, t, s in arrays)):
+        G //= 2
+    return G
+
+
 def _lanes_vec(a, b, out, ns, ss, times, ac):
     """(lanes a thread Q, how a is read) where time-major lanes can move as Q-lane vectors
     (``lanes_vec``), else None: b and out contiguous along the innermost lane axis, a contiguous
@@ -272,7 +287,8 @@ _plans: dict = {}
 def _tunables(cfg, cs):
     return (cfg["rows"][cs], cfg["rows_long"][cs], cfg["rows_block"][cs], cfg["lanes"][cs], cfg["seq_threads"],
             cfg["rows_block_fill"], cfg.get("rows_split", {}).get(cs), cfg.get("rows_staged", {}).get(cs),
-            cfg.get("lanes_staged", {}).get(cs), cfg.get("lanes_narrow", {}).get(cs), cfg.get("lanes_vec", {}).get(cs))
+            cfg.get("lanes_staged", {}).get(cs), cfg.get("lanes_narrow", {}).get(cs), cfg.get("lanes_vec", {}).get(cs),
+            cfg.get("rows_warp", {}).get(cs))
 
 
 def _make_plan(a, b, out, dt, method, ns, ss, cfg):
@@ -282,25 +298,40 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     ac = ta == 0  # a constant along time (scalar or per-lane): one load per lane
     types = ", ".join([_common.ctype(x.dtype) for x in (a, b, out)] + [_common.ctype(dt)])
     csize = dt.itemsize
-    # rows kernels: G steps per vector access, NV accesses per thread, NT threads
+    # rows kernels: G steps per vector access, NV accesses per thread, NT threads. NV is that of the
+    # widest groups (Gmax) whatever G, so narrower groups hold no more registers (float32 rows_tiles
+    # and rows_warp with G = 1 and 16 steps a thread spilled 252-740 bytes; with 4 steps, none)
     widest = max(b.itemsize, out.itemsize, 0 if ac else a.itemsize)
-    G = max(1, 16 // widest)
+    Gmax = max(1, 16 // widest)
+    G = _fit_group(a, b, out, ss, (ta, tb, to), ac, T, cfg["rows"][csize], Gmax)
 
-    def rows_args(which):
-        NT, items, minb = cfg[which][csize]
-        NV = max(1, items // G)
+    def rows_args(which, fallback=None):
+        NT, items, minb = cfg.get(which, {}).get(csize) or cfg[fallback][csize]
+        NV = max(1, items // Gmax)
         return NT, NT * G * NV, f"{types}, {NT}, {G}, {NV}, {_b(ac)}, {minb}"
 
     NT, tile, targs = rows_args("rows")
+    # rows shorter than a tile of the widest groups run the short-row kernels whatever G: rows of 601
+    # float64 steps read one step a load (G = 1, 512-step tiles) ran at 40% of the copy a block a row,
+    # 73% a warp a row (H200, 2026-11-22 13:39 UTC)
+    short = T < cfg["rows"][csize][0] * cfg["rows"][csize][1]
     # Rows of at most 16 lanes' steps run rows_seg: 32 / S rows a warp, each row's scan on its S
     # lanes (S a power of two). A warp per row (rows_warp) spans 32 lanes' steps whatever the row:
     # rows of 64 float32 steps reached 15% of the copy, 59% with a lane's steps cut to the row's
     # (H200, 2026-11-22 11:18-11:37 UTC), 97% on rows_seg (11:48 UTC).
-    items_r = G * max(1, cfg["rows"][csize][1] // G)
+    items_r = G * max(1, cfg["rows"][csize][1] // Gmax)
     S_seg = 1 << (max(1, -(-T // items_r)) - 1).bit_length()
 
     def seg_name(S):
         return f"scanarray::rows_seg<{types}, {NT}, {G}, {items_r // G}, {S}, {_b(ac)}, {cfg['rows'][csize][2]}>"
+
+    # rows_warp: its own register budget (see _config); a lane holds only as many vectors as a row
+    # needs when the row fits one pass of the warp (NV from 1 to the shape's)
+    NT_w, items_w, minb_w = cfg.get("rows_warp", {}).get(csize) or cfg["rows"][csize]
+    nv_max = max(1, items_w // Gmax)
+
+    def warp_name(nv):
+        return f"scanarray::rows_warp<{types}, {NT_w}, {G}, {nv}, {_b(ac)}, {minb_w}>"
 
     NT_l, tile_l, targs_l = rows_args("rows_long")
     NT_b, tile_b, targs_b = rows_args("rows_block")
@@ -325,7 +356,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         lvec = (nw_v, S_v, lw_v, *lvec)
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
-        "rows_warp": f"scanarray::rows_warp<{targs}>",
+        "rows_warp": warp_name(min(nv_max, max(1, -(-T // (32 * G))))),
         **({"rows_seg": seg_name(S_seg)} if S_seg < 32 else {}),
         "rows_tiles": f"scanarray::rows_tiles<{targs}, false>",  # rows of one tile: no look-back code
         "rows_block": f"scanarray::rows_block<{targs_b}>",
@@ -335,8 +366,10 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         **({"lanes_vec": f"scanarray::lanes_vec<{types}, {nw_v}, {S_v}, {lvec[3]}, {lvec[4]}, {minb_v}, {lw_v}>"}
            if lvec is not None else {}),
     }
-    # every rows_seg width in the same module: one compilation serves short rows of any length
-    group = tuple(dict.fromkeys([*names.values(), *(seg_name(1 << k) for k in range(5))]))
+    # every rows_seg width and rows_warp depth in the same module: one compilation serves short rows
+    # of any length
+    group = tuple(dict.fromkeys([*names.values(), *(seg_name(1 << k) for k in range(5)),
+                                 *(warp_name(nv) for nv in range(1, nv_max + 1))]))
     common = dict(ns=ns, ss=ss, nlanes=nlanes, group=group, times=(T, ta, tb, to))
 
     if method == "sequential":
@@ -361,13 +394,13 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         int(_vec_ok(b, tb, ss[1], G)),
         int(_vec_ok(out, to, ss[2], G)),
     )
-    if T < tile:  # short rows: several a warp (rows_seg) or a warp each (rows_warp), no look-back
+    if short:  # several rows a warp (rows_seg) or a warp each (rows_warp), no look-back
         nw = NT // 32
         if S_seg < 32:
             return _Plan(kind="rows_seg", name=names["rows_seg"], grid=-(-nlanes // (nw * (32 // S_seg))),
                          threads=NT, vec=vec, **common)
-        return _Plan(kind="rows_warp", name=names["rows_warp"], grid=-(-nlanes // nw), threads=NT, vec=vec,
-                     **common)
+        return _Plan(kind="rows_warp", name=names["rows_warp"], grid=-(-nlanes // (NT_w // 32)), threads=NT_w,
+                     vec=vec, **common)
     if T == tile:  # one tile per row, no look-back
         if split is not None and tile_s < T and nlanes <= split[2] * _sm_count(cupy_mod()):
             # one wave: a block per row over shorter tiles (see _config.CUPY_SCAN["rows_split"])
