@@ -135,6 +135,22 @@ class GpuSweep(_GpuScan):
     track_pool_bytes = None
 
 
+class GpuRowLength(_GpuScan):
+    """Bandwidth against row length: 2**24 elements as rows of 16 to 16384 steps, full-size ``a``,
+    ``cupy/auto``, in every dtype (the short-row kernels, their tile shapes and the narrower
+    groups of rows that are not aligned for 16-byte loads)."""
+
+    params = [W.pick_dtypes(["float32", "complex128"], ["float16", "float32", "float64", "complex64", "complex128"]),
+              C.pick(W.GPU_ROW_T, W.GPU_ROW_T_FULL)]
+    param_names = ["dtype", "T"]
+
+    def problem(self, dtype, T):
+        return dict(impl="cupy/auto", shape=(W.GPU_ROW_N // T, T), dtype=dtype)
+
+    time_scan = None
+    track_pool_bytes = None
+
+
 class GpuCopy:
     """The device's copy bandwidth (CuPy device-to-device copy of 1 GiB, bytes read + written)."""
 

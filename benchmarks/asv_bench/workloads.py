@@ -42,6 +42,10 @@ GPU_IMPLS = ["cupy/auto", "cupy/lookback", "cupy/matmulscan", "cupy/sequential",
 GPU_SHAPES = ["8x1024x4096", "1x1x16777216", "16384x1024@0"]
 GPU_SHAPES_FULL = ["2x256x4096", "2x256x65536", "8x1024x4096", "16x2048x4096", "4x64x262144",
                    "1x1x16777216", "1x1x268435456", "65536x4096@0"]
+#: rows of T steps over 2**24 elements in every dtype (1001: no multiple of a 16-byte group)
+GPU_ROW_N = 2**24
+GPU_ROW_T = [16, 300, 1001]
+GPU_ROW_T_FULL = [16, 64, 256, 300, 1000, 1001, 4096, 16384]
 #: EMA: scalar a over 1e8 float64
 GPU_EMA_N = 10**8
 GPU_EMA_PEERS = ["cupyx.lfilter", "jax.associative_scan"]
