@@ -230,13 +230,16 @@ def _vec_ok(x, st, lane_strides, G):
 def _fit_group(a, b, out, ss, times, ac, T, rows_shape, G):
     """Steps a vector access of the rows kernels moves (``G``): the most, up to 16 bytes, for which
     every array contiguous along time is aligned (pointer and lane strides) and, for rows shorter
-    than a tile of the widest groups, the rows hold whole groups. Rows that allow no wider group read one step a load:
-    still coalesced across the warp and issued up front, where 16-byte groups would have sent
-    every load down the per-group path (float16 rows of 300 steps at 24% of the copy, float32
-    rows of 257 at 54%; H200, 2026-11-22 13:24 UTC)."""
+    than a tile of the widest groups, the rows hold whole groups. Rows that allow no wider group
+    read one step a load: still coalesced across the warp and issued up front, where 16-byte
+    groups sent every load down the per-group path (float16 rows of 300 steps 24% -> 45% of the
+    copy, float32 rows of 1001 50% -> 69-74%; H200, 2026-11-22 13:24-13:40 UTC). Rows strided in
+    time keep the widest (their loads are per element anyway)."""
     NT, items, _ = rows_shape
     (ta, tb, to), (sa, sb, so) = times, ss
     arrays = [(x, t, s) for x, t, s in [(b, tb, sb), (out, to, so)] + ([] if ac else [(a, ta, sa)]) if abs(t) == 1]
+    if not arrays:
+        return G
     while G > 1 and (T < NT * items and T % G or not all(_vec_ok(x, t, s, G) for x, t, s in arrays)):
         G //= 2
     return G
