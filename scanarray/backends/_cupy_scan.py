@@ -308,8 +308,8 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     Gmax = max(1, 16 // widest)
     G = _fit_group(a, b, out, ss, (ta, tb, to), ac, T, cfg["rows"][csize], Gmax)
 
-    def rows_args(which, fallback=None):
-        NT, items, minb = cfg.get(which, {}).get(csize) or cfg[fallback][csize]
+    def rows_args(which):
+        NT, items, minb = cfg[which][csize]
         NV = max(1, items // Gmax)
         return NT, NT * G * NV, f"{types}, {NT}, {G}, {NV}, {_b(ac)}, {minb}"
 
