@@ -63,9 +63,10 @@ def _check(h, a, b, axis=-1, what="", **kw):
 # --------------------------------------------------------------------------- look-back stress
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
 def test_lookback_stress_repeatable(long_rows_kernel, dtype, rng):
-    """Hundreds of tiles per row, 50 runs: bit-identical every time and matching the loop."""
+    """Hundreds of tiles per row, 50 runs: bit-identical every time and matching the loop (a
+    status is 1, 2 or 4 16-byte words by dtype, each 64-bit half carrying the flag)."""
     shape = (3, 40_000)
     a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.999)  # carries across many tiles
     b = values(rng, shape, dtype)
@@ -259,10 +260,11 @@ def test_time_major_vector_lanes_fall_back(small_tiles, rng):
         assert kernel in plan.name, (sl, plan.name)
 
 
-def test_lookback_stress_time_major(lanes_kernel, rng):
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+def test_lookback_stress_time_major(lanes_kernel, dtype, rng):
     shape = (6_000, 70)  # time along axis 0, 70 lanes: 3 lane groups, 750 time tiles
-    a = coefficients(rng, shape, "float32", reset=0.001, high=1.0, low=0.99)
-    b = values(rng, shape, "float32")
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
+    b = values(rng, shape, dtype)
     first = _scan(a, b, 0, method="lookback")
     for _ in range(49):
         assert bool(cupy.array_equal(first, _scan(a, b, 0, method="lookback")))

@@ -455,10 +455,9 @@ def _b(x):
 
 
 def _rec_size(dt):
-    """Bytes of one tile status (``Status<C>`` in scan.cuh)."""
-    if dt == np.float32:
-        return 16  # flag packed with the pair in one 16-byte word
-    return 16 + -(-3 * dt.itemsize // 16) * 16
+    """Bytes of one tile status (``Status<C>`` in scan.cuh): each 32-bit piece of the pair
+    ``(A, B)`` in a 64-bit word next to the flag."""
+    return 4 * dt.itemsize
 
 
 # --------------------------------------------------------------------------- workspaces

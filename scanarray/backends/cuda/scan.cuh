@@ -168,79 +168,86 @@ template <class T> __device__ __forceinline__ void stcg(cplx<T>* p, cplx<T> v) {
 // workspace is zeroed once when allocated and never again: a status of an older call reads as X.
 enum { ST_X = 0, ST_A = 1, ST_P = 2 };
 
-// float pairs: (A, B) and the flag in ONE 16-byte word, written and read with a single vector
-// access, as two 64-bit halves (flag << 32 | A, flag << 32 | B). The PTX memory model makes each
-// aligned 64-bit element of a vector access single-copy atomic, not the whole vector: a reader
-// may see one half of a new store with the other half of an older one (a flag P next to the A
-// status's payload, or next to an older call's payload). Each half carries the flag, so a reader
-// takes a word only when both flags agree and otherwise reads it as X (not ready), and no fence
-// orders payload against flag. (The first version put one flag next to the pair, as CUB's
-// ScanTileState does for small values, and relied on 16-byte vectors not tearing: on an H200 a
-// reader then took an A status's B for a P state in about half the runs of a row whose state is
-// NaN, which the loop keeps NaN - tests/test_cupy.py, test_long_rows and test_time_major.)
-template <class C> struct Status;
-template <> struct Status<float> {
+// A value as 32-bit words and back (the statuses below), without memcpy: no header is included.
+__device__ __forceinline__ void to_words(float x, u32* o) { o[0] = __float_as_uint(x); }
+__device__ __forceinline__ void to_words(double x, u32* o) {
+  o[0] = (u32)__double2loint(x);
+  o[1] = (u32)__double2hiint(x);
+}
+template <class T> __device__ __forceinline__ void to_words(cplx<T> x, u32* o) {
+  to_words(x.re, o);
+  to_words(x.im, o + sizeof(T) / 4);
+}
+template <class C> struct Words;
+template <> struct Words<float> {
+  static __device__ __forceinline__ float get(const u32* o) { return __uint_as_float(o[0]); }
+};
+template <> struct Words<double> {
+  static __device__ __forceinline__ double get(const u32* o) { return __hiloint2double((int)o[1], (int)o[0]); }
+};
+template <class T> struct Words<cplx<T>> {
+  static __device__ __forceinline__ cplx<T> get(const u32* o) {
+    return cplx<T>{Words<T>::get(o), Words<T>::get(o + sizeof(T) / 4)};
+  }
+};
+template <class C> __device__ __forceinline__ C from_words(const u32* o) { return Words<C>::get(o); }
+
+// A status is the pair cut into 32-bit pieces, each in its own 64-bit word next to the flag
+// (flag << 32 | piece): float pairs take one 16-byte word, double and complex64 pairs two,
+// complex128 pairs four, written and read with 16-byte vector accesses. The PTX memory model makes
+// each aligned 64-bit element of a vector access single-copy atomic, not the whole vector: a reader
+// may see some words of a new store next to words of an older one (a flag P next to the A status's
+// payload, or next to an older call's payload). Every word carries the flag, so a reader takes a
+// status only when all flags agree and otherwise reads it as X (not ready), and no fence orders
+// payload against flag: a status is one round trip of independent loads, whatever its size.
+// (The first float version put one flag next to the pair, as CUB's ScanTileState does for small
+// values, and relied on 16-byte vectors not tearing: on an H200 a reader then took an A status's
+// B for a P state in about half the runs of a row whose state is NaN, which the loop keeps NaN -
+// tests/test_cupy.py, test_long_rows and test_time_major. Wider pairs had the payload in L2 stores
+// and a flag written with release semantics, read with acquire semantics and then the payload:
+// two dependent round trips a look-back round, one more for the writer's release.)
+template <class C> struct Status {
+  static constexpr int NP = (int)(2 * sizeof(C) / 4);  // 32-bit pieces of a pair
+  static constexpr int NW = NP / 2;                    // 16-byte words of a status
+  static_assert(sizeof(Pair<C>) == 2 * sizeof(C) && NP % 2 == 0, "a pair is whole 16-byte words");
   ulonglong2* w;
   __device__ __forceinline__ void init(char* base) { w = reinterpret_cast<ulonglong2*>(base); }
-  __device__ __forceinline__ void put(i64 i, float A, float B, u32 flag) const {
+  __device__ __forceinline__ void put(i64 i, Pair<C> p, u32 flag) const {
+    u32 pc[NP];
+    to_words(p.A, pc);
+    to_words(p.B, pc + NP / 2);
     const u64 hi = (u64)flag << 32;
-    asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(w + i), "l"(hi | __float_as_uint(A)),
-                 "l"(hi | __float_as_uint(B))
-                 : "memory");
+#pragma unroll
+    for (int q = 0; q < NW; ++q)
+      asm volatile("st.relaxed.gpu.global.v2.u64 [%0], {%1, %2};" ::"l"(w + i * NW + q), "l"(hi | pc[2 * q]),
+                   "l"(hi | pc[2 * q + 1])
+                   : "memory");
   }
-  __device__ __forceinline__ void publish_agg(i64 i, Pair<float> p, u32 epoch) const {
-    put(i, p.A, p.B, (epoch << 2) | ST_A);
-  }
-  __device__ __forceinline__ void publish_inc(i64 i, float h, u32 epoch) const { put(i, 0.0f, h, (epoch << 2) | ST_P); }
-  // Returns the state; for P, p = (0, h) (a constant map), so composing with it yields h.
-  __device__ __forceinline__ int read(i64 i, u32 epoch, Pair<float>& p) const {
-    u64 x, y;
-    asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];" : "=l"(x), "=l"(y) : "l"(w + i) : "memory");
-    const u32 f = (u32)(x >> 32);
-    if (f != (u32)(y >> 32) || (f >> 2) != epoch) return ST_X;  // torn between two stores, or older
-    p.A = (f & 3) == ST_P ? 0.0f : __uint_as_float((u32)x);
-    p.B = __uint_as_float((u32)y);
-    return (int)(f & 3);
-  }
-};
-
-// Wider pairs do not fit one 16-byte word next to a flag: payload first (L2 stores), then the flag
-// with release semantics; readers load the flag with acquire semantics, then the payload from L2.
-// Aggregate and inclusive value have separate slots, so a payload is never overwritten.
-template <class C> struct alignas(16) Rec {
-  u32 flag;
-  u32 pad[3];
-  C aA, aB, inc;
-};
-
-template <class C> struct Status {
-  Rec<C>* r;
-  __device__ __forceinline__ void init(char* base) { r = reinterpret_cast<Rec<C>*>(base); }
-  __device__ __forceinline__ void set_flag(i64 i, u32 f) const {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(&r[i].flag), "r"(f) : "memory");
-  }
-  __device__ __forceinline__ void publish_agg(i64 i, Pair<C> p, u32 epoch) const {
-    stcg(&r[i].aA, p.A);
-    stcg(&r[i].aB, p.B);
-    set_flag(i, (epoch << 2) | ST_A);
-  }
+  __device__ __forceinline__ void publish_agg(i64 i, Pair<C> p, u32 epoch) const { put(i, p, (epoch << 2) | ST_A); }
   __device__ __forceinline__ void publish_inc(i64 i, C h, u32 epoch) const {
-    stcg(&r[i].inc, h);
-    set_flag(i, (epoch << 2) | ST_P);
+    put(i, Pair<C>{Num<C>::zero(), h}, (epoch << 2) | ST_P);
   }
+  // Returns the state; for P, p = (0, h) (a constant map), so composing with it yields h.
   __device__ __forceinline__ int read(i64 i, u32 epoch, Pair<C>& p) const {
-    u32 f;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(f) : "l"(&r[i].flag) : "memory");
-    if ((f >> 2) != epoch) return ST_X;
-    int s = (int)(f & 3);
-    if (s == ST_P) {
-      p.A = Num<C>::zero();
-      p.B = ldcg(&r[i].inc);
-    } else {
-      p.A = ldcg(&r[i].aA);
-      p.B = ldcg(&r[i].aB);
-    }
-    return s;
+    u64 x[NP];
+#pragma unroll
+    for (int q = 0; q < NW; ++q)
+      asm volatile("ld.relaxed.gpu.global.v2.u64 {%0, %1}, [%2];"
+                   : "=l"(x[2 * q]), "=l"(x[2 * q + 1])
+                   : "l"(w + i * NW + q)
+                   : "memory");
+    const u32 f = (u32)(x[0] >> 32);
+    bool torn = false;
+#pragma unroll
+    for (int q = 1; q < NP; ++q) torn |= (u32)(x[q] >> 32) != f;
+    if (torn || (f >> 2) != epoch) return ST_X;  // torn between two stores, or older
+    u32 pc[NP];
+#pragma unroll
+    for (int q = 0; q < NP; ++q) pc[q] = (u32)x[q];
+    p.A = from_words<C>(pc);
+    p.B = from_words<C>(pc + NP / 2);
+    if ((f & 3) == ST_P) p.A = Num<C>::zero();
+    return (int)(f & 3);
   }
 };
 
