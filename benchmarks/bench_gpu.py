@@ -356,6 +356,18 @@ SWEEP_STAGED = [
     ("f64 time-major (65536,2048)", (65536, 2048), 0, "float64",
      [{"lanes_staged": c} for c in (None, (4, 8, 8), (4, 16, 4))]),
 ]
+# one long row of 8- and 16-byte types once a status is one round trip of loads whatever its size
+# (2026-11-28): staged tile shapes and the register kernel (rows_staged None: rows_long's shape)
+SWEEP_WIDE = [
+    ("f64 (1,1,2**27)", (1, 1, 2**27), -1, "float64",
+     [{"rows_staged": c} for c in ((128, 16, 6), (128, 16, 5), (128, 16, 7), (128, 32, 3), (256, 16, 3), (64, 32, 6),
+                                   None)]),
+    ("c64 (1,1,2**27)", (1, 1, 2**27), -1, "complex64",
+     [{"rows_staged": c} for c in ((128, 16, 6), (128, 32, 3), (256, 16, 3), (128, 16, 5), None)]),
+    ("c128 (1,1,2**26)", (1, 1, 2**26), -1, "complex128",
+     [{"rows_staged": None}, {"rows_staged": None, "rows_long": (128, 4, 4)}, {"rows_staged": None, "rows_long": (256, 8, 1)},
+      {"rows_staged": (128, 8, 6)}, {"rows_staged": (128, 4, 12)}, {"rows_staged": (64, 8, 12)}]),
+]
 # fpscan's shapes, kernels timed queued (queued_us): rows_block's tile shapes on (2,256,65536),
 # one-tile rows (rows_split None) and block-per-row splits on (2,256,4096)
 # (the first sweep, 21:14 UTC, timed each once; this one alternates the close candidates three times)
@@ -696,6 +708,7 @@ def main(argv=None):
     ap.add_argument("--sweep-fpscan", action="store_true", help="fpscan's shapes, kernels timed queued")
     ap.add_argument("--sweep-staged", action="store_true", help="long rows: tiles staged in shared memory (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
+    ap.add_argument("--sweep-wide", action="store_true", help="one long row of 8- and 16-byte types (kernel queued)")
     ap.add_argument("--profile", action="store_true", help="cProfile of the public function's host time")
     args = ap.parse_args(argv)
     reps = args.reps or (7 if args.quick else 25)
@@ -724,6 +737,8 @@ def main(argv=None):
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_STAGED)
     if args.sweep_prefetch:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH)
+    if args.sweep_wide:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_WIDE, queued=True)
     if args.sweep_long:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[:2])
     if args.sweep_lanes:
