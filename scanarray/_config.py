@@ -133,7 +133,11 @@ CUPY_SCAN = {
     # 71.3%, (128,16,12) 69.0%, (64,32,12) 61.3% on 2**28. 16-byte types: off; one row of 2**24
     # complex128 (H200, 2026-11-22 13:18 UTC) 34.6% in registers (rows_long) against 31.3% staged
     # (128,8,6) (spilling 820 bytes), 25.0-25.2% for (128,4,6) and (128,4,4). 8-byte types staged
-    # 53.1% (float64) / 49.0% (complex64) against 42.9 / 38.8 in registers.
+    # 53.1% (float64) / 49.0% (complex64) against 42.9 / 38.8 in registers. Swept again once their
+    # statuses took one round trip (H200, 2026-11-28 04:09-04:12 UTC, bench_gpu.py --sweep-wide,
+    # kernels queued): one row of 2**27 float64 (128,16,6) 2768 GB/s, (128,16,7) 2776, (128,16,5)
+    # 2716, (64,32,6) 2588, registers 2226; complex64 2517 against 2381 and 1978; complex128 still
+    # best in registers (1649 GB/s; staged (128,8,6) 1399).
     "rows_staged": {4: (128, 32, 6), 8: (128, 16, 6), 16: None},
     # rows_block keeps its next tile's loads in flight (twice the data registers): fewer blocks per
     # SM than the kernels without prefetch. Kernel-only, H200, 2026-11-21 08:08 UTC
