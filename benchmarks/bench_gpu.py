@@ -524,14 +524,17 @@ class Peers:
         return self.torch.from_dlpack(x)
 
 
-def lane_error(a, b, h, steps=65536):
-    """Max |h - loop| / max |loop| over the first ``steps`` steps of the first and last rows of
-    (..., T) float arrays, the loop in float64 on the host (NaN where ``h`` holds one)."""
-    T = b.shape[-1]
+def lane_error(a, b, h, steps=65536, axis=-1):
+    """Max |h - loop| / max |loop| over the first ``steps`` steps of the first and last lanes of
+    ``b``'s shape along ``axis`` (``a`` broadcast to it), the loop on the host in float64, or
+    complex128 for complex data (NaN where ``h`` holds one)."""
+    A, B, H = (cupy.moveaxis(cupy.broadcast_to(cupy.asarray(x), b.shape), axis, -1) for x in (a, b, h))
+    T = B.shape[-1]
     n = min(T, steps)
-    A, B, H = (cupy.asnumpy(x.reshape(-1, T)[[0, -1], :n]).astype(np.float64) for x in (a, b, h))
+    wide = np.complex128 if any(x.dtype.kind == "c" for x in (A, B, H)) else np.float64
+    A, B, H = (cupy.asnumpy(x.reshape(-1, T)[[0, -1], :n]).astype(wide) for x in (A, B, H))
     ref = np.empty_like(B)
-    s = np.zeros(2)
+    s = np.zeros(2, wide)
     for t in range(n):
         s = A[:, t] * s + B[:, t]
         ref[:, t] = s

@@ -5,7 +5,7 @@ Each workload is planned once and its launches are queued behind a spin kernel
 (``bench_gpu.queued_us``: the GPU's time without the host's), then reported as effective
 bandwidth (bytes of ``a`` and ``b`` read and ``h`` written) against the copy bandwidth measured
 in the same process. Before timing, the result's first steps on the first and last lane are
-checked against a float64 loop. The package is whatever ``scanarray`` the interpreter imports:
+checked against a float64 (complex128) loop. The package is whatever ``scanarray`` the interpreter imports:
 ``tools/kernel_ab.sh`` runs this script under two trees' ``PYTHONPATH`` in turn.
 
 Usage: python benchmarks/kernel_ab.py TAG [--set NAME] [--only SUBSTR;SUBSTR]
@@ -26,7 +26,7 @@ import numpy as np
 import cupy
 
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))  # bench_gpu, after the tree under test
-from bench_gpu import GB, copy_bandwidth, kernel_only, make, nbytes, queued_us  # noqa: E402
+from bench_gpu import GB, copy_bandwidth, kernel_only, lane_error, make, nbytes, queued_us  # noqa: E402
 
 # (label, shape, axis, dtype): rows and lanes that chain tiles by look-back, in every compute dtype
 SETS = {
@@ -43,20 +43,6 @@ SETS = {
         ("c128 time-major (32768,2048) ax0", (32768, 2048), 0, "complex128"),
     ],
 }
-
-
-def first_steps_error(a, b, h, axis, steps=20000):
-    """Max |h - loop| / max |loop| over the first ``steps`` steps of the first and last lanes."""
-    A, B, H = (cupy.moveaxis(cupy.broadcast_to(x, b.shape), axis, -1) for x in (a, b, h))
-    T = B.shape[-1]
-    n = min(T, steps)
-    A, B, H = (cupy.asnumpy(x.reshape(-1, T)[[0, -1], :n]).astype(np.complex128) for x in (A, B, H))
-    ref = np.empty_like(B)
-    s = np.zeros(2, np.complex128)
-    for t in range(n):
-        s = A[:, t] * s + B[:, t]
-        ref[:, t] = s
-    return float(np.max(np.abs(H - ref)) / max(float(np.max(np.abs(ref))), 1e-30))
 
 
 def main(argv=None):
@@ -77,7 +63,7 @@ def main(argv=None):
         out = cupy.empty_like(b)
         run = kernel_only(a, b, out, axis, "lookback")
         run()
-        err = first_steps_error(a, b, out, axis)
+        err = lane_error(a, b, out, steps=20000, axis=axis)
         gbs = nbytes(a, b) / (queued_us(run) * 1e-6) / GB
         kernel = run.plan.name.split("<")[0].replace("scanarray::", "")
         print(f"{args.tag}\t{label}\t{gbs:.0f}\t{100 * gbs / copy_bw:.1f}\t{kernel}\t{err:.1e}", flush=True)
