@@ -439,11 +439,8 @@ def chunked_cases(A, b, n, log):
     issued, per = host_time_us(f)
     log(f"chunked host time per call (B*T*n={b.size}): {issued:.1f} us issued, {per:.1f} us per call "
         f"back-to-back incl. GPU (200 calls)")
-    cases = [("chunked [carries in a launch of their own]", with_settings(f, CHUNK_FUSED=False))]
-    if os.environ.get("BENCH_CHUNK_VARIANTS", "1") == "fused":  # that A/B only
-        return cases
-    return cases + [(_chunk_label(v), with_chunk(*v[:3], f, *[True if x is None else x for x in v[3:4]], *v[4:]))
-                    for v in CHUNK_VARIANTS.get(n, []) + _chunk_spec()]
+    return [(_chunk_label(v), with_chunk(*v[:3], f, *[True if x is None else x for x in v[3:4]], *v[4:]))
+            for v in CHUNK_VARIANTS.get(n, []) + _chunk_spec()]
 
 
 #: lookback method variants timed at the target shapes: (L, W[, ring[, depth[, mma[, fresh]]]]), None =

@@ -746,40 +746,6 @@ def test_cupy_chunked_tiles(cupy_chunk, R, D, n, rng):
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("dtype,lanes,T,n", [("float32", 16, 4096, 64), ("float32", 3, 1000, 33),
-                                             ("float64", 5, 700, 64), ("complex64", 4, 500, 40),
-                                             ("complex128", 3, 300, 36)])
-@pytest.mark.parametrize("reverse", [False, True])
-def test_cupy_chunked_carries_in_rerun(monkeypatch, dtype, lanes, T, n, reverse, rng):
-    """The carries stepped inside the rerun's launch (``CHUNK_FUSED``, a block per lane) and in a
-    launch of their own: the same results, repeated bit for bit, against the float64 loop. 16 lanes
-    of 49 chunks at n = 64 are more blocks than an H100 or H200 holds at once, so waiting blocks
-    take slots while their carriers run (tickets order them: a waiter's carrier has started)."""
-    import cupy
-
-    from scanarray.backends import _cupy_dense
-
-    A, b, h0 = _seq_case(rng, dtype, lanes, T, n)
-    ref, g = dense_ref(A, b, -1, initial=h0, reverse=reverse)
-    Ad, bd, hd = cupy.asarray(A), cupy.asarray(b), cupy.asarray(h0)
-    dt = np.dtype(dtype)
-    V = 1 if dt.itemsize >= 16 else 16 // dt.itemsize
-    for fused in (True, False):
-        monkeypatch.setattr(_cupy_dense, "CHUNK_FUSED", fused)
-        runs = [scanarray.linear_recurrence(Ad, bd, dense=True, initial=hd, reverse=reverse, backend="cupy",
-                                            method="chunked").get() for _ in range(3)]
-        L, C = _cupy_dense.chunk_shape(dt, n, lanes, T)
-        plans = _cupy_dense._chunk_plans_for(dt, n, lanes, C, n % V == 0, True)
-        assert plans is not None and (fused or plans[1] is not False)
-        if n == 64 and dtype == "float32":  # the shape it was built for takes the fused launch
-            assert (plans[1] is False) == fused
-        assert all(np.array_equal(r, runs[0]) for r in runs[1:])
-        assert rel_err(runs[0], ref) <= RTOL[dtype], (fused, rel_err(runs[0], ref))
-        assert_matches(runs[0], ref, g, tolerance(dtype, T, 64, n=n) * 4, f"chunked fused={fused}")
-
-
-@pytest.mark.gpu
-@_CUPY_SKIP
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("n", [8, 16])
 def test_cupy_chunked_in_place_unaligned(cupy_chunk, dtype, n, rng):

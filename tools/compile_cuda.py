@@ -163,9 +163,6 @@ def _dense_unit():
         )
         + "".join(f"    (void*)&dense_sequential_bulk<{t}, {c}, {d}, {x}>,\n"
                   for c, d in ((16, 12), (8, 8), (8, 6), (16, 2)) for x in (0, 2))
-        # its carries fused into the rerun <T, C, U, D, exchange>, the block-per-lane register shapes
-        + "".join(f"    (void*)&dense_chunk_rerun<{t}, {c}, {u}, {d}, {x}>,\n"
-                  for c, u, d, w in _DENSE_LATENCY["regs"][t] if w == "false" for x in (0, 2))
         # chunked method's products kernel <T, R, D> (every tile and depth _cupy_dense compiles)
         + "".join(f"    (void*)&dense_chunk_products<{t}, {r}, {d}>,\n" for r in (1, 2, 4, 8) for d in (2, 3, 4))
         for t in ("float", "double")

@@ -198,7 +198,7 @@ class _Launches:
     device pointers), ``_H0`` (the initial state's; without one ``b``'s, which the kernels then
     never read), ``_work(offset)`` (into a scratch buffer of ``work`` bytes, allocated per call
     from CuPy's pool on the current stream) and ``_WS``, ``_WS_COUNTER``, ``_WS_EPOCH`` (the
-    look-back workspace of ``ws = (status bytes, slots)``, whose ticket counter moves ``slots`` per call).
+    look-back workspace of ``ws = (status bytes, slots)``, taken for the first launch's tiles).
     With ``phases``, ``PHASE_EVENTS`` (when set) gets an event before each launch and after the last.
     """
 
@@ -220,7 +220,7 @@ class _Launches:
             run(stream_ptr, vals)
             return
         ws = _workspace_at(dev, stream_ptr, *self.ws)
-        with ws.launching(self.ws[1]):
+        with ws.launching(self.steps[0][1]):
             vals[5:] = ws.ptr, ws.counter, ws.epoch
             run(stream_ptr, vals)
 
@@ -554,10 +554,6 @@ PHASE_EVENTS = None
 #: outnumber the SMs (float32, n > 32; ``STAGES`` and ``ROW_BYTES`` override them).
 RERUN_STAGES = 2
 RERUN_ROW_BYTES = 64
-#: Carries stepped inside the rerun's launch (``dense_chunk_rerun``: a carrier block per lane
-#: publishes the chunks' entering states, the other blocks rerun their chunks as those arrive)
-#: where the rerun has a block per lane in registers; False: the separate carries launch.
-CHUNK_FUSED = True
 _CHUNK_RS = (1, 2, 4, 8)
 _CHUNK_DS = (2, 3, 4)
 #: Products on tensor cores (``dense_chunk_products_mma``, three TF32 products per multiply) for
@@ -726,11 +722,10 @@ _chunk_plans: dict = {}
 
 
 def _chunk_plans_for(dt, n, NL, C, vec, aligned):
-    """Plans of the three passes (products, carries, rerun), cached per shape; None where one does not
-    fit. Carries False: the rerun plan is ``dense_chunk_rerun``'s, which steps them itself."""
+    """Plans of the three passes (products, carries, rerun), cached per shape; None where one does not fit."""
     key = (cupy.cuda.runtime.getDevice(), dt, n, NL, C, vec, aligned, CHUNK_MMA_WG_OPT, CHUNK_R, CHUNK_D, KERNEL,
            STAGES, EXCHANGE, ROW_BYTES, CHUNK_MMA, CHUNK_MMA_MINB, CHUNK_MMA_SPLIT, CHUNK_MMA_FRESH, CHUNK_MMA_WG,
-           RERUN_STAGES, RERUN_ROW_BYTES, CHUNK_FUSED)
+           RERUN_STAGES, RERUN_ROW_BYTES)
     plans = _chunk_plans.get(key)
     if plans is None:
         m = _mapping(dt, n, aligned)
@@ -746,38 +741,15 @@ def _chunk_plans_for(dt, n, NL, C, vec, aligned):
                     return p
             return None
 
-        def fused_plan(lanes, al, stages=None, row_bytes=None):
-            """The rerun with the carries inside (:data:`CHUNK_FUSED`), or None where it does not apply."""
-            if not CHUNK_FUSED or "regs" not in kinds:
-                return None
-            from ._cupy_common import get_function
-
-            limits = _device_limits()
-            c = _config(dt, n, lanes, "regs", limits, al, STAGES if stages is None else stages, EXCHANGE, row_bytes)
-            if c is None or not c[0].endswith(">") or ", false, " not in c[0]:
-                return None  # a warp per lane (n <= 32 in float32): the separate launches
-            name, _, NB, shared, P = c
-            head, tail = c[0][:-1].split(", false, ")
-            f = get_function("dense.cu", head.replace("dense_sequential_regs", "dense_chunk_rerun") + f", {tail}>")
-            if f.max_threads_per_block < NB:  # the carrier's registers and the rerun's together
-                return None
-            _allow_shared(f, shared)
-            return f, (lanes,), (NB,), shared, P
-
         prod = _product_plan(dt, n, NL * C, CHUNK_R, CHUNK_D)
+        carry = seq_plan(NL, True)  # the work buffers are 256-byte aligned
         # The rerun has a lane per chunk. Where those outnumber the SMs, float32 blocks of
         # n > 32 (a block per lane) hold 2 steps in registers instead of 8, and a thread takes
         # 64 bytes of a row instead of 32 (half the threads): 3 blocks fit an SM instead of 1
         # (72 registers a thread instead of 114). At (8, 4096, 64), 392 lanes, on an H200: 133
         # against 185 us (2026-11-22 01:02 UTC; 2 steps alone: 164 us, 2 blocks per SM).
         many = dt == np.float32 and n > 32 and NL * C > _device_limits()[1]
-        shape = (RERUN_STAGES, RERUN_ROW_BYTES) if many else ()
-        rerun = fused_plan(NL * C, aligned, *shape)
-        if rerun is not None:
-            carry = False
-        else:
-            carry = seq_plan(NL, True)  # the work buffers are 256-byte aligned
-            rerun = seq_plan(NL * C, aligned, *shape)
+        rerun = seq_plan(NL * C, aligned, *((RERUN_STAGES, RERUN_ROW_BYTES) if many else ()))
         plans = None if None in (prod, carry, rerun) else (prod, carry, rerun)
         _chunk_plans[key] = plans
     return plans
@@ -899,8 +871,7 @@ def chunked(A, b, h0, dt, reverse, out):
     plans = _chunk_plans_for(dt, n, NL, C, vec, aligned)
     if plans is None:
         return sequential(A, b, h0, dt, reverse, out)
-    (fp, gp, bp, sp, G), carry, (fr, gr, br, sr, Pr) = plans
-    Pc = carry[4] if carry else 0
+    (fp, gp, bp, sp, G), (fc, gc, bc, sc, Pc), (fr, gr, br, sr, Pr) = plans
     direct = out.dtype == dt and out.flags.c_contiguous
     H = out if direct else cupy.empty(b.shape, dt)
     if h0 is not None:
@@ -913,27 +884,13 @@ def chunked(A, b, h0, dt, reverse, out):
     # scratch: the chunk products P, end states E and entering states S
     nn, size = n * n, dt.itemsize
     Pw, Ew, Sw = _work(0), _work(NL * C * nn * size), _work(NL * C * (nn + n) * size)
-    products = (fp, gp[0], bp[0], sp, (_A, sp_[0], sp_[1], _B, _H0) + sp_[2:4] + (Pw, Ew) + sp_[4:])
-    work = NL * C * (nn + 2 * n) * size
-    if carry is False:
-        # the carries inside the rerun's launch (dense_chunk_rerun): the entering states in the
-        # look-back workspace, each 32-bit piece in a 64-bit word with the epoch. A record of
-        # 8 (mod 16) bytes, a size no diagonal (16, 32, 64) or dense look-back (16 + a multiple of 16)
-        # status has, so they never share a workspace, whose stale words would carry other meanings.
-        rec = 2 * n * size + 8
-        launches = _Launches([products, (fr, gr[0], br[0], sr, (_A, sr_[0], sr_[1], _B, _OUT) + sr_[3:6]
-                                         + (np.int32(NL),) + sr_[7:]
-                                         + (Pw, Ew, _WS, _WS_COUNTER, _WS_EPOCH, np.int64(rec)))],
-                             work=work, ws=(rec, NL * C), phases=True)
-        return _owned(launches, A, b, h0, out, A2, B2, H, h2)
-    fc, gc, bc, sc, _ = carry
     launches = _Launches([
-        products,
+        (fp, gp[0], bp[0], sp, (_A, sp_[0], sp_[1], _B, _H0) + sp_[2:4] + (Pw, Ew) + sp_[4:]),
         # entering states: a plain sequential scan over the chunk slots (zero initial state)
         (fc, gc[0], bc[0], sc, (Pw, sc_[0], sc_[1], Ew, Sw, Sw) + sc_[2:]),
         # every chunk again from its entering state: lanes x C lanes of L steps (the last may be short)
         (fr, gr[0], br[0], sr, (_A, sr_[0], sr_[1], _B, _OUT, Sw) + sr_[2:]),
-    ], work=work, phases=True)
+    ], work=NL * C * (nn + 2 * n) * size, phases=True)
     return _owned(launches, A, b, h0, out, A2, B2, H, h2)
 
 

@@ -281,52 +281,8 @@ __device__ __forceinline__ T dense_row_sum(T v, int P) {
 //   1: (a warp per lane only) shuffles from the row owners: no shared state, no barrier;
 //   2: as 0, but the outputs gather in a shared ring of 2 x DENSE_KO steps that the group
 //      writes to global memory every DENSE_KO steps (coalesced, away from the per-step barrier).
-// DIAG (runtime, benchmarks only): bit 0 skips the output stores (results not written); bit 1:
-// dense_chunk_rerun's blocks only wait for their entering states (no rerun).
+// DIAG (runtime, benchmarks only): bit 0 skips the output stores (results not written).
 #define DENSE_KO 32
-
-// A value published during a launch without a fence (dense_chunk_rerun): each 32-bit piece in a
-// 64-bit word of its own with the launch's epoch above it (epoch << 32 | piece), stored and loaded
-// as single relaxed 64-bit accesses at GPU scope. A reader takes a piece once its word carries the
-// epoch, so it never sees a torn or stale value and needs no flag (the argument of scan.cuh's
-// Status, which packs the look-back's statuses the same way).
-template<typename T>
-__device__ __forceinline__ void dense_tag_put(unsigned long long* p, T v, unsigned epoch) {
-    static_assert(sizeof(T) % 4 == 0, "4-byte pieces");
-    unsigned w[sizeof(T) / 4];
-    memcpy(w, &v, sizeof(T));
-    #pragma unroll
-    for (int j = 0; j < int(sizeof(T) / 4); ++j) {
-        const unsigned long long x = (static_cast<unsigned long long>(epoch) << 32) | w[j];
-        asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" :: "l"(p + j), "l"(x) : "memory");
-    }
-}
-
-// ... and read back, waiting until every piece carries `epoch`.
-template<typename T>
-__device__ __forceinline__ T dense_tag_get(const unsigned long long* p, unsigned epoch) {
-    unsigned w[sizeof(T) / 4];
-    #pragma unroll
-    for (int j = 0; j < int(sizeof(T) / 4); ++j) {
-        unsigned long long x;
-        do {
-            asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(x) : "l"(p + j) : "memory");
-        } while (static_cast<unsigned>(x >> 32) != epoch);
-        w[j] = static_cast<unsigned>(x);
-    }
-    T v;
-    memcpy(&v, w, sizeof(T));
-    return v;
-}
-
-// Element i of the initial state: has_h0 > 0: h0[at] (h0 of every lane); has_h0 < 0: element i of
-// the lane's own state in tagged words (dense_tag_put) of epoch -has_h0, waiting for it.
-template<typename T>
-__device__ __forceinline__ T dense_h0(const T* h0, int has_h0, long long at, int i) {
-    if (has_h0 > 0) return h0[at];
-    return dense_tag_get<T>(reinterpret_cast<const unsigned long long*>(h0) + i * (sizeof(T) / 4),
-                            static_cast<unsigned>(-has_h0));
-}
 
 template<typename T, int C, bool WARP, int X>
 struct DenseStep {
@@ -347,10 +303,10 @@ struct DenseStep {
             #pragma unroll
             for (int k = 0; k < C; ++k) {
                 const int c = d.c0 + k;
-                hr[k] = (has_h0 && c < n) ? dense_h0(h0, has_h0, d.lane * n + c, c) : T(0);
+                hr[k] = (has_h0 && c < n) ? h0[d.lane * n + c] : T(0);
             }
         } else {
-            for (int i = d.g; i < 2 * N2; i += d.G) hbuf[i] = (has_h0 && i < n) ? dense_h0(h0, has_h0, d.lane * n + i, i) : T(0);
+            for (int i = d.g; i < 2 * N2; i += d.G) hbuf[i] = (has_h0 && i < n) ? h0[d.lane * n + i] : T(0);
         }
     }
 
@@ -481,19 +437,25 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
 // the loop unrolled by D so that every buffer index is static): no shared-memory round trip
 // for A, at D * C elements of registers per thread. The host checks the register count
 // against the group size (Function.max_threads_per_block).
-// One lane of it: Al = the lane's A (q.a_off applied), Bl and Hl its b and h rows; `stepped(s, v)`
-// runs after step s, v = the new state's row d.r (dense_chunk_rerun's carriers publish it). The
-// first D steps' loads are in flight before the initial state is read.
-template<typename T, int C, int U, int D, bool WARP, int X, typename STEPPED>
-__device__ __forceinline__ void dense_regs_lane(const DenseGroup& d, T* state, const T* __restrict__ Al,
-                                                long long a_time, const T* __restrict__ Bl, T* Hl,
-                                                const T* h0, int has_h0, int steps, int n, int reverse, int P,
-                                                int diag, STEPPED stepped) {
+template<typename T, int C, int U, int D, bool WARP, int X>
+__global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane, long long a_time,
+                                      const T* __restrict__ B, T* __restrict__ H,
+                                      const T* __restrict__ h0, int has_h0,
+                                      int steps, int n, int reverse, int lanes, int P, int diag,
+                                      int cdiv, long long a_in, long long x_out, int t_total) {
     constexpr int NU = C / U;
     static_assert(NU * U == C, "C is a multiple of U");
     static_assert(WARP || X != 1, "shuffled state needs a warp per lane");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    const int tid = threadIdx.x;
+    const DenseGroup d = dense_group<WARP>(lanes, P, C);
+    if (WARP && !d.live) return;
+    const DenseLane q = dense_lane(d.lane, cdiv, a_lane, a_in, x_out, steps, n, t_total);
+    steps = q.steps;
     const int N2 = P * C;
-    Al += (long long)d.r * n + d.c0;
+    T* state = reinterpret_cast<T*>(smem_raw) + (WARP ? (tid >> 5) : 0) * dense_state_elems(X, N2);
+    const T* Al = A + q.a_off + (long long)d.r * n + d.c0;
+    const T* Bl = B + q.x_off;
     const bool rv = d.r < n, owner = rv && d.c0 == 0;
     const bool varying = a_time != 0;
 
@@ -529,7 +491,8 @@ __device__ __forceinline__ void dense_regs_lane(const DenseGroup& d, T* state, c
     for (int j = 0; j < D; ++j) {
         if (j < steps) load(abuf[j], bbuf[j], j);
     }
-    DenseStep<T, C, WARP, X> st(d, state, state + 2 * N2, Hl, h0, has_h0, n, N2, P, steps, reverse, diag, owner);
+    DenseStep<T, C, WARP, X> st(d, state, state + 2 * N2, H + q.x_off, h0, has_h0,
+                                n, N2, P, steps, reverse, diag, owner);
     if (X != 1) dense_barrier<WARP>();
     for (int s0 = 0; s0 < steps; s0 += D) {
         #pragma unroll
@@ -538,98 +501,10 @@ __device__ __forceinline__ void dense_regs_lane(const DenseGroup& d, T* state, c
             if (s < steps) {  // uniform across the group
                 T v = st.dot(abuf[j], bbuf[j]);
                 if (s + D < steps) load(abuf[j], bbuf[j], s + D);
-                v = dense_row_sum(v, P);
-                st.finish(v, s);
-                stepped(s, v);
+                st.finish(dense_row_sum(v, P), s);
             }
         }
     }
-}
-
-struct DenseNoHook {
-    template<typename T>
-    __device__ __forceinline__ void operator()(int, T) const {}
-};
-
-template<typename T, int C, int U, int D, bool WARP, int X>
-__global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane, long long a_time,
-                                      const T* __restrict__ B, T* __restrict__ H,
-                                      const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P, int diag,
-                                      int cdiv, long long a_in, long long x_out, int t_total) {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int tid = threadIdx.x;
-    const DenseGroup d = dense_group<WARP>(lanes, P, C);
-    if (WARP && !d.live) return;
-    const DenseLane q = dense_lane(d.lane, cdiv, a_lane, a_in, x_out, steps, n, t_total);
-    T* state = reinterpret_cast<T*>(smem_raw) + (WARP ? (tid >> 5) : 0) * dense_state_elems(X, P * C);
-    dense_regs_lane<T, C, U, D, WARP, X>(d, state, A + q.a_off, a_time, B + q.x_off, H + q.x_off, h0, has_h0,
-                                         q.steps, n, reverse, P, diag, DenseNoHook{});
-}
-
-// The chunked method's carries and rerun in one launch (a block per (lane, chunk), the
-// register kernel's mapping; cf. the decoupled look-back of Merrill & Garland 2016, here with
-// one producer per lane). Blocks take tickets in launch order: the first `lanes` are the
-// carriers, one per lane, each the block of the lane's last chunk in the scan's order. A
-// carrier steps the lane's C chunk maps (P_c, e_c) from the products pass, publishing every
-// entering state S[lane, c] (what the separate carries pass writes) as it goes, then reruns its
-// own chunk from the last of them. Every other block reruns its chunk, whose first loads are in
-// flight while it waits for its state. Its carrier has an earlier ticket, so it is running or
-// done: no block waits on one that cannot start. The chunks' reruns begin as their states
-// arrive instead of after a whole carries launch.
-// ws: the look-back workspace: ticket counter at byte 0, from byte 16 the states in tagged words
-// (dense_tag_put, no fence on the carrier's path), rec_bytes a (lane, chunk); never cleared.
-template<typename T, int C, int U, int D, int X>
-__global__ void dense_chunk_rerun(const T* __restrict__ A, long long a_lane, long long a_time,
-                                  const T* __restrict__ B, T* __restrict__ H, int steps, int n, int reverse,
-                                  int lanes, int P, int diag, int cdiv, long long a_in, long long x_out, int t_total,
-                                  const T* __restrict__ Pm, const T* __restrict__ Em,
-                                  char* ws, unsigned long long ctr_base, unsigned epoch, long long rec_bytes) {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    __shared__ long long s_id;
-    const int tid = threadIdx.x;
-    if (tid == 0) s_id = (long long)(atomicAdd(reinterpret_cast<unsigned long long*>(ws), 1ull) - ctr_base);
-    __syncthreads();
-    const long long id = s_id;
-    long long o;
-    int k;  // position in the scan's order
-    const bool carrier = id < lanes;
-    if (carrier) {
-        o = id;
-        k = cdiv - 1;
-    } else {
-        k = static_cast<int>((id - lanes) / lanes);  // earlier chunks first: their states come first
-        o = id - lanes - (long long)k * lanes;
-    }
-    const int i = reverse ? cdiv - 1 - k : k;
-    auto state_at = [&](int c) {  // the tagged words of S[o, c]
-        return reinterpret_cast<unsigned long long*>(ws + 16 + (o * cdiv + c) * rec_bytes);
-    };
-    T* state = reinterpret_cast<T*>(smem_raw);
-    DenseGroup d = dense_group<false>(lanes, P, C);
-    if (carrier) {
-        d.lane = o;
-        const long long nn = (long long)n * n;
-        auto publish = [&](int s, T v) {  // the row owner's element of S[o, t]
-            if (d.c0 == 0 && d.r < n) {
-                const int t = reverse ? cdiv - 1 - s : s;
-                dense_tag_put(state_at(t) + d.r * (sizeof(T) / 4), v, epoch);
-            }
-        };
-        // diag = 1: the chain's states go only to the tagged words
-        dense_regs_lane<T, C, U, D, false, 0>(d, state, Pm + o * cdiv * nn, nn, Em + o * cdiv * (long long)n,
-                                              nullptr, nullptr, 0, cdiv, n, reverse, P, 1, publish);
-        __syncthreads();  // the chain's last reads of the shared state are done
-    }
-    if (diag & 2) {  // benchmarks only: wait for the entering state, rerun nothing (the chain alone)
-        if (tid < n) (void)dense_tag_get<T>(state_at(i) + tid * (sizeof(T) / 4), epoch);
-        return;
-    }
-    d.lane = o * cdiv + i;
-    const DenseLane q = dense_lane(d.lane, cdiv, a_lane, a_in, x_out, steps, n, t_total);
-    dense_regs_lane<T, C, U, D, false, X>(d, state, A + q.a_off, a_time, B + q.x_off, H + q.x_off,
-                                          reinterpret_cast<const T*>(state_at(i)), -static_cast<int>(epoch),
-                                          q.steps, n, reverse, P, diag, DenseNoHook{});
 }
 
 // A block per lane with A[t] (n x n contiguous, n * n * sizeof(T) a multiple of 16 bytes) brought
