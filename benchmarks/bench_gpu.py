@@ -402,6 +402,13 @@ SWEEP_FPSCAN_WIDE = [
     ("(2,256,4096)", (2, 256, 4096), -1, "float32",
      [{"rows": c} for c in ((256, 16, 4), (512, 8, 2), (256, 16, 2), (128, 32, 4), (512, 8, 3), (1024, 4, 1))] * 2),
 ]
+# fpscan's 65536-step shape with fpscan-like blocks (2026-11-28): wider blocks, fewer items a
+# thread, more warps an SM, against the shipped (128, 16, 3); alternated twice, kernels queued
+_BLOCK_WIDE = [(128, 16, 3), (512, 8, 2), (256, 8, 4), (512, 4, 4), (1024, 4, 2), (256, 16, 2)]
+SWEEP_BLOCK_WIDE = [
+    ("(2,256,65536)", (2, 256, 65536), -1, "float32", [{"rows_block": c} for c in _BLOCK_WIDE] * 2),
+    ("(4,64,262144)", (4, 64, 262144), -1, "float32", [{"rows_block": c} for c in _BLOCK_WIDE]),
+]
 # time-major lanes contiguous and aligned: lanes_vec (several lanes a thread) against lanes_tiles
 # (lanes_vec None); shapes (warps, steps, min blocks per SM[, lanes per tile])
 _LVEC = [None, (4, 8, 4), (4, 6, 5), (8, 4, 4), (4, 4, 8), (2, 8, 8), (4, 8, 4), None]
@@ -709,6 +716,7 @@ def main(argv=None):
     ap.add_argument("--sweep-fpscan-wide", action="store_true", help="fpscan's smaller shapes, more tile shapes, queued")
     ap.add_argument("--sweep-lanes-vec", action="store_true", help="time-major: several lanes a thread")
     ap.add_argument("--sweep-fpscan", action="store_true", help="fpscan's shapes, kernels timed queued")
+    ap.add_argument("--sweep-block-wide", action="store_true", help="(2,256,65536): fpscan-like block shapes, queued")
     ap.add_argument("--sweep-staged", action="store_true", help="long rows: tiles staged in shared memory (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
     ap.add_argument("--sweep-wide", action="store_true", help="one long row of 8- and 16-byte types (kernel queued)")
@@ -757,6 +765,8 @@ def main(argv=None):
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_LANES_VEC)
     if args.sweep_fpscan:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_FPSCAN, queued=True)
+    if args.sweep_block_wide:
+        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_BLOCK_WIDE, queued=True)
 
     peers = Peers(log) if not args.no_peers else None
     if peers is None:
