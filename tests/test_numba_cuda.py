@@ -57,9 +57,14 @@ def _sim_scan(a, b, init=None, reverse=False, out=None, acc=None):
     return out
 
 
+_SIM_DTYPES = ["float16", "float32", "float64", "complex64", "complex128"]
+
+
 @sim_only
-@pytest.mark.parametrize("T", [1, 33, 100])  # the simulator's tile is 32: 1..4 tiles, recursion
-@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64", "complex128"])
+# the simulator's tile is 32: one partial tile, two tiles, four (the simulator runs about 6 s a
+# case of four tiles on CI's two cores: those for a 4- and a 16-byte type, two tiles for all)
+@pytest.mark.parametrize("T,dtype", [(T, d) for T in (1, 33) for d in _SIM_DTYPES]
+                         + [(100, "float32"), (100, "complex128")])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_sim_tiles(T, dtype, reverse, rng):
     shape = (2, 1, 3, T)
