@@ -716,7 +716,7 @@ def main(argv=None):
     ap.add_argument("--sweep-fpscan-wide", action="store_true", help="fpscan's smaller shapes, more tile shapes, queued")
     ap.add_argument("--sweep-lanes-vec", action="store_true", help="time-major: several lanes a thread")
     ap.add_argument("--sweep-fpscan", action="store_true", help="fpscan's shapes, kernels timed queued")
-    ap.add_argument("--sweep-block-wide", action="store_true", help="(2,256,65536): fpscan-like block shapes, queued")
+    ap.add_argument("--sweep-block-wide", action="store_true", help="(2,256,65536), (4,64,262144): fpscan-like rows_block shapes, queued")
     ap.add_argument("--sweep-staged", action="store_true", help="long rows: tiles staged in shared memory (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
     ap.add_argument("--sweep-wide", action="store_true", help="one long row of 8- and 16-byte types (kernel queued)")

@@ -61,8 +61,9 @@ _SIM_DTYPES = ["float16", "float32", "float64", "complex64", "complex128"]
 
 
 @sim_only
-# the simulator's tile is 32: one partial tile, two tiles, four (the simulator runs about 6 s a
-# case of four tiles on CI's two cores: those for a 4- and a 16-byte type, two tiles for all)
+# the simulator's tile is 32: one partial tile, or 2 and 4 tiles (reduce, carries scanned by the
+# same function recursively, scan). Every dtype takes the recursion at 2 tiles; 4 tiles (about
+# 6 s a case on CI's two cores) for a 4- and a 16-byte type
 @pytest.mark.parametrize("T,dtype", [(T, d) for T in (1, 33) for d in _SIM_DTYPES]
                          + [(100, "float32"), (100, "complex128")])
 @pytest.mark.parametrize("reverse", [False, True])
