@@ -404,20 +404,10 @@ SWEEP_FPSCAN_WIDE = [
 ]
 # fpscan's 65536-step shape with fpscan-like blocks (2026-11-28): wider blocks, fewer items a
 # thread, more warps an SM, against the shipped (128, 16, 3); alternated twice, kernels queued
-# rows_block shapes (threads, steps a thread, min blocks a SM[, prefetch]): the shipped shape, and
-# fpscan's geometry (1024 x 4, two blocks a SM, no prefetch) and its neighbours without prefetch
-_BLOCK_WIDE = [(128, 16, 3), (1024, 4, 2, False), (512, 4, 4, False), (768, 4, 2, False), (512, 8, 2, False),
-               (256, 8, 4, False), (128, 16, 3, False), (512, 4, 3, True), (1024, 4, 2)]
+_BLOCK_WIDE = [(128, 16, 3), (512, 8, 2), (256, 8, 4), (512, 4, 4), (1024, 4, 2), (256, 16, 2)]
 SWEEP_BLOCK_WIDE = [
     ("(2,256,65536)", (2, 256, 65536), -1, "float32", [{"rows_block": c} for c in _BLOCK_WIDE] * 2),
     ("(4,64,262144)", (4, 64, 262144), -1, "float32", [{"rows_block": c} for c in _BLOCK_WIDE]),
-]
-# rows_block's cache hints (threads, steps, min blocks, prefetch, hints: bit 0 read-only loads,
-# bit 1 streaming stores), alternated
-_BLOCK_HINTS = [(128, 16, 3), (128, 16, 3, True, 1), (128, 16, 3, True, 2), (128, 16, 3, True, 3)]
-SWEEP_BLOCK_HINTS = [
-    ("(2,256,65536)", (2, 256, 65536), -1, "float32", [{"rows_block": c} for c in _BLOCK_HINTS] * 3),
-    ("(4,64,262144)", (4, 64, 262144), -1, "float32", [{"rows_block": c} for c in _BLOCK_HINTS] * 2),
 ]
 # time-major lanes contiguous and aligned: lanes_vec (several lanes a thread) against lanes_tiles
 # (lanes_vec None); shapes (warps, steps, min blocks per SM[, lanes per tile])
@@ -727,8 +717,6 @@ def main(argv=None):
     ap.add_argument("--sweep-lanes-vec", action="store_true", help="time-major: several lanes a thread")
     ap.add_argument("--sweep-fpscan", action="store_true", help="fpscan's shapes, kernels timed queued")
     ap.add_argument("--sweep-block-wide", action="store_true", help="(2,256,65536), (4,64,262144): fpscan-like rows_block shapes, queued")
-    ap.add_argument("--sweep-block-hints", action="store_true",
-                    help="(2,256,65536), (4,64,262144): rows_block with read-only loads / streaming stores, queued")
     ap.add_argument("--sweep-staged", action="store_true", help="long rows: tiles staged in shared memory (kernel only)")
     ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
     ap.add_argument("--sweep-wide", action="store_true", help="one long row of 8- and 16-byte types (kernel queued)")
@@ -779,8 +767,6 @@ def main(argv=None):
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_FPSCAN, queued=True)
     if args.sweep_block_wide:
         sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_BLOCK_WIDE, queued=True)
-    if args.sweep_block_hints:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_BLOCK_HINTS, queued=True)
 
     peers = Peers(log) if not args.no_peers else None
     if peers is None:

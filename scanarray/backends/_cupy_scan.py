@@ -309,12 +309,9 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     G = _fit_group(a, b, out, ss, (ta, tb, to), ac, T, cfg["rows"][csize], Gmax)
 
     def rows_args(which):
-        NT, items, minb, *opt = cfg[which][csize]
+        NT, items, minb = cfg[which][csize]
         NV = max(1, items // Gmax)
-        # rows_block's shapes may name more (sweeps): whether it prefetches its next tile (default
-        # True), and its cache hints (scan.cu, rows_block's HINT)
-        extra = "".join(f", {_b(x) if isinstance(x, bool) else int(x)}" for x in opt)
-        return NT, NT * G * NV, f"{types}, {NT}, {G}, {NV}, {_b(ac)}, {minb}{extra}"
+        return NT, NT * G * NV, f"{types}, {NT}, {G}, {NV}, {_b(ac)}, {minb}"
 
     NT, tile, targs = rows_args("rows")
     # rows shorter than a tile of the widest groups run the short-row kernels whatever G: rows of 601

@@ -94,12 +94,12 @@ __device__ __forceinline__ bool group_bad(const C (&xa)[G], const C (&xb)[G]) {
 // All of one thread's NV groups of a and b. The vector path issues every load before any
 // value is used: a load behind a data-dependent branch or a register move would wait for the
 // previous one, and the kernel would stream at a fraction of the bandwidth.
-template <class S, int G, int NV, int DIR, bool NC = false>
+template <class S, int G, int NV, int DIR>
 __device__ __forceinline__ void load_vecs(const S* p, i64 tw, Vec<S, G> (&v)[NV]) {
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
     const i64 t0 = tw + i * 32 * G;
-    v[i] = ld_vec<S, G>(reinterpret_cast<const Vec<S, G>*>(DIR > 0 ? p + t0 : p - t0 - (G - 1)), NC);
+    v[i] = *reinterpret_cast<const Vec<S, G>*>(DIR > 0 ? p + t0 : p - t0 - (G - 1));
   }
 }
 template <class S, class C, int G, int NV, int DIR>
@@ -121,18 +121,18 @@ __device__ __forceinline__ bool rows_fast(i64 tw, i64 T, i64 sta, i64 stb, int v
 
 // A thread's groups of a and b as raw vectors: issued by issue(), converted by unpack(). Split so
 // that a kernel can keep the next tile's loads in flight while it scans the current one.
-template <class TA, class TB, int G, int NV, bool AC, bool NC = false>
+template <class TA, class TB, int G, int NV, bool AC>
 struct RawGroups {
   Vec<TB, G> b[NV];
   Vec<TA, G> a[AC ? 1 : NV];
   __device__ __forceinline__ Vec<TA, G> (&av())[NV] { return reinterpret_cast<Vec<TA, G>(&)[NV]>(a); }
   __device__ __forceinline__ void issue(const TA* pa, const TB* pb, i64 stb, i64 tw) {
     if (stb == 1) {
-      load_vecs<TB, G, NV, 1, NC>(pb, tw, b);
-      if (!AC) load_vecs<TA, G, NV, 1, NC>(pa, tw, av());
+      load_vecs<TB, G, NV, 1>(pb, tw, b);
+      if (!AC) load_vecs<TA, G, NV, 1>(pa, tw, av());
     } else {
-      load_vecs<TB, G, NV, -1, NC>(pb, tw, b);
-      if (!AC) load_vecs<TA, G, NV, -1, NC>(pa, tw, av());
+      load_vecs<TB, G, NV, -1>(pb, tw, b);
+      if (!AC) load_vecs<TA, G, NV, -1>(pa, tw, av());
     }
   }
   template <class C>
@@ -253,7 +253,7 @@ __device__ __forceinline__ int scan_warp_totals(Pair<C>* warp, const int* bad, i
 
 // The fast path's output: each of the thread's groups from its entering state (pre[v] applied
 // to h, the state before the thread's first group), stepped and stored; groups S * G steps apart.
-template <class TO, class C, int G, int NV, int S = 32, bool CS = false>
+template <class TO, class C, int G, int NV, int S = 32>
 __device__ __forceinline__ void write_groups(const C (&xa)[NV][G], const C (&xb)[NV][G], const Pair<C> (&pre)[NV],
                                              C h_in, TO* po, i64 sto, i64 tw, i64 T, int vec_o) {
 #pragma unroll
@@ -265,7 +265,7 @@ __device__ __forceinline__ void write_groups(const C (&xa)[NV][G], const C (&xb)
       h = xa[v][g] * h + xb[v][g];
       y[g] = h;
     }
-    store_group<TO, C, G, CS>(po, sto, tw + v * S * G, T, vec_o != 0, y);
+    store_group<TO, C, G>(po, sto, tw + v * S * G, T, vec_o != 0, y);
   }
 }
 
@@ -778,10 +778,7 @@ __global__ void __launch_bounds__(NT, MINB)
 // --------------------------------------------------------------------------------------- rows_block
 // Many long rows: a block per row, looping along it tile after tile with the state carried in
 // shared memory. Enough rows fill the device without any look-back.
-// PF: prefetch the next tile (the default; a sweep option); HINT: cache hints of the aligned vector
-// path, bit 0 read-only loads, bit 1 streaming stores (sweep options, see ld_vec).
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, bool PF = true,
-          int HINT = 0>
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
 __global__ void __launch_bounds__(NT, MINB)
     rows_block(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS) {
@@ -809,10 +806,10 @@ __global__ void __launch_bounds__(NT, MINB)
   // The next tile's loads are issued before this tile's reduction, barriers and stores (raw
   // vectors in registers, unpacked when it starts): a block walks its row without the memory
   // system idling between tiles. Tiles off the aligned vector path load when they start.
-  RawGroups<TA, TB, G, NV, AC, (HINT & 1) != 0> next;
+  RawGroups<TA, TB, G, NV, AC> next;
   auto prefetch = [&](i64 tbase) -> bool {
     const i64 tw = tbase + (i64)w * 32 * ITEMS + (i64)lane * G;
-    if (!PF || tbase >= T || !rows_fast<AC, G, NV>(tw, T, sta, stb, vec_a, vec_b)) return false;
+    if (tbase >= T || !rows_fast<AC, G, NV>(tw, T, sta, stb, vec_a, vec_b)) return false;
     next.issue(pa, pb, stb, tw);
     return true;
   };
@@ -856,7 +853,7 @@ __global__ void __launch_bounds__(NT, MINB)
     __syncthreads();
     const C hin = s_h[cur];
     if (!s_slow) {
-      write_groups<TO, C, G, NV, 32, (HINT & 2) != 0>(xa, xb, pre, apply(s_warp[w], hin), po, sto, tw, T, vec_o);
+      write_groups<TO, C, G, NV>(xa, xb, pre, apply(s_warp[w], hin), po, sto, tw, T, vec_o);
     } else {
       // exact replay, warp after warp; s_h[nxt] carries the state
       for (int i = 0; i < NW; ++i) {

@@ -327,45 +327,18 @@ __device__ __forceinline__ void load_group(const S* p, i64 st, i64 t0, i64 T, bo
   }
 }
 
-// Cache hints for whole 16-byte vectors (a sweepable option of rows_block, HINT bits): loads
-// through the read-only path (ld.global.nc), stores marked streaming (st.global.cs, evict first).
-template <class S, int G>
-__device__ __forceinline__ Vec<S, G> ld_vec(const Vec<S, G>* p, bool nc) {
-  if constexpr (sizeof(Vec<S, G>) == 16) {
-    if (nc) {
-      union { uint4 u; Vec<S, G> v; } r;
-      asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];"
-          : "=r"(r.u.x), "=r"(r.u.y), "=r"(r.u.z), "=r"(r.u.w) : "l"(p));
-      return r.v;
-    }
-  }
-  return *p;
-}
-template <class S, int G>
-__device__ __forceinline__ void st_vec(Vec<S, G>* p, const Vec<S, G>& v, bool cs) {
-  if constexpr (sizeof(Vec<S, G>) == 16) {
-    if (cs) {
-      union { Vec<S, G> v; uint4 u; } r{v};
-      asm volatile("st.global.cs.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(r.u.x), "r"(r.u.y), "r"(r.u.z),
-                   "r"(r.u.w) : "memory");
-      return;
-    }
-  }
-  *p = v;
-}
-
-template <class S, class C, int G, bool CS = false>
+template <class S, class C, int G>
 __device__ __forceinline__ void store_group(S* p, i64 st, i64 t0, i64 T, bool vec, const C (&x)[G]) {
   if (vec && t0 + G <= T) {
     Vec<S, G> v;
     if (st == 1) {
 #pragma unroll
       for (int g = 0; g < G; ++g) v.v[g] = conv_out(x[g], (S*)nullptr);
-      st_vec<S, G>(reinterpret_cast<Vec<S, G>*>(p + t0), v, CS);
+      *reinterpret_cast<Vec<S, G>*>(p + t0) = v;
     } else {
 #pragma unroll
       for (int g = 0; g < G; ++g) v.v[G - 1 - g] = conv_out(x[g], (S*)nullptr);
-      st_vec<S, G>(reinterpret_cast<Vec<S, G>*>(p - t0 - (G - 1)), v, CS);
+      *reinterpret_cast<Vec<S, G>*>(p - t0 - (G - 1)) = v;
     }
   } else {
 #pragma unroll
