@@ -44,6 +44,7 @@ def small_tiles(monkeypatch):
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_staged", dict(SMALL))
     monkeypatch.setitem(_config.CUPY_SCAN, "lanes_staged", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_block", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
+    monkeypatch.setitem(_config.CUPY_SCAN, "rows_wide", {4: (64, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "lanes", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "rows_split", {4: (32, 8, 1)})
     monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec", {4: (2, 2, 1), 8: (2, 2, 1), 16: None})
@@ -323,17 +324,48 @@ def test_one_tile_rows_split(small_tiles, reverse, offset, rng):
     _check(h, a, b, what=f"one-tile rows split reverse={reverse}", initial=init, reverse=reverse)
 
 
+# float32 rows on the aligned vector path take rows_wide where it is on
+_WIDE_CASES = ("float32", "reverse", "scalar a", "lane a", "initial", "non-finite")
+
+
+@pytest.mark.parametrize("wide", ["rows_wide", "rows_block"])
 @pytest.mark.parametrize(
     "case", ["float32", "float64", "complex64", "complex128", "reverse", "unaligned", "float16", "scalar a",
-             "initial", "strided", "non-finite"])
-def test_block_per_row(small_tiles, case, rng):
-    """Rows that each get a block walking along them (rows_block); |a| near 1, so the state
-    carried from tile to tile matters; 1501 steps: the last tile of each row is partial."""
+             "lane a", "initial", "strided", "non-finite"])
+def test_block_per_row(small_tiles, monkeypatch, wide, case, rng):
+    """Rows that each get a block walking along them (rows_block, or rows_wide for float32 rows on
+    the aligned vector path unless it is off); |a| near 1, so the state carried from tile to tile
+    matters; 1501 steps: the last tile of each row is partial."""
+    from scanarray.backends import _cupy_scan
+
+    if wide == "rows_block":
+        monkeypatch.setitem(_config.CUPY_SCAN, "rows_wide", {})
+    elif case not in _WIDE_CASES:
+        pytest.skip("rows_wide takes float32 rows on the aligned vector path only")
     a, b, a_d, b_d, init, call = _layout_case(rng, case, (300, 1501), low=0.99)
+    planned = []
+    plan = _cupy_scan.plan
+    monkeypatch.setattr(_cupy_scan, "plan", lambda *args, **kw: planned.append(plan(*args, **kw)) or planned[-1])
+    h = scanarray.linear_recurrence(a_d, b_d, **call)
+    assert [p.name.split("<")[0] for p in planned] == [f"scanarray::{wide}"], [p.name for p in planned]
+    _check(h, a, b, what=f"{wide} {case}", initial=init, reverse=call["reverse"])
+
+
+@pytest.mark.parametrize("case", _WIDE_CASES + ("out=b",))
+def test_rows_wide_default_shape(case, rng):
+    """rows_wide at its shipped shape (1024 threads, 4096 float32 steps a tile): 256 rows of two
+    tiles and a partial third, |a| near 1."""
+    a, b, a_d, b_d, init, call = _layout_case(rng, "float32" if case == "out=b" else case, (256, 2 * 4096 + 37),
+                                              low=0.999)
+    if case == "out=b":
+        b_d = b_d.copy()
+        call["out"] = b_d
     h = scanarray.linear_recurrence(a_d, b_d, **call)
     p = _long_rows_plan(b.shape, h.dtype)
-    assert "::rows_block<" in p.name, p.name
-    _check(h, a, b, what=f"block per row {case}", initial=init, reverse=call["reverse"])
+    assert "::rows_wide<" in p.name and p.threads == 1024, p.name
+    if case == "out=b":
+        assert h is b_d
+    _check(h, a, b, what=f"rows_wide {case}", initial=init, reverse=call["reverse"])
 
 
 def test_many_long_rows_block_per_row_complex(small_tiles, rng):

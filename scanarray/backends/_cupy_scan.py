@@ -171,6 +171,8 @@ class _Plan:
             return head + vec + lane_args + [np.int64(self.nlanes)]
         if self.kind == "rows_block":
             return head + vec + lane_args
+        if self.kind == "rows_wide":
+            return head + lane_args
         # look-back kernels; a one-tile launch never touches its workspace argument (b stands in)
         tail = [pb, _ZERO64, _ZERO32, np.int64(self.kt)] if ws is None else \
             [ws.ptr, np.uint64(ws.counter), np.uint32(ws.epoch), np.int64(self.kt)]
@@ -291,7 +293,7 @@ def _tunables(cfg, cs):
     return (cfg["rows"][cs], cfg["rows_long"][cs], cfg["rows_block"][cs], cfg["lanes"][cs], cfg["seq_threads"],
             cfg["rows_block_fill"], cfg.get("rows_split", {}).get(cs), cfg.get("rows_staged", {}).get(cs),
             cfg.get("lanes_staged", {}).get(cs), cfg.get("lanes_narrow", {}).get(cs), cfg.get("lanes_vec", {}).get(cs),
-            cfg.get("rows_warp", {}).get(cs))
+            cfg.get("rows_warp", {}).get(cs), cfg.get("rows_wide", {}).get(cs))
 
 
 def _make_plan(a, b, out, dt, method, ns, ss, cfg):
@@ -397,6 +399,14 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         int(_vec_ok(b, tb, ss[1], G)),
         int(_vec_ok(out, to, ss[2], G)),
     )
+    # rows_wide: rows_block's rows whose groups are all aligned vectors of the widest width, a and b
+    # read in one direction, storage as wide as the compute type (see _config.CUPY_SCAN)
+    wide = cfg.get("rows_wide", {}).get(csize)
+    if wide is not None and not (G == Gmax and widest == csize and vec[1] and vec[2] and (ac or (vec[0] and ta == tb))):
+        wide = None
+    if wide is not None:
+        names["rows_wide"] = f"scanarray::rows_wide<{types}, {wide[0]}, {G}, {_b(ac)}, {wide[1]}, {tb}>"
+        common["group"] = (*common["group"], names["rows_wide"])
     if short:  # several rows a warp (rows_seg) or a warp each (rows_warp), no look-back
         nw = NT // 32
         if S_seg < 32:
@@ -413,6 +423,8 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     minb = cfg["rows_block"][csize][2]
     if nlanes >= cfg["rows_block_fill"] * _sm_count(cupy_mod()) * minb:
         # enough rows to fill the device: a block per row, looping along it, no look-back
+        if wide is not None:
+            return _Plan(kind="rows_wide", name=names["rows_wide"], grid=nlanes, threads=wide[0], **common)
         return _Plan(kind="rows_block", name=names["rows_block"], grid=nlanes, threads=NT_b, vec=vec, **common)
     kt = -(-T // tile_l)
     grid = nlanes * kt

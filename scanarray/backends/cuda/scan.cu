@@ -12,6 +12,8 @@
 // rows_staged rows_tiles with the tile staged in shared memory (cp.async) instead of registers,
 //             so that more tiles per SM wait on their look-back (long rows, sm_90).
 // rows_block  many long rows: a block per row, looping along it; no look-back.
+// rows_wide   rows_block for rows on the aligned vector path: one group a thread and tile, 1024
+//             threads (fpscan's geometry), lean on registers.
 // rows_warp   rows shorter than a tile: one warp per row, looping along it; no look-back at all.
 // lanes_tiles time-major data (lanes contiguous, time strided): LW lanes (32, 16 or 8) x
 //             NW * 32 / LW stretches of S steps along time; each thread steps S times, loads
@@ -866,6 +868,110 @@ __global__ void __launch_bounds__(NT, MINB)
       }
 #pragma unroll
       for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
+    }
+  }
+}
+
+// --------------------------------------------------------------------------------------- rows_wide
+// Many long rows whose groups are all aligned vectors (b, out, and a unless constant in time, time
+// stride +-1): a block per row, one group of G steps of a and of b a thread and tile (NT = 1024:
+// the geometry of fpscan's kernel, two blocks a SM), looping along the row with the state carried
+// in shared memory. Lean on registers on purpose: at 32 a thread, rows_block at this geometry split
+// its 16-byte stores in two and ran at 52-62% of the copy, where this structure runs at 97% and
+// rows_block's own shape (128 threads x 16 steps) at 94-95% (H200, 2026-11-28;
+// benchmarks/diag_geometry.py). The driver sends other rows to rows_block.
+// DIR: the time stride of a and b (+1 or -1; the driver instantiates the one it needs).
+template <class TA, class TB, class TO, class C, int NT, int G, bool AC, int MINB, int DIR>
+__global__ void __launch_bounds__(NT, MINB)
+    rows_wide(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
+              SCAN_LANE_PARAMS) {
+  constexpr int NW = NT / 32;
+  static_assert(NW <= 32, "at most 32 warps");
+  constexpr i64 TILE = (i64)NT * G;
+  __shared__ Pair<C> s_warp[NW];
+  __shared__ int s_bad[NW];
+  __shared__ C s_h[2];  // state entering the tile, double-buffered between tiles
+  __shared__ int s_slow;
+
+  SCAN_LANE_MAP;
+  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+  const i64 row = blockIdx.x;
+  i64 oa, ob, oo;
+  lm.offsets(row, oa, ob, oo);
+  const TA* pa = a + oa;
+  const TB* pb = b + ob;
+  TO* po = out + oo;
+  C a_val = Num<C>::one();
+  if (AC) a_val = To<C>::f(pa[0]);
+  if (tid == 0) s_h[0] = has_h0 ? h0[row] : Num<C>::zero();
+
+  int cur = 0;
+  for (i64 tbase = 0; tbase < T; tbase += TILE, cur ^= 1) {
+    if (tbase) __syncthreads();  // the previous tile is done with s_warp and s_slow
+    C xa[1][G], xb[1][G];
+    const i64 t0 = tbase + (i64)tid * G;
+    if (t0 + G <= T) {  // both vectors issued before either is used
+      RawGroups<TA, TB, G, 1, AC> r;
+      r.issue(pa, pb, DIR, t0);
+      r.unpack_to(DIR, xa, xb);
+      if (AC) fill_a<C, G, 1>(a_val, xa);
+    } else {  // the row's last group, or past its end: a = 1, b = 0
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        const i64 t = t0 + g;
+        const bool in = t < T;
+        xb[0][g] = in ? To<C>::f(pb[t * DIR]) : Num<C>::zero();
+        xa[0][g] = !in ? Num<C>::one() : AC ? a_val : To<C>::f(pa[t * DIR]);
+      }
+    }
+    const int bad = __any_sync(0xffffffffu, group_bad<C, G>(xa[0], xb[0]));
+    Pair<C> x = group_pair<C, G>(xa[0], xb[0]);
+#pragma unroll
+    for (int d = 1; d < 32; d <<= 1) {
+      const Pair<C> o = shfl_up(x, d);
+      if (lane >= d) x = compose(x, o);
+    }
+    if (lane == 31) {
+      s_warp[w] = x;
+      s_bad[w] = bad;
+    }
+    __syncthreads();
+    if (w == 0) {
+      Pair<C> agg;
+      const int tile_bad = scan_warp_totals<C, NW>(s_warp, s_bad, lane, agg);
+      const C hin = s_h[cur];
+      const C hout = apply(agg, hin);
+      const int slow = tile_bad || !finite(hin) || !finite(hout);
+      if (lane == 0) {
+        s_slow = slow;
+        s_h[cur ^ 1] = slow ? hin : hout;
+      }
+    }
+    __syncthreads();
+    const C hin = s_h[cur];
+    if (!s_slow) {
+      // the steps before this thread's group: the lanes before it in its warp, after the warps before
+      Pair<C> ex = shfl_up(x, 1);
+      if (lane == 0) ex = ident<C>();
+      C h = apply(compose(ex, s_warp[w]), hin);
+      C y[G];
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        h = xa[0][g] * h + xb[0][g];
+        y[g] = h;
+      }
+      store_group<TO, C, G>(po, sto, t0, T, true, y);
+    } else {
+      // exact replay, warp after warp; s_h[cur ^ 1] carries the state
+      for (int i = 0; i < NW; ++i) {
+        if (w == i) {
+          const C h = warp_replay<C, G, 1>(xa, xb, s_h[cur ^ 1], lane);
+          __syncwarp();
+          if (lane == 0) s_h[cur ^ 1] = h;
+        }
+        __syncthreads();
+      }
+      store_group<TO, C, G>(po, sto, t0, T, true, xb[0]);
     }
   }
 }
