@@ -335,14 +335,16 @@ _WIDE_CASES = ("float32", "reverse", "scalar a", "lane a", "initial", "non-finit
 def test_block_per_row(small_tiles, monkeypatch, wide, case, rng):
     """Rows that each get a block walking along them (rows_block, or rows_wide for float32 rows on
     the aligned vector path unless it is off); |a| near 1, so the state carried from tile to tile
-    matters; 1501 steps: the last tile of each row is partial."""
+    matters; 1501 steps (1500 for rows_wide, whose rows start aligned): the last tile of each row
+    is partial."""
     from scanarray.backends import _cupy_scan
 
     if wide == "rows_block":
         monkeypatch.setitem(_config.CUPY_SCAN, "rows_wide", {})
     elif case not in _WIDE_CASES:
         pytest.skip("rows_wide takes float32 rows on the aligned vector path only")
-    a, b, a_d, b_d, init, call = _layout_case(rng, case, (300, 1501), low=0.99)
+    # rows_wide takes rows that start 16-byte aligned (a multiple of 4 float32 steps)
+    a, b, a_d, b_d, init, call = _layout_case(rng, case, (300, 1500 if wide == "rows_wide" else 1501), low=0.99)
     planned = []
     plan = _cupy_scan.plan
     monkeypatch.setattr(_cupy_scan, "plan", lambda *args, **kw: planned.append(plan(*args, **kw)) or planned[-1])
@@ -354,8 +356,8 @@ def test_block_per_row(small_tiles, monkeypatch, wide, case, rng):
 @pytest.mark.parametrize("case", _WIDE_CASES + ("out=b",))
 def test_rows_wide_default_shape(case, rng):
     """rows_wide at its shipped shape (1024 threads, 4096 float32 steps a tile): 256 rows of two
-    tiles and a partial third, |a| near 1."""
-    a, b, a_d, b_d, init, call = _layout_case(rng, "float32" if case == "out=b" else case, (256, 2 * 4096 + 37),
+    tiles and a partial third (36 steps: some threads' groups past the row's end), |a| near 1."""
+    a, b, a_d, b_d, init, call = _layout_case(rng, "float32" if case == "out=b" else case, (256, 2 * 4096 + 36),
                                               low=0.999)
     if case == "out=b":
         b_d = b_d.copy()

@@ -96,12 +96,19 @@ __device__ __forceinline__ bool group_bad(const C (&xa)[G], const C (&xb)[G]) {
 // All of one thread's NV groups of a and b. The vector path issues every load before any
 // value is used: a load behind a data-dependent branch or a register move would wait for the
 // previous one, and the kernel would stream at a fraction of the bandwidth.
-template <class S, int G, int NV, int DIR>
+template <class S, int G, int NV, int DIR, bool NC = false>
 __device__ __forceinline__ void load_vecs(const S* p, i64 tw, Vec<S, G> (&v)[NV]) {
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
     const i64 t0 = tw + i * 32 * G;
-    v[i] = *reinterpret_cast<const Vec<S, G>*>(DIR > 0 ? p + t0 : p - t0 - (G - 1));
+    const Vec<S, G>* q = reinterpret_cast<const Vec<S, G>*>(DIR > 0 ? p + t0 : p - t0 - (G - 1));
+    if constexpr (NC && sizeof(Vec<S, G>) == 16) {  // the read-only path (diagnostic builds)
+      union { uint4 u; Vec<S, G> v; } r;
+      asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.u.x), "=r"(r.u.y), "=r"(r.u.z), "=r"(r.u.w) : "l"(q));
+      v[i] = r.v;
+    } else {
+      v[i] = *q;
+    }
   }
 }
 template <class S, class C, int G, int NV, int DIR>
@@ -123,18 +130,18 @@ __device__ __forceinline__ bool rows_fast(i64 tw, i64 T, i64 sta, i64 stb, int v
 
 // A thread's groups of a and b as raw vectors: issued by issue(), converted by unpack(). Split so
 // that a kernel can keep the next tile's loads in flight while it scans the current one.
-template <class TA, class TB, int G, int NV, bool AC>
+template <class TA, class TB, int G, int NV, bool AC, bool NC = false>
 struct RawGroups {
   Vec<TB, G> b[NV];
   Vec<TA, G> a[AC ? 1 : NV];
   __device__ __forceinline__ Vec<TA, G> (&av())[NV] { return reinterpret_cast<Vec<TA, G>(&)[NV]>(a); }
   __device__ __forceinline__ void issue(const TA* pa, const TB* pb, i64 stb, i64 tw) {
     if (stb == 1) {
-      load_vecs<TB, G, NV, 1>(pb, tw, b);
-      if (!AC) load_vecs<TA, G, NV, 1>(pa, tw, av());
+      load_vecs<TB, G, NV, 1, NC>(pb, tw, b);
+      if (!AC) load_vecs<TA, G, NV, 1, NC>(pa, tw, av());
     } else {
-      load_vecs<TB, G, NV, -1>(pb, tw, b);
-      if (!AC) load_vecs<TA, G, NV, -1>(pa, tw, av());
+      load_vecs<TB, G, NV, -1, NC>(pb, tw, b);
+      if (!AC) load_vecs<TA, G, NV, -1, NC>(pa, tw, av());
     }
   }
   template <class C>
@@ -880,6 +887,28 @@ __global__ void __launch_bounds__(NT, MINB)
 // its 16-byte stores in two and ran at 52-62% of the copy, where this structure runs at 97% and
 // rows_block's own shape (128 threads x 16 steps) at 94-95% (H200, 2026-11-28;
 // benchmarks/diag_geometry.py). The driver sends other rows to rows_block.
+// rows_wide's exact replay of a tile, warp after warp from the state at *s_hn, which carries it;
+// stores the tile. Out of line: inlined, its code cost the kernel's fast path 2.5% of the copy
+// (16 bytes of spills at 32 registers; H200, 2026-11-28, benchmarks/diag_wide.py).
+// (The group is passed by value: taking the address of the kernel's arrays made it keep them in
+// local memory on every tile.)
+template <class C, int G> struct Steps { C a[1][G], b[1][G]; };
+template <class TO, class C, int G, int NW>
+__device__ __noinline__ void rows_wide_replay(Steps<C, G> x, C* s_hn, TO* po, i64 sto, i64 t0, i64 T) {
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  auto& ya = x.a;
+  auto& yb = x.b;
+  for (int i = 0; i < NW; ++i) {
+    if (w == i) {
+      const C h = warp_replay<C, G, 1>(ya, yb, *s_hn, lane);
+      __syncwarp();
+      if (lane == 0) *s_hn = h;
+    }
+    __syncthreads();
+  }
+  store_group<TO, C, G>(po, sto, t0, T, true, yb[0]);
+}
+
 // DIR: the time stride of a and b (+1 or -1; the driver instantiates the one it needs).
 template <class TA, class TB, class TO, class C, int NT, int G, bool AC, int MINB, int DIR>
 __global__ void __launch_bounds__(NT, MINB)
@@ -911,7 +940,11 @@ __global__ void __launch_bounds__(NT, MINB)
     C xa[1][G], xb[1][G];
     const i64 t0 = tbase + (i64)tid * G;
     if (t0 + G <= T) {  // both vectors issued before either is used
+#ifdef SCANARRAY_WIDE_NC
+      RawGroups<TA, TB, G, 1, AC, true> r;
+#else
       RawGroups<TA, TB, G, 1, AC> r;
+#endif
       r.issue(pa, pb, DIR, t0);
       r.unpack_to(DIR, xa, xb);
       if (AC) fill_a<C, G, 1>(a_val, xa);
@@ -941,7 +974,11 @@ __global__ void __launch_bounds__(NT, MINB)
       const int tile_bad = scan_warp_totals<C, NW>(s_warp, s_bad, lane, agg);
       const C hin = s_h[cur];
       const C hout = apply(agg, hin);
+#ifdef SCANARRAY_WIDE_NOSLOW
+      const int slow = 0 * tile_bad;  // diagnostic build: no exact replay (wrong on non-finite data)
+#else
       const int slow = tile_bad || !finite(hin) || !finite(hout);
+#endif
       if (lane == 0) {
         s_slow = slow;
         s_h[cur ^ 1] = slow ? hin : hout;
@@ -962,16 +999,13 @@ __global__ void __launch_bounds__(NT, MINB)
       }
       store_group<TO, C, G>(po, sto, t0, T, true, y);
     } else {
-      // exact replay, warp after warp; s_h[cur ^ 1] carries the state
-      for (int i = 0; i < NW; ++i) {
-        if (w == i) {
-          const C h = warp_replay<C, G, 1>(xa, xb, s_h[cur ^ 1], lane);
-          __syncwarp();
-          if (lane == 0) s_h[cur ^ 1] = h;
-        }
-        __syncthreads();
+      Steps<C, G> x;
+#pragma unroll
+      for (int g = 0; g < G; ++g) {
+        x.a[0][g] = xa[0][g];
+        x.b[0][g] = xb[0][g];
       }
-      store_group<TO, C, G>(po, sto, t0, T, true, xb[0]);
+      rows_wide_replay<TO, C, G, NW>(x, &s_h[cur ^ 1], po, sto, t0, T);
     }
   }
 }
