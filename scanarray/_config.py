@@ -153,11 +153,10 @@ CUPY_SCAN = {
     "rows_block": {4: (128, 16, 3), 8: (128, 8, 4), 16: (128, 4, 4)},
     # rows_block's rows whose groups of a, b and out are all aligned 16-byte vectors, storage as
     # wide as the compute type: ``rows_wide`` (threads, min blocks per SM; one group a thread and
-    # tile, fpscan's geometry), or rows_block where None. Kernels queued, H200, 2026-11-28 (the
-    # structure in benchmarks/diag_geometry.py, % of the copy): float32 (2,256,65536) 97.1-97.8
-    # against rows_block's 92.9-94.4 and fpscan's 97.0-97.6, (4,64,262144) 97.5-98.2 against
-    # 94.4-95.0. At 1024 threads, 8- and 16-byte types spill (20-340 bytes, nvcc on this project's
-    # VM): off.
+    # tile, fpscan's geometry), or rows_block where None. Kernels queued, H200, 2026-11-28 08:28
+    # UTC (benchmarks/diag_wide.py, GB/s): float32 (2,256,65536) 3985-3986 against rows_block's
+    # 3829-3885 and fpscan's 4010-4012, (4,64,262144) 4020-4022 against 3904-3905. At 1024 threads,
+    # 8- and 16-byte types spill (20-340 bytes, nvcc on this project's VM): off.
     "rows_wide": {4: (1024, 2)},
     # float32 time-major: (4,16,6) 76.7% of the copy on (65536,4096) against 72.3% for (4,16,4)
     # (H200, 2026-11-21 08:21 UTC, bench_gpu.py --sweep-one-tile; 12 bytes of spills)
