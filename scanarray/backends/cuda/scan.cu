@@ -785,6 +785,54 @@ __global__ void __launch_bounds__(NT, MINB)
 }
 
 // --------------------------------------------------------------------------------------- rows_block
+// Shared state of a block walking its row tile after tile (rows_block, rows_wide): the warps'
+// totals and non-finite flags, the state entering the tile (double-buffered between tiles), and
+// whether the tile replays exactly.
+template <class C, int NW>
+struct BlockRowShared {
+  Pair<C> warp[NW];
+  int bad[NW];
+  C h[2];
+  int slow;
+  // Warp 0, between a tile's two barriers: the warps' totals scanned (warp[i] becomes the pair of
+  // the steps before warp i), whether the tile replays, and the state entering the next tile.
+  __device__ __forceinline__ void combine(int cur, int lane) {
+    Pair<C> agg;
+    const int tile_bad = scan_warp_totals<C, NW>(warp, bad, lane, agg);
+    const C hin = h[cur];
+    const C hout = apply(agg, hin);
+#ifdef SCANARRAY_WIDE_NOSLOW
+    const int sl = 0 * tile_bad;  // diagnostic build: no exact replay (wrong on non-finite data)
+#else
+    const int sl = tile_bad || !finite(hin) || !finite(hout);
+#endif
+    if (lane == 0) {
+      slow = sl;
+      h[cur ^ 1] = sl ? hin : hout;
+    }
+  }
+};
+
+// The row of a block-per-row kernel: its pointers and a constant-in-time a's value; thread 0 puts
+// the row's initial state in sh.h[0].
+template <class TA, class TB, class TO, class C, bool AC>
+struct BlockRow {
+  const TA* pa;
+  const TB* pb;
+  TO* po;
+  C a_val;
+  __device__ __forceinline__ BlockRow(const LaneMap& lm, i64 row, const TA* a, const TB* b, TO* out, const C* h0,
+                                      int has_h0, C* s_h) {
+    i64 oa, ob, oo;
+    lm.offsets(row, oa, ob, oo);
+    pa = a + oa;
+    pb = b + ob;
+    po = out + oo;
+    a_val = AC ? To<C>::f(pa[0]) : Num<C>::one();
+    if (threadIdx.x == 0) s_h[0] = has_h0 ? h0[row] : Num<C>::zero();
+  }
+};
+
 // Many long rows: a block per row, looping along it tile after tile with the state carried in
 // shared memory. Enough rows fill the device without any look-back.
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
@@ -795,22 +843,15 @@ __global__ void __launch_bounds__(NT, MINB)
   static_assert(NW <= 32, "at most 32 warps");
   constexpr int ITEMS = G * NV;
   constexpr int TILE = NT * ITEMS;
-  __shared__ Pair<C> s_warp[NW];
-  __shared__ int s_bad[NW];
-  __shared__ C s_h[2];  // state entering the tile, double-buffered between iterations
-  __shared__ int s_slow;
+  __shared__ BlockRowShared<C, NW> sh;
 
   SCAN_LANE_MAP;
-  const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
-  const i64 row = blockIdx.x;
-  i64 oa, ob, oo;
-  lm.offsets(row, oa, ob, oo);
-  const TA* pa = a + oa;
-  const TB* pb = b + ob;
-  TO* po = out + oo;
-  C a_val = Num<C>::one();
-  if (AC) a_val = To<C>::f(pa[0]);
-  if (tid == 0) s_h[0] = has_h0 ? h0[row] : Num<C>::zero();
+  const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const BlockRow<TA, TB, TO, C, AC> r(lm, blockIdx.x, a, b, out, h0, has_h0, sh.h);
+  const TA* pa = r.pa;
+  const TB* pb = r.pb;
+  TO* po = r.po;
+  const C a_val = r.a_val;
 
   // The next tile's loads are issued before this tile's reduction, barriers and stores (raw
   // vectors in registers, unpacked when it starts): a block walks its row without the memory
@@ -842,34 +883,24 @@ __global__ void __launch_bounds__(NT, MINB)
     Pair<C> pre[NV];
     Pair<C> tot = warp_prefixes<C, G, NV>(xa, xb, pre, lane);
     bad = __any_sync(0xffffffffu, bad);
-    __syncthreads();  // the previous tile is done with s_warp
+    __syncthreads();  // the previous tile is done with sh.warp
     if (lane == 0) {
-      s_warp[w] = tot;
-      s_bad[w] = bad;
+      sh.warp[w] = tot;
+      sh.bad[w] = bad;
     }
     __syncthreads();
-    if (w == 0) {
-      Pair<C> agg;
-      const int tile_bad = scan_warp_totals<C, NW>(s_warp, s_bad, lane, agg);
-      const C hin = s_h[cur];
-      const C hout = apply(agg, hin);
-      const int slow = tile_bad || !finite(hin) || !finite(hout);
-      if (lane == 0) {
-        s_slow = slow;
-        s_h[nxt] = slow ? hin : hout;
-      }
-    }
+    if (w == 0) sh.combine(cur, lane);
     __syncthreads();
-    const C hin = s_h[cur];
-    if (!s_slow) {
-      write_groups<TO, C, G, NV>(xa, xb, pre, apply(s_warp[w], hin), po, sto, tw, T, vec_o);
+    const C hin = sh.h[cur];
+    if (!sh.slow) {
+      write_groups<TO, C, G, NV>(xa, xb, pre, apply(sh.warp[w], hin), po, sto, tw, T, vec_o);
     } else {
-      // exact replay, warp after warp; s_h[nxt] carries the state
+      // exact replay, warp after warp; sh.h[nxt] carries the state
       for (int i = 0; i < NW; ++i) {
         if (w == i) {
-          C h = warp_replay<C, G, NV>(xa, xb, s_h[nxt], lane);
+          C h = warp_replay<C, G, NV>(xa, xb, sh.h[nxt], lane);
           __syncwarp();
-          if (lane == 0) s_h[nxt] = h;
+          if (lane == 0) sh.h[nxt] = h;
         }
         __syncthreads();
       }
@@ -917,26 +948,19 @@ __global__ void __launch_bounds__(NT, MINB)
   constexpr int NW = NT / 32;
   static_assert(NW <= 32, "at most 32 warps");
   constexpr i64 TILE = (i64)NT * G;
-  __shared__ Pair<C> s_warp[NW];
-  __shared__ int s_bad[NW];
-  __shared__ C s_h[2];  // state entering the tile, double-buffered between tiles
-  __shared__ int s_slow;
+  __shared__ BlockRowShared<C, NW> sh;
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
-  const i64 row = blockIdx.x;
-  i64 oa, ob, oo;
-  lm.offsets(row, oa, ob, oo);
-  const TA* pa = a + oa;
-  const TB* pb = b + ob;
-  TO* po = out + oo;
-  C a_val = Num<C>::one();
-  if (AC) a_val = To<C>::f(pa[0]);
-  if (tid == 0) s_h[0] = has_h0 ? h0[row] : Num<C>::zero();
+  const BlockRow<TA, TB, TO, C, AC> r(lm, blockIdx.x, a, b, out, h0, has_h0, sh.h);
+  const TA* pa = r.pa;
+  const TB* pb = r.pb;
+  TO* po = r.po;
+  const C a_val = r.a_val;
 
   int cur = 0;
   for (i64 tbase = 0; tbase < T; tbase += TILE, cur ^= 1) {
-    if (tbase) __syncthreads();  // the previous tile is done with s_warp and s_slow
+    if (tbase) __syncthreads();  // the previous tile is done with sh.warp and sh.slow
     C xa[1][G], xb[1][G];
     const i64 t0 = tbase + (i64)tid * G;
     if (t0 + G <= T) {  // both vectors issued before either is used
@@ -965,32 +989,18 @@ __global__ void __launch_bounds__(NT, MINB)
       if (lane >= d) x = compose(x, o);
     }
     if (lane == 31) {
-      s_warp[w] = x;
-      s_bad[w] = bad;
+      sh.warp[w] = x;
+      sh.bad[w] = bad;
     }
     __syncthreads();
-    if (w == 0) {
-      Pair<C> agg;
-      const int tile_bad = scan_warp_totals<C, NW>(s_warp, s_bad, lane, agg);
-      const C hin = s_h[cur];
-      const C hout = apply(agg, hin);
-#ifdef SCANARRAY_WIDE_NOSLOW
-      const int slow = 0 * tile_bad;  // diagnostic build: no exact replay (wrong on non-finite data)
-#else
-      const int slow = tile_bad || !finite(hin) || !finite(hout);
-#endif
-      if (lane == 0) {
-        s_slow = slow;
-        s_h[cur ^ 1] = slow ? hin : hout;
-      }
-    }
+    if (w == 0) sh.combine(cur, lane);
     __syncthreads();
-    const C hin = s_h[cur];
-    if (!s_slow) {
+    const C hin = sh.h[cur];
+    if (!sh.slow) {
       // the steps before this thread's group: the lanes before it in its warp, after the warps before
       Pair<C> ex = shfl_up(x, 1);
       if (lane == 0) ex = ident<C>();
-      C h = apply(compose(ex, s_warp[w]), hin);
+      C h = apply(compose(ex, sh.warp[w]), hin);
       C y[G];
 #pragma unroll
       for (int g = 0; g < G; ++g) {
@@ -1005,7 +1015,7 @@ __global__ void __launch_bounds__(NT, MINB)
         x.a[0][g] = xa[0][g];
         x.b[0][g] = xb[0][g];
       }
-      rows_wide_replay<TO, C, G, NW>(x, &s_h[cur ^ 1], po, sto, t0, T);
+      rows_wide_replay<TO, C, G, NW>(x, &sh.h[cur ^ 1], po, sto, t0, T);
     }
   }
 }
