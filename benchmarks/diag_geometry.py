@@ -35,7 +35,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gpu import copy_bandwidth, make, nbytes, queued_us  # noqa: E402
 
 import scanarray  # noqa: E402
-from scanarray import _config  # noqa: E402
 
 SRC = r"""
 #ifdef NORES
@@ -227,7 +226,6 @@ def main():
             if ext is not None and T <= 65536:
                 ta, tb, to = (torch.from_dlpack(x) for x in (a, b, out))
                 report("fpscan", lambda ta=ta, tb=tb, to=to: ext.fullscan_forward(ta, tb, to, False))
-        del a, b, out, ref
         cupy.get_default_memory_pool().free_all_blocks()
     print("\n".join(lines))
 

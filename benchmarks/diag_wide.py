@@ -77,7 +77,6 @@ def main():
             if ext is not None and shape[-1] <= 65536:
                 ta, tb, to = (torch.from_dlpack(x) for x in (a, b, out))
                 report("fpscan", lambda ta=ta, tb=tb, to=to: ext.fullscan_forward(ta, tb, to, False))
-        del a, b, out, ref, a2, b2, o2
         cupy.get_default_memory_pool().free_all_blocks()
     print("\n".join(lines))
 
