@@ -399,14 +399,6 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         int(_vec_ok(b, tb, ss[1], G)),
         int(_vec_ok(out, to, ss[2], G)),
     )
-    # rows_wide: rows_block's rows whose groups are all aligned vectors of the widest width, a and b
-    # read in one direction, storage as wide as the compute type (see _config.CUPY_SCAN)
-    wide = cfg.get("rows_wide", {}).get(csize)
-    if wide is not None and not (G == Gmax and widest == csize and vec[1] and vec[2] and (ac or (vec[0] and ta == tb))):
-        wide = None
-    if wide is not None:
-        names["rows_wide"] = f"scanarray::rows_wide<{types}, {wide[0]}, {G}, {_b(ac)}, {wide[1]}, {tb}>"
-        common["group"] = (*common["group"], names["rows_wide"])
     if short:  # several rows a warp (rows_seg) or a warp each (rows_warp), no look-back
         nw = NT // 32
         if S_seg < 32:
@@ -422,9 +414,14 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
                      rec_size=_rec_size(dt), slots=nlanes, **common)
     minb = cfg["rows_block"][csize][2]
     if nlanes >= cfg["rows_block_fill"] * _sm_count(cupy_mod()) * minb:
-        # enough rows to fill the device: a block per row, looping along it, no look-back
-        if wide is not None:
-            return _Plan(kind="rows_wide", name=names["rows_wide"], grid=nlanes, threads=wide[0], **common)
+        # enough rows to fill the device: a block per row, looping along it, no look-back; rows_wide
+        # where every group is an aligned vector of the widest width, a and b read in one
+        # direction and storage as wide as the compute type (see _config.CUPY_SCAN)
+        wide = cfg.get("rows_wide", {}).get(csize)
+        if wide is not None and G == Gmax and widest == csize and vec[1] and vec[2] and (ac or (vec[0] and ta == tb)):
+            name = f"scanarray::rows_wide<{types}, {wide[0]}, {G}, {_b(ac)}, {wide[1]}, {tb}>"
+            return _Plan(kind="rows_wide", name=name, grid=nlanes, threads=wide[0],
+                         **{**common, "group": (*common["group"], name)})
         return _Plan(kind="rows_block", name=names["rows_block"], grid=nlanes, threads=NT_b, vec=vec, **common)
     kt = -(-T // tile_l)
     grid = nlanes * kt

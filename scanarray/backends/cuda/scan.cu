@@ -802,7 +802,8 @@ struct BlockRowShared {
     const C hin = h[cur];
     const C hout = apply(agg, hin);
 #ifdef SCANARRAY_WIDE_NOSLOW
-    const int sl = 0 * tile_bad;  // diagnostic build: no exact replay (wrong on non-finite data)
+    // diagnostic build (benchmarks/diag_wide.py): no exact replay, wrong on non-finite data
+    const int sl = 0 * tile_bad;
 #else
     const int sl = tile_bad || !finite(hin) || !finite(hout);
 #endif
@@ -911,13 +912,6 @@ __global__ void __launch_bounds__(NT, MINB)
 }
 
 // --------------------------------------------------------------------------------------- rows_wide
-// Many long rows whose groups are all aligned vectors (b, out, and a unless constant in time, time
-// stride +-1): a block per row, one group of G steps of a and of b a thread and tile (NT = 1024:
-// the geometry of fpscan's kernel, two blocks a SM), looping along the row with the state carried
-// in shared memory. Lean on registers on purpose: at 32 a thread, rows_block at this geometry split
-// its 16-byte stores in two and ran at 52-62% of the copy, where this structure runs at 97% and
-// rows_block's own shape (128 threads x 16 steps) at 94-95% (H200, 2026-11-28;
-// benchmarks/diag_geometry.py). The driver sends other rows to rows_block.
 // rows_wide's exact replay of a tile, warp after warp from the state at *s_hn, which carries it;
 // stores the tile. Out of line: inlined, its code cost the kernel's fast path 2.5% of the copy
 // (16 bytes of spills at 32 registers; H200, 2026-11-28, benchmarks/diag_wide.py).
@@ -940,6 +934,13 @@ __device__ __noinline__ void rows_wide_replay(Steps<C, G> x, C* s_hn, TO* po, i6
   store_group<TO, C, G>(po, sto, t0, T, true, yb[0]);
 }
 
+// Many long rows whose groups are all aligned vectors (b, out, and a unless constant in time, time
+// stride +-1): a block per row, one group of G steps of a and of b a thread and tile (NT = 1024:
+// the geometry of fpscan's kernel, two blocks a SM), looping along the row with the state carried
+// in shared memory. Lean on registers on purpose: at 32 a thread, rows_block at this geometry split
+// its 16-byte stores in two and ran at 52-62% of the copy, where this structure runs at 96-97% and
+// rows_block's own shape (128 threads x 16 steps) at 92-94% (H200, 2026-11-28;
+// benchmarks/diag_geometry.py, diag_wide.py). The driver sends other rows to rows_block.
 // DIR: the time stride of a and b (+1 or -1; the driver instantiates the one it needs).
 template <class TA, class TB, class TO, class C, int NT, int G, bool AC, int MINB, int DIR>
 __global__ void __launch_bounds__(NT, MINB)
@@ -965,12 +966,12 @@ __global__ void __launch_bounds__(NT, MINB)
     const i64 t0 = tbase + (i64)tid * G;
     if (t0 + G <= T) {  // both vectors issued before either is used
 #ifdef SCANARRAY_WIDE_NC
-      RawGroups<TA, TB, G, 1, AC, true> r;
+      RawGroups<TA, TB, G, 1, AC, true> raw;
 #else
-      RawGroups<TA, TB, G, 1, AC> r;
+      RawGroups<TA, TB, G, 1, AC> raw;
 #endif
-      r.issue(pa, pb, DIR, t0);
-      r.unpack_to(DIR, xa, xb);
+      raw.issue(pa, pb, DIR, t0);
+      raw.unpack_to(DIR, xa, xb);
       if (AC) fill_a<C, G, 1>(a_val, xa);
     } else {  // the row's last group, or past its end: a = 1, b = 0
 #pragma unroll
@@ -1009,13 +1010,13 @@ __global__ void __launch_bounds__(NT, MINB)
       }
       store_group<TO, C, G>(po, sto, t0, T, true, y);
     } else {
-      Steps<C, G> x;
+      Steps<C, G> steps;
 #pragma unroll
       for (int g = 0; g < G; ++g) {
-        x.a[0][g] = xa[0][g];
-        x.b[0][g] = xb[0][g];
+        steps.a[0][g] = xa[0][g];
+        steps.b[0][g] = xb[0][g];
       }
-      rows_wide_replay<TO, C, G, NW>(x, &sh.h[cur ^ 1], po, sto, t0, T);
+      rows_wide_replay<TO, C, G, NW>(steps, &sh.h[cur ^ 1], po, sto, t0, T);
     }
   }
 }
