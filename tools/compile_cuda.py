@@ -93,7 +93,7 @@ def _instantiations(combos=_COMBOS):
                     out.append(f"template __global__ void lanes_vec<{t}, 4, 8, {q}, {ak}, 1, {lw}>"
                                f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
             out.append(f"template __global__ void seq<{t}, {ac}>({head}, {_LANES}, i64);")
-            if widest == cs:  # rows_wide, where the driver may use it (_config.CUPY_SCAN["rows_wide"])
+            if widest == cs == 4:  # rows_wide, where the driver may use it (_config.CUPY_SCAN["rows_wide"])
                 for d in (1, -1):
                     out.append(f"template __global__ void rows_wide<{t}, 1024, {G}, {ac}, 2, {d}>"
                                f"({head}, {_LANES});")
