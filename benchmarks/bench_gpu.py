@@ -308,7 +308,8 @@ def profile_host(log, n=3000, call=None, what="tiny problem"):
 
 # prefetching rows_block and batched look-back reads: the shapes that decide them
 _LONG = [{"rows_long": c} for c in ((256, 16, 4), (256, 16, 3), (512, 16, 2), (128, 16, 8), (256, 8, 6))]
-_BLOCK = [{"rows_block": c, "rows_block_fill": f} for c, f in
+# (rows_wide off: aligned float32 rows would take it instead of rows_block)
+_BLOCK = [{"rows_block": c, "rows_block_fill": f, "rows_wide": None} for c, f in
           (((512, 16, 2), 0.45), ((256, 16, 2), 0.45), ((512, 8, 2), 0.45), ((256, 8, 4), 0.45),
            ((1024, 8, 1), 0.45), ((256, 16, 2), 0.2), ((128, 16, 4), 0.45), ((128, 16, 3), 0.45),
            ((128, 32, 2), 0.45))] + [{"rows_block_fill": 1e9}]
@@ -406,8 +407,8 @@ SWEEP_FPSCAN_WIDE = [
 # thread, more warps an SM, against the shipped (128, 16, 3); alternated twice, kernels queued
 _BLOCK_WIDE = [(128, 16, 3), (512, 8, 2), (256, 8, 4), (512, 4, 4), (1024, 4, 2), (256, 16, 2)]
 SWEEP_BLOCK_WIDE = [
-    ("(2,256,65536)", (2, 256, 65536), -1, "float32", [{"rows_block": c} for c in _BLOCK_WIDE] * 2),
-    ("(4,64,262144)", (4, 64, 262144), -1, "float32", [{"rows_block": c} for c in _BLOCK_WIDE]),
+    ("(2,256,65536)", (2, 256, 65536), -1, "float32", [{"rows_block": c, "rows_wide": None} for c in _BLOCK_WIDE] * 2),
+    ("(4,64,262144)", (4, 64, 262144), -1, "float32", [{"rows_block": c, "rows_wide": None} for c in _BLOCK_WIDE]),
 ]
 # time-major lanes contiguous and aligned: lanes_vec (several lanes a thread) against lanes_tiles
 # (lanes_vec None); shapes (warps, steps, min blocks per SM[, lanes per tile])
