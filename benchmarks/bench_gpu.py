@@ -407,7 +407,8 @@ SWEEP_FPSCAN_WIDE = [
 # thread, more warps an SM, against the shipped (128, 16, 3); alternated twice, kernels queued
 _BLOCK_WIDE = [(128, 16, 3), (512, 8, 2), (256, 8, 4), (512, 4, 4), (1024, 4, 2), (256, 16, 2)]
 SWEEP_BLOCK_WIDE = [
-    ("(2,256,65536)", (2, 256, 65536), -1, "float32", [{"rows_block": c, "rows_wide": None} for c in _BLOCK_WIDE] * 2),
+    ("(2,256,65536)", (2, 256, 65536), -1, "float32", [{"rows_block": c, "rows_wide": None} for c in _BLOCK_WIDE]
+     * 2),
     ("(4,64,262144)", (4, 64, 262144), -1, "float32", [{"rows_block": c, "rows_wide": None} for c in _BLOCK_WIDE]),
 ]
 # time-major lanes contiguous and aligned: lanes_vec (several lanes a thread) against lanes_tiles
