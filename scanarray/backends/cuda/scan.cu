@@ -96,19 +96,12 @@ __device__ __forceinline__ bool group_bad(const C (&xa)[G], const C (&xb)[G]) {
 // All of one thread's NV groups of a and b. The vector path issues every load before any
 // value is used: a load behind a data-dependent branch or a register move would wait for the
 // previous one, and the kernel would stream at a fraction of the bandwidth.
-template <class S, int G, int NV, int DIR, bool NC = false>
+template <class S, int G, int NV, int DIR>
 __device__ __forceinline__ void load_vecs(const S* p, i64 tw, Vec<S, G> (&v)[NV]) {
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
     const i64 t0 = tw + i * 32 * G;
-    const Vec<S, G>* q = reinterpret_cast<const Vec<S, G>*>(DIR > 0 ? p + t0 : p - t0 - (G - 1));
-    if constexpr (NC && sizeof(Vec<S, G>) == 16) {  // the read-only path (diagnostic builds)
-      union { uint4 u; Vec<S, G> v; } r;
-      asm("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(r.u.x), "=r"(r.u.y), "=r"(r.u.z), "=r"(r.u.w) : "l"(q));
-      v[i] = r.v;
-    } else {
-      v[i] = *q;
-    }
+    v[i] = *reinterpret_cast<const Vec<S, G>*>(DIR > 0 ? p + t0 : p - t0 - (G - 1));
   }
 }
 template <class S, class C, int G, int NV, int DIR>
@@ -130,18 +123,18 @@ __device__ __forceinline__ bool rows_fast(i64 tw, i64 T, i64 sta, i64 stb, int v
 
 // A thread's groups of a and b as raw vectors: issued by issue(), converted by unpack(). Split so
 // that a kernel can keep the next tile's loads in flight while it scans the current one.
-template <class TA, class TB, int G, int NV, bool AC, bool NC = false>
+template <class TA, class TB, int G, int NV, bool AC>
 struct RawGroups {
   Vec<TB, G> b[NV];
   Vec<TA, G> a[AC ? 1 : NV];
   __device__ __forceinline__ Vec<TA, G> (&av())[NV] { return reinterpret_cast<Vec<TA, G>(&)[NV]>(a); }
   __device__ __forceinline__ void issue(const TA* pa, const TB* pb, i64 stb, i64 tw) {
     if (stb == 1) {
-      load_vecs<TB, G, NV, 1, NC>(pb, tw, b);
-      if (!AC) load_vecs<TA, G, NV, 1, NC>(pa, tw, av());
+      load_vecs<TB, G, NV, 1>(pb, tw, b);
+      if (!AC) load_vecs<TA, G, NV, 1>(pa, tw, av());
     } else {
-      load_vecs<TB, G, NV, -1, NC>(pb, tw, b);
-      if (!AC) load_vecs<TA, G, NV, -1, NC>(pa, tw, av());
+      load_vecs<TB, G, NV, -1>(pb, tw, b);
+      if (!AC) load_vecs<TA, G, NV, -1>(pa, tw, av());
     }
   }
   template <class C>
@@ -965,11 +958,7 @@ __global__ void __launch_bounds__(NT, MINB)
     C xa[1][G], xb[1][G];
     const i64 t0 = tbase + (i64)tid * G;
     if (t0 + G <= T) {  // both vectors issued before either is used
-#ifdef SCANARRAY_WIDE_NC
-      RawGroups<TA, TB, G, 1, AC, true> raw;
-#else
       RawGroups<TA, TB, G, 1, AC> raw;
-#endif
       raw.issue(pa, pb, DIR, t0);
       raw.unpack_to(DIR, xa, xb);
       if (AC) fill_a<C, G, 1>(a_val, xa);
