@@ -178,6 +178,34 @@ VARIANTS = [("BASE", (), (1024, 2)), ("IDX64+BAD+CARRY_ALL", ("-DIDX64", "-DBAD"
 WORK = [((2, 256, 65536), 2), ((4, 64, 262144), 1), ((2, 256, 4096), 2)]
 
 
+def fpscan_ext():
+    """fpscan's compiled extension (``fullscan_forward(a, b, out, reverse)`` on torch tensors), or
+    None where it is not built."""
+    try:
+        import fpscan
+
+        return fpscan.ops._load_extension()
+    except Exception as exc:  # noqa: BLE001 - the peer is optional
+        print(f"fpscan unavailable: {type(exc).__name__}: {exc}")
+        return None
+
+
+def reporter(lines, label, out, ref, nb, copy_bw):
+    """``report(name, fn)``: times ``fn`` (which writes ``out``) with its launches queued, checks
+    ``out`` against ``ref`` and appends a table row to ``lines``."""
+    scale = float(cupy.abs(ref).max())
+
+    def report(name, fn):
+        out.fill(0)
+        us = queued_us(fn)
+        diff = float(cupy.abs(out - ref).max()) / scale
+        gbs = nb / (us * 1e-6) / 1e9
+        lines.append(f"| {label} | {name} | {gbs:.0f} | {100 * gbs / copy_bw:.1f} | {diff:.1e} |")
+        print(lines[-1], flush=True)
+
+    return report
+
+
 def main():
     copy_bw = copy_bandwidth(7)
     rng = np.random.default_rng(0)
@@ -188,31 +216,17 @@ def main():
         expr = f"geo<{nt}, {minb}>"
         mods[name] = (cupy.RawModule(code=SRC, options=("-std=c++17",) + opts, name_expressions=[expr])
                       .get_function(expr), np.int64 if "-DIDX64" in opts else np.int32, nt)
-    try:
-        import fpscan
-        import torch
-
-        ext = fpscan.ops._load_extension()
-    except Exception as exc:  # noqa: BLE001 - the peer is optional
-        print(f"fpscan unavailable: {type(exc).__name__}: {exc}")
-        ext = None
+    ext = fpscan_ext()
     for shape, rounds in WORK:
         a_h, b_h = make(shape, -1, "float32", "full", rng)
         a, b = cupy.asarray(a_h), cupy.asarray(b_h)
         out = cupy.empty_like(b)
         nb = nbytes(a, b)
         ref = scanarray.linear_recurrence(a, b, backend="cupy", method="lookback")
-        scale = float(cupy.abs(ref).max())
         T, rows = shape[-1], shape[0] * shape[1]
         label = str(shape).replace(" ", "")
 
-        def report(name, fn):
-            out.fill(0)
-            us = queued_us(fn)
-            diff = float(cupy.abs(out - ref).max()) / scale
-            gbs = nb / (us * 1e-6) / 1e9
-            lines.append(f"| {label} | {name} | {gbs:.0f} | {100 * gbs / copy_bw:.1f} | {diff:.1e} |")
-            print(lines[-1], flush=True)
+        report = reporter(lines, label, out, ref, nb, copy_bw)
 
         for _ in range(rounds):
             for name, (fn, idx, nt) in mods.items():
@@ -224,6 +238,8 @@ def main():
             report("library (shipped)", lambda: scanarray.linear_recurrence(a, b, out=out, backend="cupy",
                                                                           method="lookback"))
             if ext is not None and T <= 65536:
+                import torch
+
                 ta, tb, to = (torch.from_dlpack(x) for x in (a, b, out))
                 report("fpscan", lambda ta=ta, tb=tb, to=to: ext.fullscan_forward(ta, tb, to, False))
         cupy.get_default_memory_pool().free_all_blocks()
