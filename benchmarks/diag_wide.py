@@ -18,7 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_gpu import copy_bandwidth, make, nbytes  # noqa: E402
-from diag_geometry import fpscan_ext, reporter  # noqa: E402
+from diag_geometry import fpscan_ext, report_fpscan, reporter  # noqa: E402
 
 import scanarray  # noqa: E402
 from scanarray import _config  # noqa: E402
@@ -61,11 +61,7 @@ def main():
                     a, b, out=out, backend="cupy", method="lookback"))
             finally:
                 _config.CUPY_SCAN["rows_wide"] = saved
-            if ext is not None and shape[-1] <= 65536:
-                import torch
-
-                ta, tb, to = (torch.from_dlpack(x) for x in (a, b, out))
-                report("fpscan", lambda ta=ta, tb=tb, to=to: ext.fullscan_forward(ta, tb, to, False))
+            report_fpscan(report, ext, a, b, out)
         cupy.get_default_memory_pool().free_all_blocks()
     print("\n".join(lines))
 
