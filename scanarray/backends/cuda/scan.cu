@@ -805,6 +805,19 @@ struct BlockRowShared {
       h[cur ^ 1] = sl ? hin : hout;
     }
   }
+  // Every thread, once a tile: the publisher of warp w gives its warp's total and non-finite flag,
+  // warp 0 combines them, and all read the state entering the tile back. The caller makes sure the
+  // previous tile is done with warp[], bad[] and slow (a barrier before).
+  __device__ __forceinline__ C exchange(int cur, int w, int lane, bool publisher, const Pair<C>& tot, int tile_bad) {
+    if (publisher) {
+      warp[w] = tot;
+      bad[w] = tile_bad;
+    }
+    __syncthreads();
+    if (w == 0) combine(cur, lane);
+    __syncthreads();
+    return h[cur];
+  }
 };
 
 // The row of a block-per-row kernel: its pointers and a constant-in-time a's value; thread 0 puts
@@ -878,14 +891,7 @@ __global__ void __launch_bounds__(NT, MINB)
     Pair<C> tot = warp_prefixes<C, G, NV>(xa, xb, pre, lane);
     bad = __any_sync(0xffffffffu, bad);
     __syncthreads();  // the previous tile is done with sh.warp
-    if (lane == 0) {
-      sh.warp[w] = tot;
-      sh.bad[w] = bad;
-    }
-    __syncthreads();
-    if (w == 0) sh.combine(cur, lane);
-    __syncthreads();
-    const C hin = sh.h[cur];
+    const C hin = sh.exchange(cur, w, lane, lane == 0, tot, bad);
     if (!sh.slow) {
       write_groups<TO, C, G, NV>(xa, xb, pre, apply(sh.warp[w], hin), po, sto, tw, T, vec_o);
     } else {
@@ -978,14 +984,7 @@ __global__ void __launch_bounds__(NT, MINB)
       const Pair<C> o = shfl_up(x, d);
       if (lane >= d) x = compose(x, o);
     }
-    if (lane == 31) {
-      sh.warp[w] = x;
-      sh.bad[w] = bad;
-    }
-    __syncthreads();
-    if (w == 0) sh.combine(cur, lane);
-    __syncthreads();
-    const C hin = sh.h[cur];
+    const C hin = sh.exchange(cur, w, lane, lane == 31, x, bad);
     if (!sh.slow) {
       // the steps before this thread's group: the lanes before it in its warp, after the warps before
       Pair<C> ex = shfl_up(x, 1);
