@@ -958,22 +958,6 @@ __global__ void __launch_bounds__(NT, MINB)
   TO* po = r.po;
   const C a_val = r.a_val;
 
-#ifdef SCANARRAY_WIDE_STAGE
-  // diagnostic build (benchmarks/diag_wide.py): the next tile's vectors copied into shared memory
-  // (cp.async, no registers held) while this tile is scanned and written; each thread reads back
-  // only the slots it filled, before it refills them
-  __shared__ Vec<TB, G> s_b[NT];
-  __shared__ Vec<TA, G> s_a[AC ? 1 : NT];
-  auto stage = [&](i64 tb) {
-    const i64 t = tb + (i64)tid * G;
-    if (t + G <= T) {
-      cp_async<sizeof(Vec<TB, G>)>(&s_b[tid], DIR > 0 ? pb + t : pb - t - (G - 1));
-      if (!AC) cp_async<sizeof(Vec<TA, G>)>(&s_a[tid], DIR > 0 ? pa + t : pa - t - (G - 1));
-    }
-    cp_async_commit();
-  };
-  stage(0);
-#endif
   int cur = 0;
   for (i64 tbase = 0; tbase < T; tbase += TILE, cur ^= 1) {
     if (tbase) __syncthreads();  // the previous tile is done with sh.warp and sh.slow
@@ -981,13 +965,7 @@ __global__ void __launch_bounds__(NT, MINB)
     const i64 t0 = tbase + (i64)tid * G;
     if (t0 + G <= T) {  // both vectors issued before either is used
       RawGroups<TA, TB, G, 1, AC> raw;
-#ifdef SCANARRAY_WIDE_STAGE
-      cp_async_wait_all();
-      raw.b[0] = s_b[tid];
-      if (!AC) raw.a[0] = s_a[tid];
-#else
       raw.issue(pa, pb, DIR, t0);
-#endif
       raw.unpack_to(DIR, xa, xb);
       if (AC) fill_a<C, G, 1>(a_val, xa);
     } else {  // the row's last group, or past its end: a = 1, b = 0
@@ -999,9 +977,6 @@ __global__ void __launch_bounds__(NT, MINB)
         xa[0][g] = !in ? Num<C>::one() : AC ? a_val : To<C>::f(pa[t * DIR]);
       }
     }
-#ifdef SCANARRAY_WIDE_STAGE
-    stage(tbase + TILE);
-#endif
     const int bad = __any_sync(0xffffffffu, group_bad<C, G>(xa[0], xb[0]));
     Pair<C> x = group_pair<C, G>(xa[0], xb[0]);
 #pragma unroll
