@@ -11,7 +11,7 @@ NX=""; python3 -c "import xdist" 2>/dev/null && NX="-n 8"
 for step in "$@"; do case $step in
 tests) el "tests/test_cupy.py"
   timeout 240 python3 -m pytest tests/test_cupy.py -q $NX -p no:cacheprovider --tb=short 2>&1 | tail -25 | tee $OUT/test_cupy.log ;;
-diag) wait $PB; el "diag_wide"; timeout 200 python3 benchmarks/diag_wide.py 2>&1 | tail -24 ;;
+diag) wait $PB; el "diag_wide"; timeout 240 python3 benchmarks/diag_wide.py 2>&1 | tail -48 ;;
 bench) wait $PB; el "bench"
   timeout 330 python3 benchmarks/bench_gpu.py --out $OUT --only "${ONLY:-(2,256,65536);(4,64,262144);(2,256,4096)}" --reps 11 2>&1 | grep -E "^\| \(|^device|copy" | tail -12 ;;
 esac; done
