@@ -124,6 +124,24 @@ extern "C" __global__ void spin(long long cycles) {
     return statistics.median(out)
 
 
+def host_rounds_us(fn, n=200, rounds=25):
+    """Host µs a call of ``fn`` in each of ``rounds`` rounds: ``perf_counter`` around ``n`` calls
+    issued and not waited for, the stream synchronised between rounds (problems small enough
+    that the GPU keeps up)."""
+    s = cupy.cuda.get_current_stream()
+    for _ in range(3):
+        fn()
+    out = []
+    for _ in range(rounds):
+        s.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        out.append((time.perf_counter() - t0) / n * 1e6)
+    s.synchronize()
+    return out
+
+
 def wall_burst(fn, reps, burst=10, budget_s=3.0):
     """Median wall-clock milliseconds per call over bursts; ``fn`` returns a JAX array."""
     fn().block_until_ready()

@@ -11,31 +11,18 @@ public function's after the ``extra`` launches. On the CUDA host: ``python3 benc
 
 from __future__ import annotations
 
+import os
 import statistics
-import time
+import sys
 
 import cupy
 import numpy as np
 
-import scanarray
-from scanarray.backends import _cupy_scan
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_gpu import host_rounds_us  # noqa: E402
 
-_PTR = np.uint64
-
-
-def per_call_us(fn, n=500, rounds=15):
-    s = cupy.cuda.get_current_stream()
-    for _ in range(3):
-        fn()
-    out = []
-    for _ in range(rounds):
-        s.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        out.append((time.perf_counter() - t0) / n * 1e6)
-    s.synchronize()
-    return out
+import scanarray  # noqa: E402
+from scanarray.backends import _cupy_scan  # noqa: E402
 
 
 def extra_array(buf, size):
@@ -99,7 +86,7 @@ def main():
     res = {k: [] for k in cases}
     for _ in range(4):  # alternate
         for k, fn in cases.items():
-            res[k] += per_call_us(fn)
+            res[k] += host_rounds_us(fn, n=500, rounds=15)
     print(f"scan through extra: max error / max |ref| = {err:.1e}")
     print("| launch | host us a call, median (min-max of rounds) |\n|---|---|")
     for k, v in res.items():

@@ -18,14 +18,13 @@ import argparse
 import os
 import statistics
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cupy  # noqa: E402
 import numpy as np  # noqa: E402
 from bench_dense import host_time_us  # noqa: E402
-from bench_gpu import profile_host  # noqa: E402
+from bench_gpu import host_rounds_us, profile_host  # noqa: E402
 
 import scanarray  # noqa: E402
 from scanarray import _api  # noqa: E402
@@ -63,18 +62,7 @@ CASES = {
 
 def per_call_us(fn, n=200, rounds=25):
     """Median host µs per call of ``fn`` (launches issued, not waited for; see the module docstring)."""
-    s = cupy.cuda.get_current_stream()
-    for _ in range(3):
-        fn()
-    res = []
-    for _ in range(rounds):
-        s.synchronize()
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
-        res.append((time.perf_counter() - t0) / n * 1e6)
-    s.synchronize()
-    return statistics.median(res)
+    return statistics.median(host_rounds_us(fn, n, rounds))
 
 
 def parts():
