@@ -2,7 +2,10 @@
 """Host time of one kernel launch through CuPy's ``driver.launchKernel``: the parameters passed
 as ``kernelParams`` (one pointer per argument, what ``_cupy_common.PackedLauncher`` does) or as
 one buffer through ``extra`` (``CU_LAUNCH_PARAM_BUFFER_POINTER``, its exact size), for the
-bound (2, 256, 4096) float32 scan (about 30 arguments) and for a kernel of one argument.
+bound (2, 256, 4096) float32 scan (about 30 arguments) and for a kernel of one argument; the
+scan launched through ctypes (libcuda's ``cuLaunchKernel`` without CuPy) and on a non-blocking
+stream; the public call; and, where torch is importable, torch's launch path (a one-element add)
+and fpscan's whole call on the same arrays.
 
 Median over rounds of ``perf_counter`` around 500 launches issued and not waited for, the stream
 synchronised between rounds, the two ways alternated. The scan's output is checked against the
@@ -11,6 +14,7 @@ public function's after the ``extra`` launches. On the CUDA host: ``python3 benc
 
 from __future__ import annotations
 
+import ctypes
 import os
 import statistics
 import sys
@@ -83,10 +87,46 @@ def main():
     cases = {f"scan {plan.name.split('<')[0]} ({len(args)} arguments, {int(exact)} bytes), kernelParams": via_params,
              "scan, extra (one buffer)": via_extra, "one-argument kernel, kernelParams": one_params,
              "one-argument kernel, extra": one_extra}
+    # The same launch without CuPy's wrapper: libcuda's cuLaunchKernel through ctypes.
+    lib = ctypes.CDLL("libcuda.so.1")
+    cu_launch = lib.cuLaunchKernel
+    cu_launch.restype = ctypes.c_int
+    cu_launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+    ct_args = (fptr, grid, 1, 1, threads, 1, 1, 0, sp or None, params, None)
+    assert cu_launch(*ct_args) == 0
+    cases["scan, ctypes cuLaunchKernel"] = lambda: cu_launch(*ct_args)
+    # The public call, bound to its signature, in the same process.
+    cases["scan, public call (bound, out=)"] = lambda: scanarray.linear_recurrence(
+        a, b, out=out, backend="cupy", method="lookback")
+    # Peers' launch paths where torch is importable: a one-element in-place add (the dispatcher
+    # and cudaLaunchKernel) and fpscan's whole call on the same arrays.
+    try:
+        import torch
+        from diag_geometry import fpscan_ext
+
+        tx = torch.zeros(1, device="cuda")
+        cases["torch: x.add_(1) on one element"] = lambda: tx.add_(1.0)
+        ext = fpscan_ext()
+        if ext is not None:
+            ta, tb, to = (torch.from_dlpack(x) for x in (a, b, out))
+            cases["fpscan: whole call on the same arrays"] = lambda: ext.fullscan_forward(ta, tb, to, False)
+    except ImportError:
+        pass
     res = {k: [] for k in cases}
+    # The scan on a stream of its own (non-blocking) rather than the legacy default stream.
+    nbs = cupy.cuda.Stream(non_blocking=True)
+    nb_key = "scan, kernelParams, on a non-blocking stream"
+    res[nb_key] = []
+
+    def on_nbs():
+        launch(fptr, grid, 1, 1, threads, 1, 1, 0, nbs.ptr, params, 0)
+
     for _ in range(4):  # alternate
         for k, fn in cases.items():
             res[k] += host_rounds_us(fn, n=500, rounds=15)
+        with nbs:
+            res[nb_key] += host_rounds_us(on_nbs, n=500, rounds=15)
+    cupy.cuda.Device().synchronize()
     print(f"scan through extra: max error / max |ref| = {err:.1e}")
     print("| launch | host us a call, median (min-max of rounds) |\n|---|---|")
     for k, v in res.items():

@@ -807,7 +807,8 @@ struct BlockRowShared {
   }
   // Every thread, once a tile: the publisher of warp w gives its warp's total and non-finite flag,
   // warp 0 combines them, and all read the state entering the tile back. The caller makes sure the
-  // previous tile is done with warp[], bad[] and slow (a barrier before).
+  // previous tile is done with warp[w] and bad[w] before warp w publishes (rows_block: a barrier
+  // before; rows_wide: a __syncwarp, as every warp reads only its own entry after the barriers).
   __device__ __forceinline__ C exchange(int cur, int w, int lane, bool publisher, const Pair<C>& tot, int tile_bad) {
     if (publisher) {
       warp[w] = tot;
@@ -960,7 +961,15 @@ __global__ void __launch_bounds__(NT, MINB)
 
   int cur = 0;
   for (i64 tbase = 0; tbase < T; tbase += TILE, cur ^= 1) {
-    if (tbase) __syncthreads();  // the previous tile is done with sh.warp and sh.slow
+#ifdef SCANARRAY_WIDE_TOPBAR
+    // diagnostic build (benchmarks/diag_wide.py): the barrier this loop had before 2026-11-28
+    if (tbase) __syncthreads();
+#endif
+    // No barrier before the loads: every read of the previous tile's shared state (sh.warp[w],
+    // sh.h[cur], sh.slow) happens before the reader reaches this tile's first barrier in
+    // exchange(), and the only write before that barrier is warp w's own sh.warp[w] and
+    // sh.bad[w] (ordered after its lanes' reads by the __syncwarp below). So a warp that has
+    // stored its groups issues its next loads without waiting for the block's slowest warp.
     C xa[1][G], xb[1][G];
     const i64 t0 = tbase + (i64)tid * G;
     if (t0 + G <= T) {  // both vectors issued before either is used
@@ -984,6 +993,7 @@ __global__ void __launch_bounds__(NT, MINB)
       const Pair<C> o = shfl_up(x, d);
       if (lane >= d) x = compose(x, o);
     }
+    __syncwarp();  // the warp's lanes are done reading the previous tile's sh.warp[w]
     const C hin = sh.exchange(cur, w, lane, lane == 31, x, bad);
     if (!sh.slow) {
       // the steps before this thread's group: the lanes before it in its warp, after the warps before
