@@ -14,7 +14,9 @@ kernel source) and times the planned kernel alone:
   in general; with this data, a in [0.9, 1), the product of a over a 4096-step tile underflows
   to 0 in float32, so the state entering a tile does not matter and h comes out the same);
 - tile index = blockIdx.x (``-DSCANARRAY_TILE_BY_BLOCK=1``): tiles take the block's index, as
-  CUB's scan does, instead of the atomic counter.
+  CUB's scan does, instead of the atomic counter;
+- L2 prefetch (``-DSCANARRAY_ROWS_L2PF=n``, ``-DSCANARRAY_WIDE_L2PF=n``): a tile's first thread
+  asks L2 for the bytes of the tile n tickets (rows_wide: n tiles) ahead in its row.
 
 Results of the investigation (H200, 2026-11-21, docs/gpu.md): without look-back one row of
 2**28 float32 runs at 4266 GB/s (100% of the copy) against 3026 with it; the nearest
@@ -42,7 +44,7 @@ GB = 1e9
 WORK = [("(1,1,2**24)", (1, 2**24), {}), ("(1,1,2**28)", (1, 2**28), {}),
         ("(2,256,65536) look-back tiles", (512, 65536), {"rows_block_fill": 1e9}),
         ("time-major (65536,4096) ax0", (65536, 4096), {}),
-        ("(2,256,65536) rows_block", (512, 65536), {}), ("(8,1024,4096) one-tile rows", (8192, 4096), {})]
+        ("(2,256,65536) default plan", (512, 65536), {}), ("(8,1024,4096) one-tile rows", (8192, 4096), {})]
 #: DIAG_ONLY / DIAG_VARIANTS: ;-separated substrings of the workload / variant labels to run
 ONLY = [x for x in os.environ.get("DIAG_ONLY", "").split(";") if x]
 WHICH = [x for x in os.environ.get("DIAG_VARIANTS", "").split(";") if x]
@@ -66,6 +68,11 @@ VARIANTS = [  # (label, compile definitions, CUPY_SCAN["rows_long"] for float32)
     ("no look-back (wrong results)", {"SCANARRAY_LB_DIAG": 1}, None),
     ("no serial apply (wrong results)", {"SCANARRAY_LB_DIAG": 3}, None),
     ("tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 1}, None),
+] + [
+    # the bytes of a tile some tickets (rows) or tiles (rows_wide) ahead asked into L2 (prefetch_l2)
+    (f"L2 prefetch, rows {n}", {"SCANARRAY_ROWS_L2PF": n}, None) for n in (32, 128, 512)
+] + [
+    (f"L2 prefetch, rows_wide {n}", {"SCANARRAY_WIDE_L2PF": n}, None) for n in (1, 2)
 ] + [
     ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
 ]

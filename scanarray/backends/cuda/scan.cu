@@ -271,6 +271,28 @@ __device__ __forceinline__ void write_groups(const C (&xa)[NV][G], const C (&xb)
   }
 }
 
+// A hint to bring the bytes of [lo, hi) from memory into L2, issued by one thread as one bulk
+// request (cp.async.bulk.prefetch.L2, compute capability 9.0; elsewhere nothing). It holds no
+// register or shared memory while it flies, so the memory system streams a tile that is not
+// yet resident into L2 while resident tiles wait on barriers or on their look-back. The range is
+// trimmed inward to the 16-byte boundaries the instruction needs, so it never reaches outside
+// the caller's bytes. Prefetching moves no result: a kernel with it writes the same bits.
+__device__ __forceinline__ void prefetch_l2(const void* lo, const void* hi) {
+#if __CUDA_ARCH__ >= 900
+  const u64 s = ((u64)lo + 15) & ~15ull, e = (u64)hi & ~15ull;
+  if (e > s) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(s), "r"((u32)(e - s)) : "memory");
+#endif
+}
+// The contiguous steps [t0, t1) of a row whose time stride is +-1 (dir): their bytes into L2.
+template <class T>
+__device__ __forceinline__ void prefetch_steps_l2(const T* p, i64 dir, i64 t0, i64 t1) {
+  if (dir > 0) {
+    prefetch_l2(p + t0, p + t1);
+  } else {
+    prefetch_l2(p - (t1 - 1), p - t0 + 1);
+  }
+}
+
 // Tile index from the workspace's counter (look-back kernels): tile i starts only after tiles
 // < i started, so the look-back's forward progress does not rely on the hardware's block order.
 __device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_id) {
@@ -288,6 +310,15 @@ __device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_
   }
   return (i64)blockIdx.x;
 }
+
+// Tiles ahead whose bytes a tile asks L2 to fetch (prefetch_l2): rows_tiles / rows_staged on
+// rows of several tiles (ROWS), rows_wide (WIDE); 0: none.
+#ifndef SCANARRAY_ROWS_L2PF
+#define SCANARRAY_ROWS_L2PF 0
+#endif
+#ifndef SCANARRAY_WIDE_L2PF
+#define SCANARRAY_WIDE_L2PF 0
+#endif
 
 // Diagnostic builds only (benchmarks/diag_lookback.py compiles them with -DSCANARRAY_LB_DIAG=n).
 #ifndef SCANARRAY_LB_DIAG
@@ -741,6 +772,14 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
   lm.offsets(row, oa, ob, oo);
   const TA* pa = a + oa;
   const TB* pb = b + ob;
+#if SCANARRAY_ROWS_L2PF > 0
+  // The tile SCANARRAY_ROWS_L2PF tickets ahead in this row, into L2 (see prefetch_l2).
+  if (LB && tid == 0 && k + SCANARRAY_ROWS_L2PF < KT) {
+    const i64 t0 = (k + SCANARRAY_ROWS_L2PF) * (i64)TILE, t1 = t0 + TILE < T ? t0 + TILE : T;
+    if (!AC && (sta == 1 || sta == -1)) prefetch_steps_l2(pa, sta, t0, t1);
+    if (stb == 1 || stb == -1) prefetch_steps_l2(pb, stb, t0, t1);
+  }
+#endif
 
   const i64 tw = k * (i64)TILE + (i64)w * 32 * ITEMS + (i64)lane * G;
   C a_val = Num<C>::one();
@@ -970,6 +1009,14 @@ __global__ void __launch_bounds__(NT, MINB)
     // exchange(), and the only write before that barrier is warp w's own sh.warp[w] and
     // sh.bad[w] (ordered after its lanes' reads by the __syncwarp below). So a warp that has
     // stored its groups issues its next loads without waiting for the block's slowest warp.
+#if SCANARRAY_WIDE_L2PF > 0
+    // The tile SCANARRAY_WIDE_L2PF ahead along the row, into L2 (see prefetch_l2).
+    if (tid == 0 && tbase + SCANARRAY_WIDE_L2PF * TILE < T) {
+      const i64 n0 = tbase + SCANARRAY_WIDE_L2PF * TILE, n1 = n0 + TILE < T ? n0 + TILE : T;
+      if (!AC) prefetch_steps_l2(pa, DIR, n0, n1);
+      prefetch_steps_l2(pb, DIR, n0, n1);
+    }
+#endif
     C xa[1][G], xb[1][G];
     const i64 t0 = tbase + (i64)tid * G;
     if (t0 + G <= T) {  // both vectors issued before either is used
