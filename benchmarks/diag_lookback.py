@@ -63,18 +63,30 @@ def time_against(plan, a, b, out, ref):
     return ms, ref, bool(cupy.array_equal(out, ref))
 
 
-VARIANTS = [  # (label, compile definitions, CUPY_SCAN["rows_long"] for float32)
+#: DIAG_L2PF: ;-separated prefetch distances (tickets) for rows_tiles / rows_staged; DIAG_L2PF_SHAPES:
+#: those timed with the other tile shapes below (float32 long rows; rows_staged None: rows_tiles)
+PF_ROWS = [int(x) for x in os.environ.get("DIAG_L2PF", "32;128;512").split(";") if x]
+PF_ROWS_SHAPES = [int(x) for x in os.environ.get("DIAG_L2PF_SHAPES", "").split(";") if x]
+PF_SHAPES = [("registers (256,16,4)", {"rows_staged": None}),
+             ("registers (256,32,2)", {"rows_staged": None, "rows_long": (256, 32, 2)}),
+             ("staged (128,32,4)", {"rows_staged": (128, 32, 4)})]
+
+VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} or None)
     ("shipped", {}, None),
     ("no look-back (wrong results)", {"SCANARRAY_LB_DIAG": 1}, None),
     ("no serial apply (wrong results)", {"SCANARRAY_LB_DIAG": 3}, None),
     ("tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 1}, None),
 ] + [
     # the bytes of a tile some tickets (rows) or tiles (rows_wide) ahead asked into L2 (prefetch_l2)
-    (f"L2 prefetch, rows {n}", {"SCANARRAY_ROWS_L2PF": n}, None) for n in (32, 128, 512)
+    (f"L2 prefetch, rows {n}", {"SCANARRAY_ROWS_L2PF": n}, None) for n in PF_ROWS
+] + [
+    (f"L2 prefetch, rows {n}, {label}", {"SCANARRAY_ROWS_L2PF": n}, over)
+    for n in PF_ROWS_SHAPES for label, over in PF_SHAPES
 ] + [
     (f"L2 prefetch, rows_wide {n}", {"SCANARRAY_WIDE_L2PF": n}, None) for n in (1, 2)
 ] + [
     ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
+    ("histograms, L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 2, "SCANARRAY_ROWS_L2PF": 128}, None),
 ]
 # A/B against another version of the kernel source: DIAG_OTHER_SOURCE=path (compiled in place of
 # scan.cu, with and without histograms).
@@ -122,13 +134,13 @@ def main():
             a, b, out = a.T, b.T, out.T
         ref = None
         nb = a.nbytes + 2 * b.nbytes
-        for vlabel, defs, rows_long in VARIANTS:
+        for vlabel, defs, over in VARIANTS:
             if WHICH and not any(x in vlabel for x in WHICH):
                 continue
             with variant_kernel() as use:
                 _config.CUPY_SCAN.update(cfg)
-                if rows_long is not None:
-                    _config.CUPY_SCAN["rows_long"] = {**_config.CUPY_SCAN["rows_long"], 4: rows_long}
+                for k, v in (over or {}).items():
+                    _config.CUPY_SCAN[k] = {**_config.CUPY_SCAN[k], 4: v}
                 plan = _cupy_scan.plan(a, b, out, np.dtype(np.float32), "lookback")
                 key = (plan.name, tuple(sorted(defs.items())))
                 if key not in modules:
