@@ -69,7 +69,13 @@ PF_ROWS = [int(x) for x in os.environ.get("DIAG_L2PF", "32;128;512").split(";") 
 PF_ROWS_SHAPES = [int(x) for x in os.environ.get("DIAG_L2PF_SHAPES", "").split(";") if x]
 PF_SHAPES = [("registers (256,16,4)", {"rows_staged": None}),
              ("registers (256,32,2)", {"rows_staged": None, "rows_long": (256, 32, 2)}),
-             ("staged (128,32,4)", {"rows_staged": (128, 32, 4)})]
+             ("staged (128,32,4)", {"rows_staged": (128, 32, 4)}),
+             ("staged (128,16,12)", {"rows_staged": (128, 16, 12)}),
+             ("staged (256,16,6)", {"rows_staged": (256, 16, 6)}),
+             ("staged (64,64,6)", {"rows_staged": (64, 64, 6)}),
+             ("staged (64,32,12)", {"rows_staged": (64, 32, 12)})]
+PF_SHAPES = [x for x in PF_SHAPES if not os.environ.get("DIAG_L2PF_ONLY") or
+             any(k in x[0] for k in os.environ["DIAG_L2PF_ONLY"].split(";"))]
 
 VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} or None)
     ("shipped", {}, None),
@@ -87,6 +93,8 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
 ] + [
     ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
     ("histograms, L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 2, "SCANARRAY_ROWS_L2PF": 128}, None),
+    ("no look-back (wrong results), L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 1, "SCANARRAY_ROWS_L2PF": 128},
+     None),
 ]
 # A/B against another version of the kernel source: DIAG_OTHER_SOURCE=path (compiled in place of
 # scan.cu, with and without histograms).
