@@ -312,9 +312,13 @@ __device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_
 }
 
 // Tiles ahead whose bytes a tile asks L2 to fetch (prefetch_l2): rows_tiles / rows_staged on
-// rows of several tiles (ROWS), rows_wide (WIDE); 0: none.
+// rows of several tiles (ROWS, in tickets), rows_wide (WIDE, along its row); 0: none. One row
+// of 2**28 float32 (rows_staged, kernel only; H200, 2026-11-28 11:53-11:55 UTC,
+// benchmarks/diag_lookback.py): 3106-3153 GB/s without, 3441-3505 with 64-256 tickets ahead (flat
+// over that range). rows_wide one or two tiles ahead: 3410 / 2954 against 3703 on (2,256,65536):
+// its own loads of the current tile are then in flight anyway, and the prefetch competes.
 #ifndef SCANARRAY_ROWS_L2PF
-#define SCANARRAY_ROWS_L2PF 0
+#define SCANARRAY_ROWS_L2PF 128
 #endif
 #ifndef SCANARRAY_WIDE_L2PF
 #define SCANARRAY_WIDE_L2PF 0
@@ -773,11 +777,18 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
   const TA* pa = a + oa;
   const TB* pb = b + ob;
 #if SCANARRAY_ROWS_L2PF > 0
-  // The tile SCANARRAY_ROWS_L2PF tickets ahead in this row, into L2 (see prefetch_l2).
-  if (LB && tid == 0 && k + SCANARRAY_ROWS_L2PF < KT) {
-    const i64 t0 = (k + SCANARRAY_ROWS_L2PF) * (i64)TILE, t1 = t0 + TILE < T ? t0 + TILE : T;
-    if (!AC && (sta == 1 || sta == -1)) prefetch_steps_l2(pa, sta, t0, t1);
-    if (stb == 1 || stb == -1) prefetch_steps_l2(pb, stb, t0, t1);
+  // The tile SCANARRAY_ROWS_L2PF tickets ahead (in this row or a later one; one tile a block),
+  // into L2: by the time a block takes that ticket its loads find L2, so tiles publish sooner and
+  // spend less of their life waiting on the look-back (see prefetch_l2 and docs/gpu.md).
+  if (LB && tid == 0 && id + SCANARRAY_ROWS_L2PF < (i64)gridDim.x && (sta == 1 || sta == -1 || AC) &&
+      (stb == 1 || stb == -1)) {
+    i64 k2;
+    const i64 row2 = divmod(id + SCANARRAY_ROWS_L2PF, KT, k2);
+    i64 oa2, ob2, oo2;
+    lm.offsets(row2, oa2, ob2, oo2);
+    const i64 t0 = k2 * (i64)TILE, t1 = t0 + TILE < T ? t0 + TILE : T;
+    if (!AC) prefetch_steps_l2(a + oa2, sta, t0, t1);
+    prefetch_steps_l2(b + ob2, stb, t0, t1);
   }
 #endif
 
