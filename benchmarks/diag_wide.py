@@ -3,9 +3,8 @@
 
 A build of scan.cu with ``-DSCANARRAY_WIDE_NOSLOW`` (no exact replay: wrong on non-finite data, a
 measure of what its code costs the fast path) and with ``-DSCANARRAY_WIDE_TOPBAR`` (the barrier
-at the head of each tile that the loop had before 2026-11-28) and ``-DSCANARRAY_WIDE_NEXTROW=n``
-(n tiles before its row's end a block asks L2 for the first tile of the row one wave of blocks
-later), launched with the shipped plan's arguments. Then
+at the head of each tile that the loop had before 2026-11-28), launched with the shipped plan's
+arguments. Then
 rows of one tile (4096 steps): the shipped kernel against rows_wide launched on them. Two builds
 timed on 2026-11-28 gained nothing and are in older trees only: read-only loads
 (``-DSCANARRAY_WIDE_NC``, cf90bd9) and the next tile copied into shared memory by cp.async while
@@ -30,8 +29,7 @@ import scanarray  # noqa: E402
 from scanarray import _config  # noqa: E402
 from scanarray.backends import _cupy_common, _cupy_scan  # noqa: E402
 
-BUILDS = [("shipped", ()), ("NOSLOW", ("-DSCANARRAY_WIDE_NOSLOW",)), ("TOPBAR", ("-DSCANARRAY_WIDE_TOPBAR",)),
-          ("NEXTROW1", ("-DSCANARRAY_WIDE_NEXTROW=1",)), ("NEXTROW2", ("-DSCANARRAY_WIDE_NEXTROW=2",))]
+BUILDS = [("shipped", ()), ("NOSLOW", ("-DSCANARRAY_WIDE_NOSLOW",)), ("TOPBAR", ("-DSCANARRAY_WIDE_TOPBAR",))]
 
 
 def main():

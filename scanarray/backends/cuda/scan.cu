@@ -323,9 +323,6 @@ __device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_
 #ifndef SCANARRAY_WIDE_L2PF
 #define SCANARRAY_WIDE_L2PF 0
 #endif
-#ifndef SCANARRAY_WIDE_NEXTROW
-#define SCANARRAY_WIDE_NEXTROW 0
-#endif
 
 // Diagnostic builds only (benchmarks/diag_lookback.py compiles them with -DSCANARRAY_LB_DIAG=n).
 #ifndef SCANARRAY_LB_DIAG
@@ -1031,23 +1028,6 @@ __global__ void __launch_bounds__(NT, MINB)
       const i64 n0 = tbase + SCANARRAY_WIDE_L2PF * TILE, n1 = n0 + TILE < T ? n0 + TILE : T;
       if (!AC) prefetch_steps_l2(pa, DIR, n0, n1);
       prefetch_steps_l2(pb, DIR, n0, n1);
-    }
-#endif
-#if SCANARRAY_WIDE_NEXTROW > 0
-    // SCANARRAY_WIDE_NEXTROW tiles before the row's end: the first tile of the row whose block
-    // will likely take this block's place (one wave of blocks later: SMs x MINB rows on), into
-    // L2, so that block's first loads do not start cold.
-    if (tid == 0 && tbase + SCANARRAY_WIDE_NEXTROW * TILE >= T && tbase + (SCANARRAY_WIDE_NEXTROW - 1) * TILE < T) {
-      u32 nsm;
-      asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
-      const i64 row2 = (i64)blockIdx.x + (i64)nsm * MINB;
-      if (row2 < (i64)gridDim.x) {
-        i64 oa2, ob2, oo2;
-        lm.offsets(row2, oa2, ob2, oo2);
-        const i64 n1 = TILE < T ? TILE : T;
-        if (!AC) prefetch_steps_l2(a + oa2, DIR, 0, n1);
-        prefetch_steps_l2(b + ob2, DIR, 0, n1);
-      }
     }
 #endif
     C xa[1][G], xb[1][G];
