@@ -137,7 +137,11 @@ CUPY_SCAN = {
     # statuses took one round trip (H200, 2026-11-28 04:09-04:12 UTC, bench_gpu.py --sweep-wide,
     # kernels queued): one row of 2**27 float64 (128,16,6) 2768 GB/s, (128,16,7) 2776, (128,16,5)
     # 2716, (64,32,6) 2588, registers 2226; complex64 2517 against 2381 and 1978; complex128 still
-    # best in registers (1649 GB/s; staged (128,8,6) 1399).
+    # best in registers (1649 GB/s; staged (128,8,6) 1399). With the L2 prefetch of the tile 128
+    # tickets ahead (scan.cu, SCANARRAY_ROWS_L2PF; H200, 2026-11-28 11:54-11:55 UTC,
+    # benchmarks/diag_lookback.py, one row of 2**28 float32, kernel only) this shape stayed the best:
+    # 3441-3505 GB/s against 2648-3414 for staged (128,32,4), (256,16,6), (128,16,12), (64,64,6),
+    # (64,32,12) and for registers (256,16,4), (256,32,2).
     "rows_staged": {4: (128, 32, 6), 8: (128, 16, 6), 16: None},
     # rows_block keeps its next tile's loads in flight (twice the data registers): fewer blocks per
     # SM than the kernels without prefetch. Kernel-only, H200, 2026-11-21 08:08 UTC
