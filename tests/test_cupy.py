@@ -112,11 +112,14 @@ def _long_rows_plan(shape, dtype):
              "float16", "float16 in float32 out", "scalar a", "lane a", "initial", "strided", "non-finite"])
 def test_long_rows(long_rows_kernel, case, rng):
     """Few rows of many tiles, in both long-row kernels: every layout the staging handles
-    (asynchronous copies where aligned, element by element otherwise, the last tile partial)."""
-    a, b, a_d, b_d, init, call = _layout_case(rng, case, (3, 20_011), low=0.999)  # odd: partial last tiles
+    (asynchronous copies where aligned, element by element otherwise, the last tile partial).
+    More tiles than the L2 prefetch's distance (``SCANARRAY_ROWS_L2PF`` in scan.cu, 128 tickets),
+    so each layout also runs the prefetch, within a row and into the next."""
+    a, b, a_d, b_d, init, call = _layout_case(rng, case, (3, 50_011), low=0.999)  # odd: partial last tiles
     h = scanarray.linear_recurrence(a_d, b_d, **call)
     p = _long_rows_plan(b.shape, h.dtype)
     assert p.kt > 1 and f"::{long_rows_kernel}<" in p.name, (long_rows_kernel, p.name)
+    assert p.grid > 128 + p.kt, (p.grid, p.kt)  # some tiles prefetch one in a later row
     _check(h, a, b, what=f"long rows {long_rows_kernel} {case}", initial=init, reverse=call["reverse"])
     again = scanarray.linear_recurrence(a_d, b_d, **call)
     assert bool(cupy.array_equal(h, again, equal_nan=True)), "look-back gave different results on identical input"
