@@ -15,8 +15,9 @@ kernel source) and times the planned kernel alone:
   to 0 in float32, so the state entering a tile does not matter and h comes out the same);
 - tile index = blockIdx.x (``-DSCANARRAY_TILE_BY_BLOCK=1``): tiles take the block's index, as
   CUB's scan does, instead of the atomic counter;
-- L2 prefetch (``-DSCANARRAY_ROWS_L2PF=n``, ``-DSCANARRAY_WIDE_L2PF=n``): a tile's first thread
-  asks L2 for the bytes of the tile n tickets (rows_wide: n tiles) ahead in its row.
+- L2 prefetch (``-DSCANARRAY_ROWS_L2PF=n``; shipped with 128, 0 turns it off): a tile's first
+  thread asks L2 for the bytes of the tile n tickets ahead (rows_wide prefetching its own next
+  tiles, ``SCANARRAY_WIDE_L2PF``, was timed in the tree of 3f4d952 and is gone).
 
 Results of the investigation (H200, 2026-11-21, docs/gpu.md): without look-back one row of
 2**28 float32 runs at 4266 GB/s (100% of the copy) against 3026 with it; the nearest
@@ -88,8 +89,6 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
 ] + [
     (f"L2 prefetch, rows {n}, {label}", {"SCANARRAY_ROWS_L2PF": n}, over)
     for n in PF_ROWS_SHAPES for label, over in PF_SHAPES
-] + [
-    (f"L2 prefetch, rows_wide {n}", {"SCANARRAY_WIDE_L2PF": n}, None) for n in (1, 2)
 ] + [
     ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
     ("histograms, L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 2, "SCANARRAY_ROWS_L2PF": 128}, None),

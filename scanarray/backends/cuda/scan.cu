@@ -311,17 +311,15 @@ __device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_
   return (i64)blockIdx.x;
 }
 
-// Tiles ahead whose bytes a tile asks L2 to fetch (prefetch_l2): rows_tiles / rows_staged on
-// rows of several tiles (ROWS, in tickets), rows_wide (WIDE, along its row); 0: none. One row
+// Tickets ahead whose tile's bytes a tile of rows_tiles / rows_staged asks L2 to fetch
+// (prefetch_l2) on rows of several tiles; 0: none. One row
 // of 2**28 float32 (rows_staged, kernel only; H200, 2026-11-28 11:53-11:55 UTC,
 // benchmarks/diag_lookback.py): 3106-3153 GB/s without, 3441-3505 with 64-256 tickets ahead (flat
-// over that range). rows_wide one or two tiles ahead: 3410 / 2954 against 3703 on (2,256,65536):
-// its own loads of the current tile are then in flight anyway, and the prefetch competes.
+// over that range). rows_wide prefetching its own tile one or two ahead (a build of 3f4d952,
+// SCANARRAY_WIDE_L2PF): 3410 / 2954 against 3703 on (2,256,65536), as its next loads follow
+// within a few microseconds anyway and the prefetch competes; it has none.
 #ifndef SCANARRAY_ROWS_L2PF
 #define SCANARRAY_ROWS_L2PF 128
-#endif
-#ifndef SCANARRAY_WIDE_L2PF
-#define SCANARRAY_WIDE_L2PF 0
 #endif
 
 // Diagnostic builds only (benchmarks/diag_lookback.py compiles them with -DSCANARRAY_LB_DIAG=n).
@@ -1022,14 +1020,6 @@ __global__ void __launch_bounds__(NT, MINB)
     // stored its groups issues its next loads without waiting for the block's slowest warp.
     // (Kernels queued, H200, 2026-11-28 11:47 UTC, benchmarks/diag_wide.py: 0.0-0.2% faster
     // than with a barrier here.)
-#if SCANARRAY_WIDE_L2PF > 0
-    // The tile SCANARRAY_WIDE_L2PF ahead along the row, into L2 (see prefetch_l2).
-    if (tid == 0 && tbase + SCANARRAY_WIDE_L2PF * TILE < T) {
-      const i64 n0 = tbase + SCANARRAY_WIDE_L2PF * TILE, n1 = n0 + TILE < T ? n0 + TILE : T;
-      if (!AC) prefetch_steps_l2(pa, DIR, n0, n1);
-      prefetch_steps_l2(pb, DIR, n0, n1);
-    }
-#endif
     C xa[1][G], xb[1][G];
     const i64 t0 = tbase + (i64)tid * G;
     if (t0 + G <= T) {  // both vectors issued before either is used
