@@ -36,7 +36,7 @@ import os
 import cupy
 import numpy as np
 
-from bench_gpu import timed_burst  # noqa: E402  (this directory: run as benchmarks/diag_lookback.py)
+from bench_gpu import copy_bandwidth, timed_burst  # noqa: E402  (this directory: run as benchmarks/diag_lookback.py)
 from scanarray import _config
 from scanarray.backends import _cupy_common, _cupy_scan
 
@@ -90,6 +90,13 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     (f"L2 prefetch, rows {n}, {label}", {"SCANARRAY_ROWS_L2PF": n}, over)
     for n in PF_ROWS_SHAPES for label, over in PF_SHAPES
 ] + [
+    # L2 eviction hints (2026-11-28): h written evict-first, a / b copies evict-first, the
+    # prefetch evict-last
+    ("hint st.cs", {"SCANARRAY_ST_CS": 1}, None),
+    ("hint ld evict_first", {"SCANARRAY_LD_EF": 1}, None),
+    ("hint pf evict_last", {"SCANARRAY_PF_EL": 1}, None),
+    ("hint st.cs + ld evict_first", {"SCANARRAY_ST_CS": 1, "SCANARRAY_LD_EF": 1}, None),
+    ("hint all three", {"SCANARRAY_ST_CS": 1, "SCANARRAY_LD_EF": 1, "SCANARRAY_PF_EL": 1}, None),
     ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
     ("histograms, L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 2, "SCANARRAY_ROWS_L2PF": 128}, None),
     ("no look-back (wrong results), L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 1, "SCANARRAY_ROWS_L2PF": 128},
@@ -126,10 +133,16 @@ def variant_kernel():
             _config.CUPY_SCAN[k] = dict(v) if isinstance(v, dict) else v
 
 
+#: DIAG_ROUNDS: how many times the variants run, alternating, on each workload (drift shows)
+ROUNDS = int(os.environ.get("DIAG_ROUNDS", "1"))
+
+
 def main():
     rng = np.random.default_rng(0)
     modules = {}
-    lines = ["| workload | variant | GB/s | ms | same h as shipped |", "|---|---|---|---|---|"]
+    copy_bw = copy_bandwidth(7)
+    lines = [f"copy {copy_bw:.0f} GB/s (1 GiB device-to-device, read + written); kernel only, median of 15",
+             "| workload | variant | GB/s | % copy | ms | same h as shipped |", "|---|---|---|---|---|---|"]
     hists = []
     for label, shape, cfg in WORK:
         if ONLY and not any(x in label for x in ONLY):
@@ -141,7 +154,7 @@ def main():
             a, b, out = a.T, b.T, out.T
         ref = None
         nb = a.nbytes + 2 * b.nbytes
-        for vlabel, defs, over in VARIANTS:
+        for vlabel, defs, over in [v for _ in range(ROUNDS) for v in VARIANTS]:
             if WHICH and not any(x in vlabel for x in WHICH):
                 continue
             with variant_kernel() as use:
@@ -180,7 +193,9 @@ def main():
                     print(hists[-1], flush=True)
                 ms, ref, same = time_against(plan, a, b, out, ref)
                 kern = plan.name.split("<")[1].split(",")[4:7]
-                lines.append(f"| {label} | {vlabel} ({','.join(kern)}) | {nb / (ms * 1e-3) / GB:.0f} | {ms:.3f} | {same} |")
+                bw = nb / (ms * 1e-3) / GB
+                lines.append(f"| {label} | {vlabel} ({','.join(kern)}) | {bw:.0f} | {100 * bw / copy_bw:.1f} | {ms:.3f} "
+                             f"| {same} |")
                 print(lines[-1], flush=True)
         del a, b, out, ref
         cupy.get_default_memory_pool().free_all_blocks()

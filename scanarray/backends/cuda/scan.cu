@@ -280,7 +280,15 @@ __device__ __forceinline__ void write_groups(const C (&xa)[NV][G], const C (&xb)
 __device__ __forceinline__ void prefetch_l2(const void* lo, const void* hi) {
 #if __CUDA_ARCH__ >= 900
   const u64 s = ((u64)lo + 15) & ~15ull, e = (u64)hi & ~15ull;
+#if SCANARRAY_PF_EL
+  u64 pol;
+  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
+  if (e > s)
+    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(s), "r"((u32)(e - s)), "l"(pol)
+                 : "memory");
+#else
   if (e > s) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(s), "r"((u32)(e - s)) : "memory");
+#endif
 #endif
 }
 // The contiguous steps [t0, t1) of a row whose time stride is +-1 (dir): their bytes into L2.
@@ -598,11 +606,28 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
   return r;
 }
 // Copy N bytes (4, 8 or 16, aligned) global -> shared without registers (.cg: L2 only, for 16).
+// Diagnostic builds only (benchmarks/diag_lookback.py): SCANARRAY_LD_EF=1 marks the 16-byte
+// copies' lines evict-first in L2 (each byte of a and b is read once), SCANARRAY_PF_EL=1 the
+// L2 prefetch's lines evict-last, so that prefetched bytes outlive what tiles already read.
+#ifndef SCANARRAY_LD_EF
+#define SCANARRAY_LD_EF 0
+#endif
+#ifndef SCANARRAY_PF_EL
+#define SCANARRAY_PF_EL 0
+#endif
 template <int N>
 __device__ __forceinline__ void cp_async(void* dst, const void* src) {
 #if __CUDA_ARCH__ >= 800
   if (N == 16) {
+#if SCANARRAY_LD_EF
+    u64 pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
+                 "l"(pol)
+                 : "memory");
+#else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
+#endif
   } else {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(smem_addr(dst)), "l"(src), "n"(N) : "memory");
   }
