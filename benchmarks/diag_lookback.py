@@ -97,6 +97,11 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     ("hint pf evict_last", {"SCANARRAY_PF_EL": 1}, None),
     ("hint st.cs + ld evict_first", {"SCANARRAY_ST_CS": 1, "SCANARRAY_LD_EF": 1}, None),
     ("hint all three", {"SCANARRAY_ST_CS": 1, "SCANARRAY_LD_EF": 1, "SCANARRAY_PF_EL": 1}, None),
+    # the first n rounds of the look-back read at once (2026-11-28)
+    ("lb spec 2", {"SCANARRAY_LB_SPEC": 2}, None),
+    ("lb spec 4", {"SCANARRAY_LB_SPEC": 4}, None),
+    ("lb spec 8", {"SCANARRAY_LB_SPEC": 8}, None),
+    ("histograms, lb spec 4", {"SCANARRAY_LB_DIAG": 2, "SCANARRAY_LB_SPEC": 4}, None),
     ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
     ("histograms, L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 2, "SCANARRAY_ROWS_L2PF": 128}, None),
     ("no look-back (wrong results), L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 1, "SCANARRAY_ROWS_L2PF": 128},

@@ -367,6 +367,11 @@ __device__ __forceinline__ void tl_stamp(i64 id, int slot) {
 
 // Look-back of the rows kernel: 32 predecessors per round, up to LB_ROUNDS rounds kept.
 constexpr int LB_ROUNDS = 8;
+// Diagnostic builds (benchmarks/diag_lookback.py): the first n rounds read at once (0: one after
+// the other).
+#ifndef SCANARRAY_LB_SPEC
+#define SCANARRAY_LB_SPEC 0
+#endif
 
 // One round of look-back reads by a warp: lane j reads tile k-1-(32r+j) of the row starting at
 // status index row0, waiting while it shows nothing; x is (A, B) or, for P, (0, state).
@@ -443,9 +448,35 @@ __device__ __forceinline__ C lookback_entering(const Status<C>& status, TileShar
   int polls = 0;
   while (found < 0) {
     ++polls;
+#if SCANARRAY_LB_SPEC > 0
+    // The first SCANARRAY_LB_SPEC rounds' reads issued at once, none waiting: one round trip
+    // where rounds read one after the other take one each. Only lanes that found their tile
+    // without a status read again, waiting; every tile before a P has published (its own
+    // look-back found them all), so those are the nearest ones. A stale A where a P is by now
+    // published only makes the look-back go further back: the state comes out the same bits.
+    Pair<C> ys[SCANARRAY_LB_SPEC];
+    int sts[SCANARRAY_LB_SPEC];
+#pragma unroll
+    for (int r = 0; r < SCANARRAY_LB_SPEC; ++r)
+      sts[r] = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, ys[r], false);
+#pragma unroll
+    for (int r = 0; r < SCANARRAY_LB_SPEC; ++r) {
+      if (found < 0) {
+        Pair<C> y = ys[r];
+        int st = sts[r];
+        if (st == ST_X) st = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, y, true);
+        sh.lb[32 * r + lane] = y;
+        pm = __ballot_sync(0xffffffffu, st == ST_P);
+        if (pm) found = 32 * r + __ffs(pm) - 1;
+      }
+    }
+    constexpr int R0 = SCANARRAY_LB_SPEC;
+#else
+    constexpr int R0 = 0;
+#endif
     // Deeper rounds; if none of 32 * LB_ROUNDS predecessors knows its state yet, poll again
     // from the nearest one (a P appears as the tiles ahead finish).
-    for (int r = 0; r < LB_ROUNDS && found < 0; ++r) {
+    for (int r = R0; r < LB_ROUNDS && found < 0; ++r) {
       Pair<C> y;
       const int st = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, y);
       sh.lb[32 * r + lane] = y;
