@@ -19,6 +19,15 @@ kernel source) and times the planned kernel alone:
   thread asks L2 for the bytes of the tile n tickets ahead (rows_wide prefetching its own next
   tiles, ``SCANARRAY_WIDE_L2PF``, was timed in the tree of 3f4d952 and is gone).
 
+Timed on 2026-11-28 (13:00-13:17 UTC) and gone, all slower or no faster on one long row
+(benchmarks/results/gpu_2026-11-28.md, W; their builds are in the trees named there): L2
+eviction hints on h's stores, the a / b copies and the prefetch (``SCANARRAY_ST_CS``,
+``SCANARRAY_LD_EF``, ``SCANARRAY_PF_EL``, tree of ebac297), the look-back's first rounds read
+at once (``SCANARRAY_LB_SPEC``, tree of 293d142) and the first wave of tiles prefetching the
+next wave (``SCANARRAY_ROWS_L2PF_FIRST=n``: tiles with a ticket below n also prefetched
+the tile n tickets ahead; not committed).
+``DIAG_ROUNDS=n`` runs the variants n times, alternating, on each workload.
+
 Results of the investigation (H200, 2026-11-21, docs/gpu.md): without look-back one row of
 2**28 float32 runs at 4266 GB/s (100% of the copy) against 3026 with it; the nearest
 predecessor that knows its state is on average 80 tiles back; neither a back-off in the spin
@@ -90,18 +99,6 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     (f"L2 prefetch, rows {n}, {label}", {"SCANARRAY_ROWS_L2PF": n}, over)
     for n in PF_ROWS_SHAPES for label, over in PF_SHAPES
 ] + [
-    # L2 eviction hints (2026-11-28): h written evict-first, a / b copies evict-first, the
-    # prefetch evict-last
-    ("hint st.cs", {"SCANARRAY_ST_CS": 1}, None),
-    ("hint ld evict_first", {"SCANARRAY_LD_EF": 1}, None),
-    ("hint pf evict_last", {"SCANARRAY_PF_EL": 1}, None),
-    ("hint st.cs + ld evict_first", {"SCANARRAY_ST_CS": 1, "SCANARRAY_LD_EF": 1}, None),
-    ("hint all three", {"SCANARRAY_ST_CS": 1, "SCANARRAY_LD_EF": 1, "SCANARRAY_PF_EL": 1}, None),
-    # the first n rounds of the look-back read at once (2026-11-28)
-    ("lb spec 2", {"SCANARRAY_LB_SPEC": 2}, None),
-    ("lb spec 4", {"SCANARRAY_LB_SPEC": 4}, None),
-    ("lb spec 8", {"SCANARRAY_LB_SPEC": 8}, None),
-    ("histograms, lb spec 4", {"SCANARRAY_LB_DIAG": 2, "SCANARRAY_LB_SPEC": 4}, None),
     ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
     ("histograms, L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 2, "SCANARRAY_ROWS_L2PF": 128}, None),
     ("no look-back (wrong results), L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 1, "SCANARRAY_ROWS_L2PF": 128},

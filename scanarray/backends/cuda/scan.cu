@@ -280,15 +280,7 @@ __device__ __forceinline__ void write_groups(const C (&xa)[NV][G], const C (&xb)
 __device__ __forceinline__ void prefetch_l2(const void* lo, const void* hi) {
 #if __CUDA_ARCH__ >= 900
   const u64 s = ((u64)lo + 15) & ~15ull, e = (u64)hi & ~15ull;
-#if SCANARRAY_PF_EL
-  u64 pol;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-  if (e > s)
-    asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(s), "r"((u32)(e - s)), "l"(pol)
-                 : "memory");
-#else
   if (e > s) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(s), "r"((u32)(e - s)) : "memory");
-#endif
 #endif
 }
 // The contiguous steps [t0, t1) of a row whose time stride is +-1 (dir): their bytes into L2.
@@ -367,11 +359,6 @@ __device__ __forceinline__ void tl_stamp(i64 id, int slot) {
 
 // Look-back of the rows kernel: 32 predecessors per round, up to LB_ROUNDS rounds kept.
 constexpr int LB_ROUNDS = 8;
-// Diagnostic builds (benchmarks/diag_lookback.py): the first n rounds read at once (0: one after
-// the other).
-#ifndef SCANARRAY_LB_SPEC
-#define SCANARRAY_LB_SPEC 0
-#endif
 
 // One round of look-back reads by a warp: lane j reads tile k-1-(32r+j) of the row starting at
 // status index row0, waiting while it shows nothing; x is (A, B) or, for P, (0, state).
@@ -448,35 +435,9 @@ __device__ __forceinline__ C lookback_entering(const Status<C>& status, TileShar
   int polls = 0;
   while (found < 0) {
     ++polls;
-#if SCANARRAY_LB_SPEC > 0
-    // The first SCANARRAY_LB_SPEC rounds' reads issued at once, none waiting: one round trip
-    // where rounds read one after the other take one each. Only lanes that found their tile
-    // without a status read again, waiting; every tile before a P has published (its own
-    // look-back found them all), so those are the nearest ones. A stale A where a P is by now
-    // published only makes the look-back go further back: the state comes out the same bits.
-    Pair<C> ys[SCANARRAY_LB_SPEC];
-    int sts[SCANARRAY_LB_SPEC];
-#pragma unroll
-    for (int r = 0; r < SCANARRAY_LB_SPEC; ++r)
-      sts[r] = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, ys[r], false);
-#pragma unroll
-    for (int r = 0; r < SCANARRAY_LB_SPEC; ++r) {
-      if (found < 0) {
-        Pair<C> y = ys[r];
-        int st = sts[r];
-        if (st == ST_X) st = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, y, true);
-        sh.lb[32 * r + lane] = y;
-        pm = __ballot_sync(0xffffffffu, st == ST_P);
-        if (pm) found = 32 * r + __ffs(pm) - 1;
-      }
-    }
-    constexpr int R0 = SCANARRAY_LB_SPEC;
-#else
-    constexpr int R0 = 0;
-#endif
     // Deeper rounds; if none of 32 * LB_ROUNDS predecessors knows its state yet, poll again
     // from the nearest one (a P appears as the tiles ahead finish).
-    for (int r = R0; r < LB_ROUNDS && found < 0; ++r) {
+    for (int r = 0; r < LB_ROUNDS && found < 0; ++r) {
       Pair<C> y;
       const int st = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, y);
       sh.lb[32 * r + lane] = y;
@@ -637,28 +598,11 @@ __device__ __forceinline__ u32 smem_addr(const void* p) {
   return r;
 }
 // Copy N bytes (4, 8 or 16, aligned) global -> shared without registers (.cg: L2 only, for 16).
-// Diagnostic builds only (benchmarks/diag_lookback.py): SCANARRAY_LD_EF=1 marks the 16-byte
-// copies' lines evict-first in L2 (each byte of a and b is read once), SCANARRAY_PF_EL=1 the
-// L2 prefetch's lines evict-last, so that prefetched bytes outlive what tiles already read.
-#ifndef SCANARRAY_LD_EF
-#define SCANARRAY_LD_EF 0
-#endif
-#ifndef SCANARRAY_PF_EL
-#define SCANARRAY_PF_EL 0
-#endif
 template <int N>
 __device__ __forceinline__ void cp_async(void* dst, const void* src) {
 #if __CUDA_ARCH__ >= 800
   if (N == 16) {
-#if SCANARRAY_LD_EF
-    u64 pol;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
-                 "l"(pol)
-                 : "memory");
-#else
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-#endif
   } else {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(smem_addr(dst)), "l"(src), "n"(N) : "memory");
   }

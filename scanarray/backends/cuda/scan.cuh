@@ -327,29 +327,6 @@ __device__ __forceinline__ void load_group(const S* p, i64 st, i64 t0, i64 T, bo
   }
 }
 
-// Diagnostic builds only (benchmarks/diag_lookback.py): SCANARRAY_ST_CS=1 writes h's vectors
-// with st.global.cs (evict-first in L2), so the writes do not push out bytes prefetched for
-// tiles that have not started yet.
-#ifndef SCANARRAY_ST_CS
-#define SCANARRAY_ST_CS 0
-#endif
-template <class V>
-__device__ __forceinline__ void store_vec(V* p, const V& v) {
-#if SCANARRAY_ST_CS
-  if constexpr (sizeof(V) == 16) {
-    __stcs(reinterpret_cast<int4*>(p), *reinterpret_cast<const int4*>(&v));
-    return;
-  } else if constexpr (sizeof(V) == 8) {
-    __stcs(reinterpret_cast<int2*>(p), *reinterpret_cast<const int2*>(&v));
-    return;
-  } else if constexpr (sizeof(V) == 4) {
-    __stcs(reinterpret_cast<int*>(p), *reinterpret_cast<const int*>(&v));
-    return;
-  }
-#endif
-  *p = v;
-}
-
 template <class S, class C, int G>
 __device__ __forceinline__ void store_group(S* p, i64 st, i64 t0, i64 T, bool vec, const C (&x)[G]) {
   if (vec && t0 + G <= T) {
@@ -357,11 +334,11 @@ __device__ __forceinline__ void store_group(S* p, i64 st, i64 t0, i64 T, bool ve
     if (st == 1) {
 #pragma unroll
       for (int g = 0; g < G; ++g) v.v[g] = conv_out(x[g], (S*)nullptr);
-      store_vec(reinterpret_cast<Vec<S, G>*>(p + t0), v);
+      *reinterpret_cast<Vec<S, G>*>(p + t0) = v;
     } else {
 #pragma unroll
       for (int g = 0; g < G; ++g) v.v[G - 1 - g] = conv_out(x[g], (S*)nullptr);
-      store_vec(reinterpret_cast<Vec<S, G>*>(p - t0 - (G - 1)), v);
+      *reinterpret_cast<Vec<S, G>*>(p - t0 - (G - 1)) = v;
     }
   } else {
 #pragma unroll
