@@ -9,6 +9,8 @@ loop oracle. The module skips cleanly without CuPy or a CUDA device.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -107,6 +109,13 @@ def _long_rows_plan(shape, dtype):
     return _cupy_scan.plan(b, b, b, compute, "lookback")
 
 
+def _l2pf_distance():
+    """The L2 prefetch's distance in tickets, as scan.cu defines it (SCANARRAY_ROWS_L2PF)."""
+    from scanarray.backends import _cupy_common
+
+    return int(re.search(r"#define SCANARRAY_ROWS_L2PF (\d+)", _cupy_common.read_source("scan.cu")).group(1))
+
+
 @pytest.mark.parametrize(
     "case", ["float32", "float64", "complex64", "complex128", "reverse", "unaligned", "unaligned reverse",
              "float16", "float16 in float32 out", "scalar a", "lane a", "initial", "strided", "non-finite"])
@@ -119,7 +128,7 @@ def test_long_rows(long_rows_kernel, case, rng):
     h = scanarray.linear_recurrence(a_d, b_d, **call)
     p = _long_rows_plan(b.shape, h.dtype)
     assert p.kt > 1 and f"::{long_rows_kernel}<" in p.name, (long_rows_kernel, p.name)
-    assert p.grid > 128 + p.kt, (p.grid, p.kt)  # some tiles prefetch one in a later row
+    assert p.grid > _l2pf_distance() + p.kt, (p.grid, p.kt)  # some tiles prefetch one in a later row
     _check(h, a, b, what=f"long rows {long_rows_kernel} {case}", initial=init, reverse=call["reverse"])
     again = scanarray.linear_recurrence(a_d, b_d, **call)
     assert bool(cupy.array_equal(h, again, equal_nan=True)), "look-back gave different results on identical input"
