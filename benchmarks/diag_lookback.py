@@ -53,7 +53,8 @@ GB = 1e9
 #: (label, shape, CUPY_SCAN overrides); a shape (T, N) named "time-major" is scanned along axis 0
 WORK = [("(1,1,2**24)", (1, 2**24), {}), ("(1,1,2**28)", (1, 2**28), {}),
         ("(2,256,65536) look-back tiles", (512, 65536), {"rows_block_fill": 1e9}),
-        ("time-major (65536,4096) ax0", (65536, 4096), {}),
+        ("time-major (65536,4096) ax0", (65536, 4096), {}), ("time-major (16384,16384) ax0", (16384, 16384), {}),
+        ("time-major (262144,1024) ax0", (262144, 1024), {}),
         ("(2,256,65536) default plan", (512, 65536), {}), ("(8,1024,4096) one-tile rows", (8192, 4096), {})]
 #: DIAG_ONLY / DIAG_VARIANTS: ;-separated substrings of the workload / variant labels to run
 ONLY = [x for x in os.environ.get("DIAG_ONLY", "").split(";") if x]
@@ -92,6 +93,10 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     ("no look-back (wrong results)", {"SCANARRAY_LB_DIAG": 1}, None),
     ("no serial apply (wrong results)", {"SCANARRAY_LB_DIAG": 3}, None),
     ("tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 1}, None),
+    ("ticket waited, tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 2}, None),
+    # time-major (lanes_vec): one wave of blocks looping over tiles, holding 1 or 2 tickets ahead
+    ("persistent lanes_vec, 1 ahead", {}, {"lanes_vec_persist": 1}),
+    ("persistent lanes_vec, 2 ahead", {}, {"lanes_vec_persist": 2}),
 ] + [
     # the bytes of a tile some tickets (rows) or tiles (rows_wide) ahead asked into L2 (prefetch_l2)
     (f"L2 prefetch, rows {n}", {"SCANARRAY_ROWS_L2PF": n}, None) for n in PF_ROWS

@@ -273,6 +273,70 @@ def test_time_major_vector_lanes_fall_back(small_tiles, rng):
         assert kernel in plan.name, (sl, plan.name)
 
 
+def _persistent_lanes_vec(monkeypatch, width=32, grid=None, ahead=1):
+    """lanes_vec with persistent blocks holding ``ahead`` tickets, for 4- and 8-byte types;
+    ``grid``: blocks of the launch instead of one wave (fewer blocks loop over more tiles each)."""
+    from scanarray.backends import _cupy_scan
+
+    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec", {cs: (2, 2, 1, width) for cs in (4, 8)} | {16: None})
+    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec_persist", {4: ahead, 8: ahead, 16: 0})
+    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    if grid is not None:
+        wave = _cupy_scan._Plan._persist_grid
+
+        def few_blocks(self, cupy_, dev):
+            wave(self, cupy_, dev)
+            self.grid = min(self.tiles, grid)
+
+        monkeypatch.setattr(_cupy_scan._Plan, "_persist_grid", few_blocks)
+    return _cupy_scan
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+@pytest.mark.parametrize("width", [32, 8])
+@pytest.mark.parametrize(
+    "case", ["float32", "float64", "complex64", "float16", "reverse", "scalar a", "lane a", "time a", "initial",
+             "non-finite"])
+def test_time_major_persistent(small_tiles, monkeypatch, ahead, width, case, rng):
+    """lanes_vec with persistent blocks (each block looping over tiles, its next ticket taken
+    early): the kernel planned, the loop's results, and a repeated (bound) call bit for bit."""
+    _cupy_scan = _persistent_lanes_vec(monkeypatch, width, ahead=ahead)
+    a, b, kw = _time_major_case(rng, case, (3001, 100))
+    init = kw.get("initial")
+    call = dict(kw, initial=None if init is None else cupy.asarray(init), backend="cupy", method="lookback")
+    a_d = a if np.isscalar(a) else cupy.asarray(a)
+    b_d = cupy.asarray(b)
+    h = scanarray.linear_recurrence(a_d, b_d, 0, **call)
+    plans = [p for p in _cupy_scan._plans.values() if "lanes_vec" in p.name]
+    assert plans and all(p.persist == ahead and p.name.endswith(f", {ahead}>") for p in plans), [p.name for p in plans]
+    assert all(p.grid <= p.tiles and p.tickets == p.tiles + ahead * p.grid for p in plans)
+    _check(h, a, b, 0, what=f"time-major persistent {width} {case}", initial=init, reverse=kw.get("reverse", False))
+    for _ in range(3):
+        again = scanarray.linear_recurrence(a_d, b_d, 0, **call)
+        assert bool(cupy.array_equal(h, again, equal_nan=True)), "look-back gave different results on identical input"
+
+
+@pytest.mark.parametrize("ahead", [1, 2])
+@pytest.mark.parametrize("grid", [None, 1, 7])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lookback_stress_time_major_persistent(small_tiles, monkeypatch, ahead, grid, dtype, rng):
+    """Persistent lanes_vec, 50 runs bit for bit and against the loop: one wave of blocks (None),
+    one block doing every tile in order, and 7 blocks looping over the 1125 (float32) or 2250
+    (float64) tiles, taking tickets as they go. Each run starts from the tile counter the previous one left, so a launch
+    that moved it by other than its tickets would fail or hang the next."""
+    _cupy_scan = _persistent_lanes_vec(monkeypatch, 32, grid, ahead)
+    shape = (6_000, 72)  # 72 lanes: 3 lane groups of 32 (the last partial), 375 or 750 time tiles
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
+    b = values(rng, shape, dtype)
+    first = _scan(a, b, 0, method="lookback")
+    (p,) = [p for p in _cupy_scan._plans.values() if "lanes_vec" in p.name]
+    assert p.persist == ahead and p.tiles == p.kt * p.ng > 1000 and p.tickets == p.tiles + ahead * p.grid, p.grid
+    assert grid is None or p.grid == grid, p.grid
+    for _ in range(49):
+        assert bool(cupy.array_equal(first, _scan(a, b, 0, method="lookback")))
+    _check(first, a, b, 0, what=f"stress time-major persistent grid={grid}")
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
 def test_lookback_stress_time_major(lanes_kernel, dtype, rng):
     shape = (6_000, 70)  # time along axis 0, 70 lanes: 3 lane groups, 750 time tiles
