@@ -14,7 +14,8 @@ kernel source) and times the planned kernel alone:
   in general; with this data, a in [0.9, 1), the product of a over a 4096-step tile underflows
   to 0 in float32, so the state entering a tile does not matter and h comes out the same);
 - tile index = blockIdx.x (``-DSCANARRAY_TILE_BY_BLOCK=1``): tiles take the block's index, as
-  CUB's scan does, instead of the atomic counter;
+  CUB's scan does, instead of the atomic counter; ``=2``: the ticket is taken and waited for as
+  shipped, but the tile is still the block's index (so the two differ only in the tiles' order);
 - L2 prefetch (``-DSCANARRAY_ROWS_L2PF=n``; shipped with 128, 0 turns it off): a tile's first
   thread asks L2 for the bytes of the tile n tickets ahead (rows_wide prefetching its own next
   tiles, ``SCANARRAY_WIDE_L2PF``, was timed in the tree of 3f4d952 and is gone).
@@ -25,7 +26,9 @@ eviction hints on h's stores, the a / b copies and the prefetch (``SCANARRAY_ST_
 ``SCANARRAY_LD_EF``, ``SCANARRAY_PF_EL``, tree of ebac297), the look-back's first rounds read
 at once (``SCANARRAY_LB_SPEC``, tree of 293d142) and the first wave of tiles prefetching the
 next wave (``SCANARRAY_ROWS_L2PF_FIRST=n``: tiles with a ticket below n also prefetched
-the tile n tickets ahead; not committed).
+the tile n tickets ahead; not committed). Timed on 2026-11-28 (14:36-14:39 UTC) and gone, no
+faster time-major (gpu_2026-11-28.md, Z; tree of 0a42c06): ``lanes_vec`` with persistent blocks
+holding the tickets of their next one or two tiles (``CUPY_SCAN["lanes_vec_persist"]``).
 ``DIAG_ROUNDS=n`` runs the variants n times, alternating, on each workload.
 
 Results of the investigation (H200, 2026-11-21, docs/gpu.md): without look-back one row of
@@ -94,9 +97,6 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     ("no serial apply (wrong results)", {"SCANARRAY_LB_DIAG": 3}, None),
     ("tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 1}, None),
     ("ticket waited, tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 2}, None),
-    # time-major (lanes_vec): one wave of blocks looping over tiles, holding 1 or 2 tickets ahead
-    ("persistent lanes_vec, 1 ahead", {}, {"lanes_vec_persist": 1}),
-    ("persistent lanes_vec, 2 ahead", {}, {"lanes_vec_persist": 2}),
 ] + [
     # the bytes of a tile some tickets (rows) or tiles (rows_wide) ahead asked into L2 (prefetch_l2)
     (f"L2 prefetch, rows {n}", {"SCANARRAY_ROWS_L2PF": n}, None) for n in PF_ROWS

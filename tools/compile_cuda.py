@@ -90,9 +90,8 @@ def _instantiations(combos=_COMBOS):
             for ak in ((2, 3) if ac == "true" else (0, 1)):
                 q = min(4, 16 // max(_SIZE[combo[1]], _SIZE[combo[2]], _SIZE[combo[0]] if ak == 0 else 0))
                 for lw in ((32, 16, 8) if combo[0] == "f32" and combo[3] == "f32" else (32,)) if q >= 2 else ():
-                    for pt in (0, 1, 2):  # tickets held ahead by persistent blocks (CUPY_SCAN["lanes_vec_persist"])
-                        out.append(f"template __global__ void lanes_vec<{t}, 4, 8, {q}, {ak}, 1, {lw}, {pt}>"
-                                   f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
+                    out.append(f"template __global__ void lanes_vec<{t}, 4, 8, {q}, {ak}, 1, {lw}>"
+                               f"({head}, {_LANES}, i64, i64, char*, u64, u32, i64);")
             out.append(f"template __global__ void seq<{t}, {ac}>({head}, {_LANES}, i64);")
             if widest == cs == 4:  # rows_wide, where the driver may use it (_config.CUPY_SCAN["rows_wide"])
                 for d in (1, -1):
