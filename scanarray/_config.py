@@ -196,9 +196,6 @@ CUPY_SCAN = {
     # (32768,4096) 78.0, complex64 (65536,2048) 82.0, against 72.4, 68.5, 70.4 for lanes_tiles and
     # 75.2, 75.3, 74.2 for (4,8,4); (4,16,3) 76.6-80.6 (a few bytes of spills in each).
     "lanes_vec": {4: (4, 8, 4), 8: (4, 12, 3), 16: None},
-    # lanes_vec with persistent blocks (one wave, each block looping over tiles and holding the
-    # tickets of this many tiles ahead; 0: a block a tile), per compute size; see lanes_vec in scan.cu.
-    "lanes_vec_persist": {4: 0, 8: 0, 16: 0},
     # rows of one ``rows`` tile that fit one wave of this shape (SMs x its min blocks): a block per
     # row looping over tiles of this shape, so that the reads of a row's next tile overlap the
     # writes of its first (a one-wave launch of one-tile rows reads everything, then writes).

@@ -137,33 +137,8 @@ class _Plan:
 
     def __init__(self, **kw):
         self.kt = 1  # tiles along time chained by look-back (kernels without look-back: 1)
-        # persistent (lanes_vec with PT > 0: the tickets a block holds ahead): ``grid`` is set to at
-        # most one wave of blocks when the kernel is first compiled (``_persist_grid``), each
-        # block looping over tiles
-        self.persist = 0
         self.__dict__.update(kw)
-        self.tiles = self.grid  # tiles of the launch (a block a tile unless persistent)
         self.fns = {}  # (compiled kernel, packed launcher or None) per device
-
-    @property
-    def tickets(self):
-        """How far a launch moves its workspace's tile counter: one ticket a tile, and with
-        persistent blocks ``persist`` more a block (each takes that many past the last tile)."""
-        if self.persist == 3:  # static round robin: no tickets
-            return 0
-        return self.tiles + self.persist * self.grid if self.persist else self.grid
-
-    def _persist_grid(self, cupy, dev):
-        """For persistent blocks: the grid, as many blocks as the device holds at once (at most
-        one a tile), computed from the compiled kernel's occupancy on its first use. The grid
-        does not decide correctness (any grid finishes, see lanes_vec), only how full the
-        device is; a later device of another kind reuses the first one's."""
-        if self.__dict__.get("_grid_done"):
-            return
-        fn = _common.get_function("scan.cu", self.name, group=self.group)
-        per_sm = cupy.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(fn.kernel.ptr, self.threads, 0)
-        self.grid = max(1, min(self.tiles, per_sm * cupy.cuda.Device(dev).attributes["MultiProcessorCount"]))
-        self._grid_done = True
 
     def launch(self, cupy, a, b, out, h0):
         self.launch_ptrs(cupy, a.data.ptr, b.data.ptr, out.data.ptr, None if h0 is None else h0.data.ptr)
@@ -174,10 +149,8 @@ class _Plan:
         if self.kt <= 1:
             self._call(cupy, self._args(pa, pb, po, ph0, None), dev)
             return
-        if self.persist:
-            self._persist_grid(cupy, cupy.cuda.runtime.getDevice() if dev is None else dev)
         ws = _workspace(cupy, self.rec_size, self.slots)
-        with ws.launching(self.tickets):
+        with ws.launching(self.grid):
             self._call(cupy, self._args(pa, pb, po, ph0, ws), dev)
 
     def _args(self, pa, pb, po, ph0, ws):
@@ -217,7 +190,7 @@ class _Plan:
         template = self._args(0, 0, 0, None, None)
         if self.kt > 1:
             rec_size, slots = self.rec_size, self.slots
-            return entry[1].bind(self.grid, self.threads, template, tickets=self.tickets,
+            return entry[1].bind(self.grid, self.threads, template,
                                  workspace=lambda stream_ptr: _workspace_at(dev, stream_ptr, rec_size, slots))
         ws_at = len(template) - 4 if self.kind in ("rows_tiles", "lanes_tiles") else None
         return entry[1].bind(self.grid, self.threads, template, ws_at)
@@ -382,13 +355,10 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     lanes_closer = bool(ns) and abs(ss[1][-1]) < abs(tb) and abs(tb) != 1
     vshape = cfg.get("lanes_vec", {}).get(csize)
     lvec = _lanes_vec(a, b, out, ns, ss, (ta, tb, to), ac) if vshape is not None and lanes_closer else None
-    persist_v = 0
     if lvec is not None:
         nw_v, S_v, minb_v, *lw_v = vshape
         lw_v = lw_v[0] if lw_v else lw
         lvec = (nw_v, S_v, lw_v, *lvec)
-        # persistent blocks only where tiles chain along time (a look-back launch)
-        persist_v = int(cfg.get("lanes_vec_persist", {}).get(csize) or 0) if T > 32 * nw_v * lvec[3] // lw_v * S_v else 0
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
         "rows_warp": warp_name(min(nv_max, max(1, -(-T // (32 * G))))),
@@ -398,8 +368,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         "rows_long": f"scanarray::rows_{'staged' if staged else 'tiles'}<{targs_l}>",
         **({"rows_split": f"scanarray::rows_block<{targs_s}>"} if split is not None else {}),
         "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}, {_b(lanes_stg)}, {lw}>",
-        **({"lanes_vec": f"scanarray::lanes_vec<{types}, {nw_v}, {S_v}, {lvec[3]}, {lvec[4]}, {minb_v}, {lw_v}"
-                         f"{f', {persist_v}' if persist_v else ''}>"}
+        **({"lanes_vec": f"scanarray::lanes_vec<{types}, {nw_v}, {S_v}, {lvec[3]}, {lvec[4]}, {minb_v}, {lw_v}>"}
            if lvec is not None else {}),
     }
     # every rows_seg width and rows_warp depth in the same module: one compilation serves short rows
@@ -418,7 +387,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         kt = -(-T // (32 * nw_v * q // lw_v * S_v))
         ng = -(-nlanes // lw_v)
         return _Plan(kind="lanes_tiles", name=names["lanes_vec"], grid=kt * ng, threads=32 * nw_v, ng=ng, kt=kt,
-                     rec_size=_rec_size(dt), slots=kt * ng * lw_v, persist=persist_v if kt > 1 else 0, **common)
+                     rec_size=_rec_size(dt), slots=kt * ng * lw_v, **common)
     if lanes_closer:
         kt = -(-T // (32 * nw_l // lw * S))
         ng = -(-nlanes // lw)

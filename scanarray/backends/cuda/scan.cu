@@ -1470,7 +1470,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 // warp 0 composes and looks back one thread a lane, as in lanes_tiles. AK: how a is read: 0 a
 // vector a step, 1 one value a step (a broadcast over lanes), 2 a vector for all steps (constant
 // in time), 3 one value (a scalar).
-template <class TA, class TB, class TO, class C, int NW, int S, int Q, int AK, int MINB, int LW = 32, int PT = 0>
+template <class TA, class TB, class TO, class C, int NW, int S, int Q, int AK, int MINB, int LW = 32>
 __global__ void __launch_bounds__(NW * 32, MINB)
     lanes_vec(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
               SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
@@ -1488,30 +1488,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   const int tid = threadIdx.x, w = tid / TPR, q0 = (tid % TPR) * Q;
   Status<C> status;
   status.init(ws + 16);
-  // PT > 0 (persistent): a grid of at most one wave, each block looping over tiles and holding
-  // the tickets of its next PT tiles. It takes a ticket when it starts a tile and reads it after
-  // the tile's first barrier, so the counter's round trip overlaps the tile's loads (PT = 1) or a
-  // whole tile (PT = 2) instead of preceding the loads (as it does for every tile without PT).
-  // Forward progress still does not rely on the order in which blocks start: a block works on
-  // its tickets in increasing order, so the lowest unfinished ticket belongs to a block working
-  // on it, and all tiles before it have finished. Each block takes PT tickets past the last
-  // tile, so a launch advances the counter by the tiles plus PT x the grid (_Plan.tickets).
-  const bool persist = PT > 0 && KT > 1;
-  i64 id, id2 = 0;  // this tile's ticket; PT = 2: the next one, already taken
-  if (PT == 2 && persist) {
-    if (tid == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 2ull) - ctr_base);
-    __syncthreads();
-    id = s_id;
-    id2 = id + 1;
-  } else if (PT == 3 && persist) {  // static round robin: tiles b, b + grid, b + 2 grid, ...
-    id = (i64)blockIdx.x;
-  } else {
-    id = take_tile(ws, ctr_base, KT, s_id);
-  }
-  for (;;) {
-  if (persist && id >= KT * NG) return;
-  u64 next_ticket = 0;
-  if (persist && PT != 3 && threadIdx.x == 0) next_ticket = atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base;
+  const i64 id = take_tile(ws, ctr_base, KT, s_id);
   i64 g;
   const i64 k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
   const i64 l0 = g * LW + q0;       // this thread's first lane; nlanes is a multiple of Q
@@ -1586,9 +1563,6 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     sh.bad[w][q0 + q] = nf != nf;
   }
   __syncthreads();
-  // Every thread read s_id (this tile's ticket) before the barrier above, and reads the next one
-  // after the barrier below.
-  if (persist && PT != 3 && threadIdx.x == 0) s_id = (i64)next_ticket;
 
   int slow_lane = 0;
   if (tid < 32) {  // warp 0; its first LW threads, one per lane, compose and look back
@@ -1598,7 +1572,6 @@ __global__ void __launch_bounds__(NW * 32, MINB)
                                           has_h0, epoch);
   }
   __syncthreads();
-  const i64 id_next = persist ? (PT == 3 ? id + (i64)gridDim.x : s_id) : 0;
 
   if (!sh.slow) {
     C h[Q];
@@ -1614,10 +1587,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
       }
       if (valid && in_t(s)) *reinterpret_cast<Vec<TO, Q>*>(po + (t0 + s) * sto) = v;
     }
-    if (!persist) return;
-    id = PT == 2 ? id2 : id_next;
-    id2 = id_next;
-    continue;
+    return;
   }
   // Exact path: the stretches step one after another from the exact entering state.
   for (int i = 0; i < NSEG; ++i) {
@@ -1638,10 +1608,6 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     __syncthreads();
   }
   if (tid < LW && g * LW + tid < nlanes && slow_lane && k + 1 < KT) status.publish_inc(id * LW + tid, sh.h[tid], epoch);
-  if (!persist) return;
-  id = PT == 2 ? id2 : id_next;
-  id2 = id_next;
-  }
 }
 
 // ---------------------------------------------------------------------------------------------- seq
