@@ -97,6 +97,9 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     ("no serial apply (wrong results)", {"SCANARRAY_LB_DIAG": 3}, None),
     ("tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 1}, None),
     ("ticket waited, tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 2}, None),
+    # time-major (lanes_vec): tiles by block index with started flags and the chain (BI)
+    ("lanes_vec by block index", {}, {"lanes_vec_block_index": True}),
+    ("lanes_vec by block index, chain forced", {"SCANARRAY_LB_FORCE_CHAIN": 1}, {"lanes_vec_block_index": True}),
 ] + [
     # the bytes of a tile some tickets (rows) or tiles (rows_wide) ahead asked into L2 (prefetch_l2)
     (f"L2 prefetch, rows {n}", {"SCANARRAY_ROWS_L2PF": n}, None) for n in PF_ROWS

@@ -273,6 +273,73 @@ def test_time_major_vector_lanes_fall_back(small_tiles, rng):
         assert kernel in plan.name, (sl, plan.name)
 
 
+def _lanes_by_block(monkeypatch, width=32, force_chain=False):
+    """lanes_vec with tiles by block index (started flags; the chain where a predecessor has not
+    started) for 4- and 8-byte types; ``force_chain``: compiled with -DSCANARRAY_LB_FORCE_CHAIN,
+    so that every look-back that would wait computes its entering state with the chain."""
+    from scanarray.backends import _cupy_common, _cupy_scan
+
+    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec", {cs: (2, 2, 1, width) for cs in (4, 8)} | {16: None})
+    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec_block_index", {4: True, 8: True, 16: False})
+    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    if force_chain:
+        real = _cupy_common.get_function
+
+        def forced(source, name, options=(), group=()):
+            return real(source, name, tuple(options) + ("-DSCANARRAY_LB_FORCE_CHAIN=1",), group)
+
+        monkeypatch.setattr(_cupy_common, "get_function", forced)
+    return _cupy_scan
+
+
+@pytest.mark.parametrize("width", [32, 8])
+@pytest.mark.parametrize(
+    "case", ["float32", "float64", "complex64", "float16", "reverse", "scalar a", "lane a", "time a", "initial",
+             "non-finite"])
+def test_time_major_by_block(small_tiles, monkeypatch, width, case, rng):
+    """lanes_vec with tiles by block index: the kernel planned, results against the loop, and
+    the same bits with the chain forced wherever a look-back would wait (the path a predecessor
+    that has not started takes) as without it."""
+    a, b, kw = _time_major_case(rng, case, (3001, 100))
+    init = kw.get("initial")
+    call = dict(kw, initial=None if init is None else cupy.asarray(init), backend="cupy", method="lookback")
+    a_d = a if np.isscalar(a) else cupy.asarray(a)
+    b_d = cupy.asarray(b)
+    with monkeypatch.context() as m:
+        _cupy_scan = _lanes_by_block(m, width)
+        h = scanarray.linear_recurrence(a_d, b_d, 0, **call)
+        plans = [p for p in _cupy_scan._plans.values() if "lanes_vec" in p.name]
+        assert plans and all(p.by_block and p.name.endswith(", true>") for p in plans), [p.name for p in plans]
+        again = scanarray.linear_recurrence(a_d, b_d, 0, **call)  # bound: the counter untouched
+        assert bool(cupy.array_equal(h, again, equal_nan=True)), "look-back gave different results on identical input"
+    _check(h, a, b, 0, what=f"time-major by block {width} {case}", initial=init, reverse=kw.get("reverse", False))
+    with monkeypatch.context() as m:
+        _lanes_by_block(m, width, force_chain=True)
+        forced = scanarray.linear_recurrence(a_d, b_d, 0, **call)
+    assert bool(cupy.array_equal(h, forced, equal_nan=True)), "the chain gave other bits than the look-back"
+
+
+@pytest.mark.parametrize("force_chain", [False, True])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+def test_lookback_stress_time_major_by_block(small_tiles, monkeypatch, force_chain, dtype, rng):
+    """Tiles by block index, 50 runs bit for bit and against the loop, with and without the chain
+    forced; between runs, ordinary (ticketed) launches on the same workspace, whose statuses and
+    counter must not read as started flags or disturb them."""
+    _cupy_scan = _lanes_by_block(monkeypatch, 32, force_chain)
+    shape = (6_000, 72)
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
+    b = values(rng, shape, dtype)
+    b[3000, 5] = np.nan  # a replayed tile in the chain of every later tile of lane 5
+    first = _scan(a, b, 0, method="lookback")
+    (p,) = [p for p in _cupy_scan._plans.values() if "lanes_vec" in p.name]
+    assert p.by_block and p.tickets == 0, p.name
+    for i in range(49):
+        if i % 10 == 0:  # a row-major scan of another size between (tickets, statuses)
+            _scan(a.T[:, : 4000 + i], b.T[:, : 4000 + i], method="lookback")
+        assert bool(cupy.array_equal(first, _scan(a, b, 0, method="lookback"), equal_nan=True))
+    _check(first, a, b, 0, what=f"stress time-major by block, chain forced={force_chain}")
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
 def test_lookback_stress_time_major(lanes_kernel, dtype, rng):
     shape = (6_000, 70)  # time along axis 0, 70 lanes: 3 lane groups, 750 time tiles
