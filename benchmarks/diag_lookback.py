@@ -28,7 +28,10 @@ at once (``SCANARRAY_LB_SPEC``, tree of 293d142) and the first wave of tiles pre
 next wave (``SCANARRAY_ROWS_L2PF_FIRST=n``: tiles with a ticket below n also prefetched
 the tile n tickets ahead; not committed). Timed on 2026-11-28 (14:36-14:39 UTC) and gone, no
 faster time-major (gpu_2026-11-28.md, Z; tree of 0a42c06): ``lanes_vec`` with persistent blocks
-holding the tickets of their next one or two tiles (``CUPY_SCAN["lanes_vec_persist"]``).
+holding the tickets of their next one or two tiles (``CUPY_SCAN["lanes_vec_persist"]``), or
+taking tiles in a static round robin (tree of 224e56b), and tiles by block index made safe by
+started flags and a chain computing an unstarted predecessor's state (tree of ea8a97a,
+``CUPY_SCAN["lanes_vec_block_index"]``, ``-DSCANARRAY_LB_FORCE_CHAIN``).
 ``DIAG_ROUNDS=n`` runs the variants n times, alternating, on each workload.
 
 Results of the investigation (H200, 2026-11-21, docs/gpu.md): without look-back one row of
@@ -97,9 +100,6 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     ("no serial apply (wrong results)", {"SCANARRAY_LB_DIAG": 3}, None),
     ("tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 1}, None),
     ("ticket waited, tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 2}, None),
-    # time-major (lanes_vec): tiles by block index with started flags and the chain (BI)
-    ("lanes_vec by block index", {}, {"lanes_vec_block_index": True}),
-    ("lanes_vec by block index, chain forced", {"SCANARRAY_LB_FORCE_CHAIN": 1}, {"lanes_vec_block_index": True}),
 ] + [
     # the bytes of a tile some tickets (rows) or tiles (rows_wide) ahead asked into L2 (prefetch_l2)
     (f"L2 prefetch, rows {n}", {"SCANARRAY_ROWS_L2PF": n}, None) for n in PF_ROWS

@@ -196,9 +196,6 @@ CUPY_SCAN = {
     # (32768,4096) 78.0, complex64 (65536,2048) 82.0, against 72.4, 68.5, 70.4 for lanes_tiles and
     # 75.2, 75.3, 74.2 for (4,8,4); (4,16,3) 76.6-80.6 (a few bytes of spills in each).
     "lanes_vec": {4: (4, 8, 4), 8: (4, 12, 3), 16: None},
-    # lanes_vec's tiles by block index (BI in scan.cu: a started flag a tile, and a look-back that
-    # never waits on a block that has not started) instead of the counter's tickets, per compute size
-    "lanes_vec_block_index": {4: False, 8: False, 16: False},
     # rows of one ``rows`` tile that fit one wave of this shape (SMs x its min blocks): a block per
     # row looping over tiles of this shape, so that the reads of a row's next tile overlap the
     # writes of its first (a one-wave launch of one-tile rows reads everything, then writes).

@@ -233,7 +233,7 @@ class PackedLauncher:
         at = sum(struct.calcsize("<" + p) for p in self._pieces[:first])
         return struct.Struct("<" + "".join(self._pieces[first:stop])).pack_into, at
 
-    def bind(self, grid, threads, template, b_at=None, shared_mem=0, workspace=None, tickets=None):
+    def bind(self, grid, threads, template, b_at=None, shared_mem=0, workspace=None):
         """``go(stream_ptr, pa, pb, po, ph0)``: this launch with the arguments of ``template``
         (a sample argument list holding no arrays) but its first five replaced by the pointers
         and a flag (``ph0`` None: pass ``pb`` and 0) and, at ``b_at``, by ``pb`` again (a
@@ -242,8 +242,7 @@ class PackedLauncher:
 
         A look-back launch passes ``workspace``: ``workspace(stream_ptr)`` gives the launch's
         workspace (``_cupy_scan._Workspace``), whose pointer, tile counter and epoch replace the
-        template's last arguments but one (``_cupy_scan._Plan._args``), and whose tile counter the
-        launch moves by ``tickets`` (default: ``grid``, a ticket a block).
+        template's last arguments but one (``_cupy_scan._Plan._args``).
 
         The template is packed once into each thread's parameter buffer of this binding; a call
         packs only the arguments that change (converting the ~30 others cost ~0.7 µs a call)."""
@@ -266,12 +265,11 @@ class PackedLauncher:
         if workspace is not None:
             n = len(template)
             ws_pack, ws_at = self._packer(n - 4, n - 1)
-            advance = grid if tickets is None else tickets
 
             def go(stream_ptr, pa, pb, po, ph0):
                 ws = workspace(stream_ptr)
                 buf, _, params = buffers()
-                with ws.launching(advance):
+                with ws.launching(grid):
                     if ph0 is None:
                         head(buf, 0, pa, pb, po, pb, zero)
                     else:

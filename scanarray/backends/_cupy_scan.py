@@ -137,15 +137,8 @@ class _Plan:
 
     def __init__(self, **kw):
         self.kt = 1  # tiles along time chained by look-back (kernels without look-back: 1)
-        self.by_block = False  # tiles by block index (lanes_vec with BI): the tile counter unused
         self.__dict__.update(kw)
         self.fns = {}  # (compiled kernel, packed launcher or None) per device
-
-    @property
-    def tickets(self):
-        """How far a launch moves its workspace's tile counter: a ticket a block, none where
-        tiles go by block index."""
-        return 0 if self.by_block else self.grid
 
     def launch(self, cupy, a, b, out, h0):
         self.launch_ptrs(cupy, a.data.ptr, b.data.ptr, out.data.ptr, None if h0 is None else h0.data.ptr)
@@ -157,7 +150,7 @@ class _Plan:
             self._call(cupy, self._args(pa, pb, po, ph0, None), dev)
             return
         ws = _workspace(cupy, self.rec_size, self.slots)
-        with ws.launching(self.tickets):
+        with ws.launching(self.grid):
             self._call(cupy, self._args(pa, pb, po, ph0, ws), dev)
 
     def _args(self, pa, pb, po, ph0, ws):
@@ -197,7 +190,7 @@ class _Plan:
         template = self._args(0, 0, 0, None, None)
         if self.kt > 1:
             rec_size, slots = self.rec_size, self.slots
-            return entry[1].bind(self.grid, self.threads, template, tickets=self.tickets,
+            return entry[1].bind(self.grid, self.threads, template,
                                  workspace=lambda stream_ptr: _workspace_at(dev, stream_ptr, rec_size, slots))
         ws_at = len(template) - 4 if self.kind in ("rows_tiles", "lanes_tiles") else None
         return entry[1].bind(self.grid, self.threads, template, ws_at)
@@ -362,12 +355,10 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     lanes_closer = bool(ns) and abs(ss[1][-1]) < abs(tb) and abs(tb) != 1
     vshape = cfg.get("lanes_vec", {}).get(csize)
     lvec = _lanes_vec(a, b, out, ns, ss, (ta, tb, to), ac) if vshape is not None and lanes_closer else None
-    by_block = False
     if lvec is not None:
         nw_v, S_v, minb_v, *lw_v = vshape
         lw_v = lw_v[0] if lw_v else lw
         lvec = (nw_v, S_v, lw_v, *lvec)
-        by_block = bool(cfg.get("lanes_vec_block_index", {}).get(csize))
     names = {
         "seq": f"scanarray::seq<{types}, {_b(ac)}>",
         "rows_warp": warp_name(min(nv_max, max(1, -(-T // (32 * G))))),
@@ -377,8 +368,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         "rows_long": f"scanarray::rows_{'staged' if staged else 'tiles'}<{targs_l}>",
         **({"rows_split": f"scanarray::rows_block<{targs_s}>"} if split is not None else {}),
         "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}, {_b(lanes_stg)}, {lw}>",
-        **({"lanes_vec": f"scanarray::lanes_vec<{types}, {nw_v}, {S_v}, {lvec[3]}, {lvec[4]}, {minb_v}, {lw_v}"
-                         f"{', true' if by_block else ''}>"}
+        **({"lanes_vec": f"scanarray::lanes_vec<{types}, {nw_v}, {S_v}, {lvec[3]}, {lvec[4]}, {minb_v}, {lw_v}>"}
            if lvec is not None else {}),
     }
     # every rows_seg width and rows_warp depth in the same module: one compilation serves short rows
@@ -396,10 +386,8 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         nw_v, S_v, lw_v, q, _ = lvec
         kt = -(-T // (32 * nw_v * q // lw_v * S_v))
         ng = -(-nlanes // lw_v)
-        # by block index: each tile's started flag (8 bytes) after the statuses
-        flags = -(-8 * kt * ng // _rec_size(dt)) if by_block else 0
         return _Plan(kind="lanes_tiles", name=names["lanes_vec"], grid=kt * ng, threads=32 * nw_v, ng=ng, kt=kt,
-                     rec_size=_rec_size(dt), slots=kt * ng * lw_v + flags, by_block=by_block, **common)
+                     rec_size=_rec_size(dt), slots=kt * ng * lw_v, **common)
     if lanes_closer:
         kt = -(-T // (32 * nw_l // lw * S))
         ng = -(-nlanes // lw)

@@ -1205,130 +1205,6 @@ __device__ __forceinline__ void cp_async_elem(S_* dst, const S_* src) {
     cp_async<AL>(reinterpret_cast<char*>(dst) + i * AL, reinterpret_cast<const char*>(src) + i * AL);
 }
 
-// Tiles by block index (lanes_vec with BI): a tile is its block's index, as in CUB's scan, which
-// is faster than the counter's tickets time-major (docs/gpu.md: the hardware hands each freed slot
-// the next block, in order). Forward progress must then not rest on that order, so a look-back
-// waits only on a predecessor whose block has started (its flag holds the launch's epoch): a
-// started block publishes its aggregate without waiting on anything. For a predecessor that has
-// not started, the lane computes its own entering state instead (lanes_chain), from the nearest
-// predecessor that knows its state, tile by tile as the tiles themselves would: each tile's pair
-// composed from its data in the tile's own association, applied where the tile would apply it,
-// its steps replayed where the tile would replay them. So results do not depend on which path
-// ran. -DSCANARRAY_LB_FORCE_CHAIN (tests) treats every predecessor without a status as not
-// started, so that path runs wherever a look-back would wait.
-// A started flag: 64 bits whose upper half is a status flag word of this launch that no status
-// uses, so neither a status nor a flag of another launch left in the workspace reads as one.
-__device__ __forceinline__ u64 started_word(u32 epoch) { return (u64)((epoch << 2) | 3u) << 32; }
-__device__ __forceinline__ bool tile_started(const u64* flags, i64 tile, u32 epoch) {
-#ifdef SCANARRAY_LB_FORCE_CHAIN
-  return false;
-#else
-  u64 v;
-  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(flags + tile) : "memory");
-  return v == started_word(epoch);
-#endif
-}
-struct NoChain {
-  static constexpr bool on = false;
-  __device__ __forceinline__ bool started(i64, u32) const { return true; }
-  template <class C>
-  __device__ __forceinline__ C chain(const Status<C>&, i64, i64, i64, int, i64, u32, const C*, int) const {
-    return Num<C>::zero();
-  }
-};
-
-// Lane l's entering state of time tile k (lane group g, `lane` its index in the group), tile by
-// tile from the nearest predecessor that knows its state (see NoChain). L = NSEG * S steps a tile.
-template <class TA, class TB, class C, int NSEG, int S, int AK, int LW>
-__device__ __noinline__ C lanes_chain(Status<C> status, const u64* started, const TA* a, const TB* b, i64 sta,
-                                      i64 stb, LaneMap lm, i64 k, i64 g, i64 NG, int lane, i64 l, u32 epoch,
-                                      const C* h0, int has_h0) {
-  constexpr i64 L = (i64)NSEG * S;
-  auto is_started = [&](i64 j) { return tile_started(started, j * NG + g, epoch); };
-  // a started predecessor publishes its aggregate (or its state) without waiting on anything
-  auto read = [&](i64 j, Pair<C>& x) {
-    int st = status.read((j * NG + g) * LW + lane, epoch, x);
-    while (st == ST_X && is_started(j)) st = status.read((j * NG + g) * LW + lane, epoch, x);
-    return st;
-  };
-  i64 oa, ob, oo;
-  lm.offsets(l, oa, ob, oo);
-  const TA* pa = a + oa;
-  const TB* pb = b + ob;
-  auto step_a = [&](i64 t) { return AK >= 2 ? To<C>::f(pa[0]) : To<C>::f(pa[t * sta]); };
-  // the nearest predecessor that knows its state (-1: the initial state)
-  i64 p = k - 1;
-  C h = Num<C>::zero();
-  for (; p >= 0; --p) {
-    Pair<C> x;
-    if (read(p, x) == ST_P) {
-      h = x.B;
-      break;
-    }
-  }
-  if (p < 0) h = has_h0 ? h0[l] : Num<C>::zero();
-  for (i64 j = p + 1; j < k; ++j) {
-    Pair<C> x;
-    const int st = read(j, x);
-    if (st == ST_P) {
-      h = x.B;
-      continue;
-    }
-    const i64 t0 = j * L;
-    Pair<C> agg = x;
-    int bad = 0;
-    if (st != ST_A) {  // not started: its pair, as lanes_vec and lanes_resolve compose it
-      agg = ident<C>();
-      for (int i = 0; i < NSEG; ++i) {
-        float nf = 0.0f;
-        Pair<C> f;
-#pragma unroll
-        for (int s = 0; s < S; ++s) {
-          const i64 t = t0 + (i64)i * S + s;
-          const C ya = step_a(t), yb = To<C>::f(pb[t * stb]);
-          nf = nf_acc(nf_acc(nf, ya), yb);
-          if (s == 0) {
-            f = Pair<C>{ya, yb};
-          } else {
-            f.B = ya * f.B + yb;
-            f.A = ya * f.A;
-          }
-        }
-        bad |= nf != nf;
-        agg = compose(f, agg);
-      }
-    }
-    // as the tile: its pair applied to a finite entering state if the result is finite, else its
-    // steps replayed from the entering state
-    if (!bad && finite(h)) {
-      const C ho = apply(agg, h);
-      if (finite(ho)) {
-        h = ho;
-        continue;
-      }
-    }
-    for (i64 t = t0; t < t0 + L; ++t) h = step_a(t) * h + To<C>::f(pb[t * stb]);
-  }
-  return h;
-}
-
-// lanes_vec's chain (BI): what lanes_chain needs besides the look-back's own arguments.
-template <class TA, class TB, class C, int NSEG, int S, int AK, int LW>
-struct LanesChain {
-  static constexpr bool on = true;
-  const u64* flags;
-  const TA* a;
-  const TB* b;
-  i64 sta, stb;
-  LaneMap lm;
-  __device__ __forceinline__ bool started(i64 tile, u32 epoch) const { return tile_started(flags, tile, epoch); }
-  __device__ __forceinline__ C chain(const Status<C>& status, i64 k, i64 g, i64 NG, int lane, i64 l, u32 epoch,
-                                     const C* h0, int has_h0) const {
-    return lanes_chain<TA, TB, C, NSEG, S, AK, LW>(status, flags, a, b, sta, stb, lm, k, g, NG, lane, l, epoch, h0,
-                                                   has_h0);
-  }
-};
-
 // The shared state of a time-major tile's look-back (lanes_tiles, lanes_vec).
 template <class C, int NSEG, int LW> struct LanesShared {
   Pair<C> f[NSEG][LW];  // each stretch's pair of each lane, then its exclusive prefix
@@ -1341,10 +1217,10 @@ template <class C, int NSEG, int LW> struct LanesShared {
 // stretches (sh.f becomes their exclusive prefixes), publish the lane's aggregate, look back along
 // time, publish the lane's end state, and leave its entering state in sh.h; sh.slow: some lane of
 // the tile must replay its steps. Returns whether this thread's lane must.
-template <class C, int NSEG, int LW, class FB = NoChain>
+template <class C, int NSEG, int LW>
 __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, NSEG, LW>& sh, bool first, bool valid,
                                              int lane, i64 id, i64 k, i64 g, i64 NG, i64 KT, i64 l, const C* h0,
-                                             int has_h0, u32 epoch, const FB& fb = FB()) {
+                                             int has_h0, u32 epoch) {
   int slow_lane = 0;
   Pair<C> agg = ident<C>();
   int lane_bad = 0;
@@ -1369,11 +1245,10 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, N
       // Per-lane look-back, LBL_WIN predecessors per round trip (independent loads); the
       // aggregates are then applied in order (see rows_tiles: results independent of timing).
       int found = -1;
-      bool unstarted = false;  // FB: a predecessor without a status whose block has not started
 #if SCANARRAY_LB_DIAG == 2
       int spins = 0, rounds = 0;
 #endif
-      for (int r = 0; r < LBL_ROUNDS && found < 0 && !unstarted; ++r) {
+      for (int r = 0; r < LBL_ROUNDS && found < 0; ++r) {
 #if SCANARRAY_LB_DIAG == 2
         ++rounds;
 #endif
@@ -1395,33 +1270,24 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, N
         }
 #pragma unroll
         for (int i = 0; i < LBL_WIN; ++i) {
-          if (found < 0 && !unstarted) {
+          if (found < 0) {
             const i64 j = k - 1 - (LBL_WIN * r + i);
             while (st[i] == ST_X) {
-              if (FB::on && !fb.started(j * NG + g, epoch)) {
-                unstarted = true;
-                break;
-              }
               st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
 #if SCANARRAY_LB_DIAG == 2
               ++spins;
 #endif
             }
-            if (unstarted) break;
             sh.lb[LBL_WIN * r + i][lane] = x[i];
             if (st[i] == ST_P) found = LBL_WIN * r + i;
           }
         }
       }
-      if (found < 0 && !unstarted) {
+      if (found < 0) {
         found = LBL_WIN * LBL_ROUNDS - 1;
         const i64 j = k - 1 - found;
         Pair<C> x;
         while (status.read((j * NG + g) * LW + lane, epoch, x) != ST_P) {
-          if (FB::on && !fb.started(j * NG + g, epoch)) {
-            unstarted = true;
-            break;
-          }
         }
         sh.lb[found][lane] = x;
       }
@@ -1429,27 +1295,19 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, N
       // diagnostic build: histograms of the look-back depth (0-16), of the rounds (in 128 + n)
       // and of the status reads that found a predecessor without its aggregate (in 256 + n)
       if (lane == 0) {
-        atomicAdd(&scanarray_lb_diag[found < 0 ? 127 : found], 1ull);  // 127: the chain ran
+        atomicAdd(&scanarray_lb_diag[found], 1ull);
         atomicAdd(&scanarray_lb_diag[128 + rounds], 1ull);
         atomicAdd(&scanarray_lb_diag[256 + (spins < 255 ? spins : 255)], 1ull);
       }
 #endif
-      C h = Num<C>::zero();
-      if (!unstarted) {
-        h = sh.lb[found][lane].B;
-        for (int i = found - 1; i >= 0; --i) h = apply(sh.lb[i][lane], h);
-        if (!finite(h)) {
-          Pair<C> x;
-          while (status.read(((k - 1) * NG + g) * LW + lane, epoch, x) != ST_P) {
-            if (FB::on && !fb.started((k - 1) * NG + g, epoch)) {
-              unstarted = true;
-              break;
-            }
-          }
-          h = x.B;
+      C h = sh.lb[found][lane].B;
+      for (int i = found - 1; i >= 0; --i) h = apply(sh.lb[i][lane], h);
+      if (!finite(h)) {
+        Pair<C> x;
+        while (status.read(((k - 1) * NG + g) * LW + lane, epoch, x) != ST_P) {
         }
+        h = x.B;
       }
-      if (FB::on && unstarted) h = fb.chain(status, k, g, NG, lane, l, epoch, h0, has_h0);
       hin = h;
       }
     }
@@ -1612,7 +1470,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 // warp 0 composes and looks back one thread a lane, as in lanes_tiles. AK: how a is read: 0 a
 // vector a step, 1 one value a step (a broadcast over lanes), 2 a vector for all steps (constant
 // in time), 3 one value (a scalar).
-template <class TA, class TB, class TO, class C, int NW, int S, int Q, int AK, int MINB, int LW = 32, bool BI = false>
+template <class TA, class TB, class TO, class C, int NW, int S, int Q, int AK, int MINB, int LW = 32>
 __global__ void __launch_bounds__(NW * 32, MINB)
     lanes_vec(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
               SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
@@ -1630,12 +1488,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   const int tid = threadIdx.x, w = tid / TPR, q0 = (tid % TPR) * Q;
   Status<C> status;
   status.init(ws + 16);
-  // BI: the tile is the block's index, and its flag says the block has started (see NoChain);
-  // the flags follow the tiles' statuses in the workspace
-  u64* const flags = reinterpret_cast<u64*>(ws + 16 + (i64)Status<C>::NW * 16 * (KT * NG * LW));
-  const i64 id = BI ? (i64)blockIdx.x : take_tile(ws, ctr_base, KT, s_id);
-  if (BI && KT > 1 && tid == 0)
-    asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" ::"l"(flags + id), "l"(started_word(epoch)) : "memory");
+  const i64 id = take_tile(ws, ctr_base, KT, s_id);
   i64 g;
   const i64 k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
   const i64 l0 = g * LW + q0;       // this thread's first lane; nlanes is a multiple of Q
@@ -1715,14 +1568,8 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   if (tid < 32) {  // warp 0; its first LW threads, one per lane, compose and look back
     const bool first = tid < LW;
     const i64 l = g * LW + tid;
-    if constexpr (BI) {
-      slow_lane = lanes_resolve<C, NSEG, LW>(status, sh, first, first && l < nlanes, tid, id, k, g, NG, KT, l, h0,
-                                            has_h0, epoch,
-                                            LanesChain<TA, TB, C, NSEG, S, AK, LW>{flags, a, b, sta, stb, lm});
-    } else {
-      slow_lane = lanes_resolve<C, NSEG, LW>(status, sh, first, first && l < nlanes, tid, id, k, g, NG, KT, l, h0,
-                                            has_h0, epoch);
-    }
+    slow_lane = lanes_resolve<C, NSEG, LW>(status, sh, first, first && l < nlanes, tid, id, k, g, NG, KT, l, h0,
+                                          has_h0, epoch);
   }
   __syncthreads();
 
