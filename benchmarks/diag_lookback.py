@@ -26,7 +26,7 @@ eviction hints on h's stores, the a / b copies and the prefetch (``SCANARRAY_ST_
 ``SCANARRAY_LD_EF``, ``SCANARRAY_PF_EL``, tree of ebac297), the look-back's first rounds read
 at once (``SCANARRAY_LB_SPEC``, tree of 293d142) and the first wave of tiles prefetching the
 next wave (``SCANARRAY_ROWS_L2PF_FIRST=n``: tiles with a ticket below n also prefetched
-the tile n tickets ahead; not committed). Timed on 2026-11-28 (14:36-14:39 UTC) and gone, no
+the tile n tickets ahead; not committed). Timed on 2026-11-28 (14:36-14:51 UTC) and gone, no
 faster time-major (gpu_2026-11-28.md, Z; tree of 0a42c06): ``lanes_vec`` with persistent blocks
 holding the tickets of their next one or two tiles (``CUPY_SCAN["lanes_vec_persist"]``), or
 taking tiles in a static round robin (tree of 224e56b), and tiles by block index made safe by
