@@ -16,8 +16,6 @@ kernel source) and times the planned kernel alone:
 - tile index = blockIdx.x (``-DSCANARRAY_TILE_BY_BLOCK=1``): tiles take the block's index, as
   CUB's scan does, instead of the atomic counter; ``=2``: the ticket is taken and waited for as
   shipped, but the tile is still the block's index (so the two differ only in the tiles' order);
-- time-major L2 prefetch (``-DSCANARRAY_LANES_L2PF=n``, ``_KIND=1-3``; a diagnostic build of
-  ``lanes_vec``): each thread asks L2 for its lanes' bytes of the tile m time tiles ahead;
 - L2 prefetch (``-DSCANARRAY_ROWS_L2PF=n``; shipped with 128, 0 turns it off): a tile's first
   thread asks L2 for the bytes of the tile n tickets ahead (rows_wide prefetching its own next
   tiles, ``SCANARRAY_WIDE_L2PF``, was timed in the tree of 3f4d952 and is gone).
@@ -65,7 +63,6 @@ WORK = [("(1,1,2**24)", (1, 2**24), {}), ("(1,1,2**28)", (1, 2**28), {}),
         ("time-major (262144,1024) ax0", (262144, 1024), {}),
         ("(2,256,65536) default plan", (512, 65536), {}), ("(8,1024,4096) one-tile rows", (8192, 4096), {})]
 #: DIAG_ONLY / DIAG_VARIANTS: ;-separated substrings of the workload / variant labels to run
-#: ("=label": that label exactly)
 ONLY = [x for x in os.environ.get("DIAG_ONLY", "").split(";") if x]
 WHICH = [x for x in os.environ.get("DIAG_VARIANTS", "").split(";") if x]
 
@@ -86,9 +83,6 @@ def time_against(plan, a, b, out, ref):
 #: DIAG_L2PF: ;-separated prefetch distances (tickets) for rows_tiles / rows_staged; DIAG_L2PF_SHAPES:
 #: those timed with the other tile shapes below (float32 long rows; rows_staged None: rows_tiles)
 PF_ROWS = [int(x) for x in os.environ.get("DIAG_L2PF", "32;128;512").split(";") if x]
-#: DIAG_LANES_L2PF: ;-separated "tickets,kind" of the time-major prefetch builds (lanes_vec)
-PF_LANES = [tuple(int(v) for v in x.split(",")) for x in
-            os.environ.get("DIAG_LANES_L2PF", "128,1;128,2;128,3;512,1").split(";") if x]
 PF_ROWS_SHAPES = [int(x) for x in os.environ.get("DIAG_L2PF_SHAPES", "").split(";") if x]
 PF_SHAPES = [("registers (256,16,4)", {"rows_staged": None}),
              ("registers (256,32,2)", {"rows_staged": None, "rows_long": (256, 32, 2)}),
@@ -113,10 +107,6 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     (f"L2 prefetch, rows {n}, {label}", {"SCANARRAY_ROWS_L2PF": n}, over)
     for n in PF_ROWS_SHAPES for label, over in PF_SHAPES
 ] + [
-    # time-major: the bytes of the same lanes' tile m time tiles ahead (m * NG >= n tickets) asked
-    # into L2 (-DSCANARRAY_LANES_L2PF=n, kind 1-3: see lanes_vec)
-    *((f"L2 prefetch, lanes {n}, kind {kind}", {"SCANARRAY_LANES_L2PF": n, "SCANARRAY_LANES_L2PF_KIND": kind}, None)
-      for n, kind in PF_LANES),
     ("histograms, shipped", {"SCANARRAY_LB_DIAG": 2}, None),
     ("histograms, L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 2, "SCANARRAY_ROWS_L2PF": 128}, None),
     ("no look-back (wrong results), L2 prefetch, rows 128", {"SCANARRAY_LB_DIAG": 1, "SCANARRAY_ROWS_L2PF": 128},
@@ -175,7 +165,7 @@ def main():
         ref = None
         nb = a.nbytes + 2 * b.nbytes
         for vlabel, defs, over in [v for _ in range(ROUNDS) for v in VARIANTS]:
-            if WHICH and not any(x[1:] == vlabel if x[0] == "=" else x in vlabel for x in WHICH):
+            if WHICH and not any(x in vlabel for x in WHICH):
                 continue
             with variant_kernel() as use:
                 _config.CUPY_SCAN.update(cfg)

@@ -1499,34 +1499,6 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   const TB* pb = b + ob;
   TO* po = out + oo;
   const i64 t0 = k * (i64)L + (i64)w * S;
-#if defined(SCANARRAY_LANES_L2PF) && __CUDA_ARCH__ >= 900
-  // diagnostic build (benchmarks/diag_lookback.py): the bytes of this thread's lanes m time tiles
-  // ahead (m * NG >= SCANARRAY_LANES_L2PF tickets) asked into L2, as rows_staged does for rows.
-  // KIND 1: one prefetch.global.L2 a row of the tile (TPR threads share the row's line); 2: a
-  // bulk prefetch of the thread's own 16 bytes of every row; 3: prefetch.global.L2 of them.
-  if (KT > 1 && valid) {
-    const i64 tp = t0 + (SCANARRAY_LANES_L2PF + NG - 1) / NG * (i64)L;
-#if SCANARRAY_LANES_L2PF_KIND == 1
-    for (int s = tid % TPR; s < S; s += TPR)
-#else
-#pragma unroll
-    for (int s = 0; s < S; ++s)
-#endif
-    {
-      if (tp + s < T) {
-        const TB* qb = pb + (tp + s) * stb;
-        const TA* qa = pa + (tp + s) * sta;
-#if SCANARRAY_LANES_L2PF_KIND == 2
-        prefetch_l2(qb, qb + Q);
-        if (AK == 0) prefetch_l2(qa, qa + Q);
-#else
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(qb));
-        if (AK == 0) asm volatile("prefetch.global.L2 [%0];" ::"l"(qa));
-#endif
-      }
-    }
-  }
-#endif
 
   C xa[AK >= 2 ? 1 : S][AV ? Q : 1], xb[S][Q];
   if (AK >= 2) {  // constant in time: read once
