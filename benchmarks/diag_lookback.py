@@ -13,9 +13,12 @@ kernel source) and times the planned kernel alone:
 - 3: look-back without the serial application of the predecessors' aggregates (wrong results
   in general; with this data, a in [0.9, 1), the product of a over a 4096-step tile underflows
   to 0 in float32, so the state entering a tile does not matter and h comes out the same);
-- tile index = blockIdx.x (``-DSCANARRAY_TILE_BY_BLOCK=1``): tiles take the block's index, as
-  CUB's scan does, instead of the atomic counter; ``=2``: the ticket is taken and waited for as
-  shipped, but the tile is still the block's index (so the two differ only in the tiles' order);
+- tile index from a ticket (``-DSCANARRAY_TILE_TICKETS=1``): tiles take their index from the
+  workspace's atomic counter, as shipped until 2026-11-28, instead of the block's index (as CUB's
+  scan does, shipped since); ``=2``: the ticket is taken and waited for, but the tile is the
+  block's index (so the two differ only in the tiles' order). The ``=2`` build timed on
+  2026-11-28 at 14:34 UTC (then ``SCANARRAY_TILE_BY_BLOCK=2``) never read its ticket, so the
+  compiler dropped its store and no thread waited: it timed the block index, not the wait;
 - L2 prefetch (``-DSCANARRAY_ROWS_L2PF=n``; shipped with 128, 0 turns it off): a tile's first
   thread asks L2 for the bytes of the tile n tickets ahead (rows_wide prefetching its own next
   tiles, ``SCANARRAY_WIDE_L2PF``, was timed in the tree of 3f4d952 and is gone).
@@ -63,6 +66,7 @@ WORK = [("(1,1,2**24)", (1, 2**24), {}), ("(1,1,2**28)", (1, 2**28), {}),
         ("time-major (262144,1024) ax0", (262144, 1024), {}),
         ("(2,256,65536) default plan", (512, 65536), {}), ("(8,1024,4096) one-tile rows", (8192, 4096), {})]
 #: DIAG_ONLY / DIAG_VARIANTS: ;-separated substrings of the workload / variant labels to run
+#: ("=label": that label exactly)
 ONLY = [x for x in os.environ.get("DIAG_ONLY", "").split(";") if x]
 WHICH = [x for x in os.environ.get("DIAG_VARIANTS", "").split(";") if x]
 
@@ -98,8 +102,8 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     ("shipped", {}, None),
     ("no look-back (wrong results)", {"SCANARRAY_LB_DIAG": 1}, None),
     ("no serial apply (wrong results)", {"SCANARRAY_LB_DIAG": 3}, None),
-    ("tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 1}, None),
-    ("ticket waited, tile index = blockIdx.x", {"SCANARRAY_TILE_BY_BLOCK": 2}, None),
+    ("tile index from a ticket", {"SCANARRAY_TILE_TICKETS": 1}, None),
+    ("ticket waited, tile index = blockIdx.x", {"SCANARRAY_TILE_TICKETS": 2}, None),
 ] + [
     # the bytes of a tile some tickets (rows) or tiles (rows_wide) ahead asked into L2 (prefetch_l2)
     (f"L2 prefetch, rows {n}", {"SCANARRAY_ROWS_L2PF": n}, None) for n in PF_ROWS
@@ -165,7 +169,7 @@ def main():
         ref = None
         nb = a.nbytes + 2 * b.nbytes
         for vlabel, defs, over in [v for _ in range(ROUNDS) for v in VARIANTS]:
-            if WHICH and not any(x in vlabel for x in WHICH):
+            if WHICH and not any(x[1:] == vlabel if x[0] == "=" else x in vlabel for x in WHICH):
                 continue
             with variant_kernel() as use:
                 _config.CUPY_SCAN.update(cfg)

@@ -16,10 +16,10 @@ and the polling rounds. Prints, per workload:
   published; when each look-back round came back.
 
 The records go to ``$OUT/timeline_<kernel>_<steps>.npz`` (times relative to the first stamp).
-It also times (kernel only, CUDA events) the shipped build, the timeline build, a build whose
-tiles take ``blockIdx.x`` as their index instead of the atomic counter
-(``-DSCANARRAY_TILE_BY_BLOCK``, as CUB's scan does), and with ``DIAG_OTHER_SOURCE=path`` another
-version of ``scan.cu``.
+It also times (kernel only, CUDA events) the shipped build (tiles take ``blockIdx.x`` as their
+index, as CUB's scan does, since 2026-11-28), the timeline build, a build whose tiles take a ticket
+from the atomic counter (``-DSCANARRAY_TILE_TICKETS=1``, shipped before), and with
+``DIAG_OTHER_SOURCE=path`` another version of ``scan.cu``.
 
 Results (H200, 2026-11-21 19:10 UTC, ``rows_staged``, one row of 2**28 float32; docs/gpu.md): a
 tile lives ~12 us: 0.55 taking its index, 3.2 loading and reducing, 0.55 publishing its
@@ -52,7 +52,7 @@ WORK = [("(1,1,2**28) rows_staged", 2**28, {}), ("(1,1,2**24) rows_staged", 2**2
         ("(1,1,2**28) rows_tiles", 2**28, {"rows_staged": {4: None}})]
 ONLY = [x for x in os.environ.get("DIAG_ONLY", "").split(";") if x]
 VARIANTS = [("shipped", ()), ("timeline build", ("-DSCANARRAY_LB_DIAG=4",)),
-            ("tile index = blockIdx.x", ("-DSCANARRAY_TILE_BY_BLOCK=1",))]
+            ("tile index from a ticket", ("-DSCANARRAY_TILE_TICKETS=1",))]
 #: DIAG_OTHER_SOURCE=path: also time that version of scan.cu (A/B in one process)
 OTHER = os.environ.get("DIAG_OTHER_SOURCE")
 if OTHER:

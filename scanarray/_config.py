@@ -213,6 +213,14 @@ CUPY_SCAN = {
     "rows_block_fill": 0.45,
 }
 
+#: How a CuPy look-back tile (scan.cu's rows and time-major kernels) gets its index. False: its
+#: block's index, as CUB's single-pass scan does, relying on NVIDIA GPUs starting a grid's blocks
+#: in index order (so every predecessor a tile waits on has started). True: a ticket from an
+#: atomic counter, which does not rely on that order but puts the counter's round trip before each
+#: tile's first load: time-major float32 (65536,4096) 4-5% slower kernel only (H200, 2026-11-28
+#: 15:24 UTC, benchmarks/diag_lookback.py; docs/gpu.md, "Tile index").
+CUPY_TILE_TICKETS = False
+
 
 def cupy_auto_method(problem):
     """The CuPy method for ``method="auto"``."""

@@ -66,8 +66,16 @@ def _check(h, a, b, axis=-1, what="", **kw):
 # --------------------------------------------------------------------------- look-back stress
 
 
+@pytest.fixture(params=["block index", "ticket"])
+def tile_order(monkeypatch, request):
+    """How look-back tiles take their index: the block's (as shipped) or a ticket from the
+    workspace's counter (``_config.CUPY_TILE_TICKETS``); plans cache the choice."""
+    monkeypatch.setattr(_config, "CUPY_TILE_TICKETS", request.param == "ticket")
+    return request.param
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
-def test_lookback_stress_repeatable(long_rows_kernel, dtype, rng):
+def test_lookback_stress_repeatable(long_rows_kernel, tile_order, dtype, rng):
     """Hundreds of tiles per row, 50 runs: bit-identical every time and matching the loop (a
     status is 1, 2 or 4 16-byte words by dtype, each 64-bit half carrying the flag)."""
     shape = (3, 40_000)
@@ -274,7 +282,7 @@ def test_time_major_vector_lanes_fall_back(small_tiles, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
-def test_lookback_stress_time_major(lanes_kernel, dtype, rng):
+def test_lookback_stress_time_major(lanes_kernel, tile_order, dtype, rng):
     shape = (6_000, 70)  # time along axis 0, 70 lanes: 3 lane groups, 750 time tiles
     a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
     b = values(rng, shape, dtype)
@@ -282,6 +290,25 @@ def test_lookback_stress_time_major(lanes_kernel, dtype, rng):
     for _ in range(49):
         assert bool(cupy.array_equal(first, _scan(a, b, 0, method="lookback")))
     _check(first, a, b, 0, what="stress time-major")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+def test_lookback_stress_time_major_vector_lanes(small_tiles, monkeypatch, tile_order, dtype, rng):
+    """lanes_vec (72 aligned lanes, several a thread) over thousands of small time tiles, 50 runs:
+    bit-identical every time and matching the loop."""
+    from scanarray.backends import _cupy_scan
+
+    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    shape = (6_000, 72)
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
+    b = values(rng, shape, dtype)
+    first = _scan(a, b, 0, method="lookback")
+    planned = [p for p in _cupy_scan._plans.values() if p.kt > 1]
+    assert planned and all("lanes_vec" in p.name for p in planned), [p.name for p in planned]
+    assert all(p.options == (("-DSCANARRAY_TILE_TICKETS=1",) if tile_order == "ticket" else ()) for p in planned)
+    for _ in range(49):
+        assert bool(cupy.array_equal(first, _scan(a, b, 0, method="lookback")))
+    _check(first, a, b, 0, what="stress time-major vector lanes")
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -139,6 +139,7 @@ class _Plan:
         self.kt = 1  # tiles along time chained by look-back (kernels without look-back: 1)
         self.__dict__.update(kw)
         self.fns = {}  # (compiled kernel, packed launcher or None) per device
+        self.options = _tile_options()  # how look-back tiles take their index, as planned
 
     def launch(self, cupy, a, b, out, h0):
         self.launch_ptrs(cupy, a.data.ptr, b.data.ptr, out.data.ptr, None if h0 is None else h0.data.ptr)
@@ -201,13 +202,18 @@ class _Plan:
             dev = cupy.cuda.runtime.getDevice()
         entry = self.fns.get(dev)
         if entry is None:
-            fn = _common.get_function("scan.cu", self.name, group=self.group)
+            fn = _common.get_function("scan.cu", self.name, self.options, group=self.group)
             entry = self.fns[dev] = (fn, _common.PackedLauncher.create(fn, args))
         fn, packed = entry
         if packed is not None:
             packed.launch(cupy, self.grid, self.threads, args)
         else:
             fn((self.grid,), (self.threads,), _common.raw_args(args))
+
+
+def _tile_options():
+    """Compile options choosing how look-back tiles take their index (``_config.CUPY_TILE_TICKETS``)."""
+    return ("-DSCANARRAY_TILE_TICKETS=1",) if _config.CUPY_TILE_TICKETS else ()
 
 
 class _nullctx:
@@ -277,7 +283,7 @@ def plan(a, b, out, dt, method, ns=None, ss=None):
     tunables = _tunables(cfg, dt.itemsize)
     key = (tuple(b.shape), a.strides, b.strides, out.strides, a.dtype, b.dtype, out.dtype, dt, method,
            tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, tunables,
-           b.device.id)
+           _config.CUPY_TILE_TICKETS, b.device.id)
     p = _plans.get(key)
     if p is None:
         if len(_plans) > 4096:

@@ -293,29 +293,38 @@ __device__ __forceinline__ void prefetch_steps_l2(const T* p, i64 dir, i64 t0, i
   }
 }
 
-// Tile index from the workspace's counter (look-back kernels): tile i starts only after tiles
-// < i started, so the look-back's forward progress does not rely on the hardware's block order.
+// Tile index of a look-back kernel. As in CUB's single-pass scan (cub/agent/agent_scan.cuh:
+// "Blocks are launched in increasing order, so just assign one tile per block"), the tile is the
+// block's index: NVIDIA GPUs start a grid's blocks in index order, so the predecessors a tile
+// waits on have all started. The alternative, a ticket from the workspace's atomic counter
+// (-DSCANARRAY_TILE_TICKETS=1, which _config.CUPY_TILE_TICKETS selects), does not rely on that
+// order but puts the counter's round trip before each tile's first load. Kernel only, float32,
+// tickets against the block index (H200, 2026-11-28 15:24 UTC, benchmarks/diag_lookback.py,
+// three rounds; docs/gpu.md, "Tile index"): time-major (65536,4096) 3691-3722 against 3846-3899
+// GB/s, (16384,16384) 3769-3777 against 3830-3841, one row of 2**24 2490-2508 against 2581-2603;
+// equal within 0.5% on one row of 2**28 and on (262144,1024). A build that waits for its ticket
+// but takes the block's index is as slow as the tickets: the wait costs, not the order. The
+// counter still advances here, with no thread waiting for it, so that ticket launches sharing the
+// stream's workspace find the base the host expects.
 __device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_id) {
-#if SCANARRAY_TILE_BY_BLOCK == 2
-  // diagnostic build (benchmarks/diag_lookback.py): the ticket taken and waited for as shipped,
-  // but the tile is the block's index (what separates the two: the wait, or the tiles' order)
-  if (KT > 1) {
-    if (threadIdx.x == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
-    __syncthreads();
-  }
-  if (true) return (i64)blockIdx.x;
-#elif defined(SCANARRAY_TILE_BY_BLOCK)
-  // diagnostic build (benchmarks/diag_timeline.py): the block's index, as CUB's scan takes it,
-  // which relies on blocks starting in index order; the counter still advances, unwaited, as
-  // the driver's next launch expects
-  if (KT > 1 && threadIdx.x == 0) atomicAdd(reinterpret_cast<u64*>(ws), 1ull);
-  if (true) return (i64)blockIdx.x;
-#endif
+#if SCANARRAY_TILE_TICKETS == 1
   if (KT > 1) {
     if (threadIdx.x == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
     __syncthreads();
     return s_id;
   }
+#elif SCANARRAY_TILE_TICKETS == 2
+  // diagnostic build (benchmarks/diag_lookback.py): the ticket taken and waited for, the tile
+  // still the block's index. The ticket must be read: a ticket stored and never read let the
+  // compiler drop the store and, with it, the wait (the build of 2026-11-28 14:34 UTC timed that).
+  if (KT > 1) {
+    if (threadIdx.x == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
+    __syncthreads();
+    if (s_id < 0) return s_id;  // never taken
+  }
+#else
+  if (KT > 1 && threadIdx.x == 0) atomicAdd(reinterpret_cast<u64*>(ws), 1ull);
+#endif
   return (i64)blockIdx.x;
 }
 
