@@ -328,7 +328,8 @@ __device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_
   return (i64)blockIdx.x;
 }
 
-// Tickets ahead whose tile's bytes a tile of rows_tiles / rows_staged asks L2 to fetch
+// Tiles ahead (in tile order: the tickets of the measurements below, block indices since
+// take_tile took the block's index) whose bytes a tile of rows_tiles / rows_staged asks L2 to fetch
 // (prefetch_l2) on rows of several tiles; 0: none. One row
 // of 2**28 float32 (rows_staged, kernel only; H200, 2026-11-28 11:53-11:55 UTC,
 // benchmarks/diag_lookback.py): 3106-3153 GB/s without, 3441-3505 with 64-256 tickets ahead (flat
