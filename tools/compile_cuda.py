@@ -129,8 +129,18 @@ def _nvcc(src, arch, extra, verbose):
 def _scan_unit():
     # two units, so that two cores share the longest compile
     half = (len(_COMBOS) + 1) // 2
-    return [('#include "scan.cu"\nnamespace scanarray {\n' + "\n".join(_instantiations(part)) + "\n}\n",
-             f"{len(part)} dtype combinations ({', '.join(part[0])} ...)") for part in (_COMBOS[:half], _COMBOS[half:])]
+    units = [('#include "scan.cu"\nnamespace scanarray {\n' + "\n".join(_instantiations(part)) + "\n}\n",
+              f"{len(part)} dtype combinations ({', '.join(part[0])} ...)") for part in (_COMBOS[:half], _COMBOS[half:])]
+    # each look-back kernel once with tiles indexed by tickets (_config.CUPY_TILE_TICKETS), float32
+    first = {}
+    for x in _instantiations(_COMBOS[:1]):
+        kind = x.split("<")[0].split()[-1]
+        if kind in ("rows_staged", "lanes_tiles", "lanes_vec") or (kind == "rows_tiles" and ", true>" in x):
+            first.setdefault(kind, x)
+    ticket = list(first.values())
+    units.append(('#define SCANARRAY_TILE_TICKETS 1\n#include "scan.cu"\nnamespace scanarray {\n' + "\n".join(ticket)
+                  + "\n}\n", "float32 look-back kernels, tiles by ticket"))
+    return units
 
 
 _DENSE_LATENCY = {
