@@ -94,7 +94,9 @@ PF_SHAPES = [("registers (256,16,4)", {"rows_staged": None}),
              ("staged (128,16,12)", {"rows_staged": (128, 16, 12)}),
              ("staged (256,16,6)", {"rows_staged": (256, 16, 6)}),
              ("staged (64,64,6)", {"rows_staged": (64, 64, 6)}),
-             ("staged (64,32,12)", {"rows_staged": (64, 32, 12)})]
+             ("staged (64,32,12)", {"rows_staged": (64, 32, 12)}),
+             ("staged (128,28,7)", {"rows_staged": (128, 28, 7)}),
+             ("staged (128,24,8)", {"rows_staged": (128, 24, 8)})]
 PF_SHAPES = [x for x in PF_SHAPES if not os.environ.get("DIAG_L2PF_ONLY") or
              any(k in x[0] for k in os.environ["DIAG_L2PF_ONLY"].split(";"))]
 
