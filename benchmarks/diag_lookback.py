@@ -20,7 +20,7 @@ kernel source) and times the planned kernel alone:
   2026-11-28 at 14:34 UTC (then ``SCANARRAY_TILE_BY_BLOCK=2``) never read its ticket, so the
   compiler dropped its store and no thread waited: it timed the block index, not the wait;
 - L2 prefetch (``-DSCANARRAY_ROWS_L2PF=n``; shipped with 128, 0 turns it off): a tile's first
-  thread asks L2 for the bytes of the tile n tickets ahead (rows_wide prefetching its own next
+  thread asks L2 for the bytes of the tile n tiles ahead (rows_wide prefetching its own next
   tiles, ``SCANARRAY_WIDE_L2PF``, was timed in the tree of 3f4d952 and is gone).
 
 Timed on 2026-11-28 (13:00-13:17 UTC) and gone, all slower or no faster on one long row
@@ -107,7 +107,7 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     ("tile index from a ticket", {"SCANARRAY_TILE_TICKETS": 1}, None),
     ("ticket waited, tile index = blockIdx.x", {"SCANARRAY_TILE_TICKETS": 2}, None),
 ] + [
-    # the bytes of a tile some tickets (rows) or tiles (rows_wide) ahead asked into L2 (prefetch_l2)
+    # the bytes of the tile some tiles ahead asked into L2 (prefetch_l2)
     (f"L2 prefetch, rows {n}", {"SCANARRAY_ROWS_L2PF": n}, None) for n in PF_ROWS
 ] + [
     (f"L2 prefetch, rows {n}, {label}", {"SCANARRAY_ROWS_L2PF": n}, over)

@@ -8,7 +8,7 @@ cd benchmarks || exit 1
 for v in "shipped" "no look-back (wrong results)"; do
   f="$OUT/ncu_rows_$(echo "$v" | tr -c 'a-z0-9' '_' | cut -c1-20).txt"
   date -u +"ncu $v %H:%M:%S UTC"
-  DIAG_ONLY="(1,1,2**28)" DIAG_VARIANTS="$v" timeout 200 ncu --clock-control none -k regex:rows_staged \
+  DIAG_ONLY="(1,1,2**28)" DIAG_VARIANTS="=$v" timeout 200 ncu --clock-control none -k regex:rows_staged \
     --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats \
     --section Occupancy --section LaunchStats --section SchedulerStats python3 diag_lookback.py > "$f" 2>&1
   echo "ncu rc=$?"
