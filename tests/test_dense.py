@@ -1102,12 +1102,28 @@ def test_cupy_lookback_ring(cupy_lookback, monkeypatch, ring, n, reverse, rng):
 @pytest.mark.gpu
 @_CUPY_SKIP
 @pytest.mark.parametrize("W", [1, 2])
-def test_cupy_lookback_stress_identical(cupy_lookback, W, rng):
+@pytest.mark.parametrize("tickets", [False, True], ids=["block index", "ticket"])
+def test_cupy_lookback_stress_identical(cupy_lookback, monkeypatch, W, tickets, rng):
     """Many small chunks (L = 2: 500 per lane, look-backs past the 32-status window), 20 runs:
-    bit-identical results whatever the timing, matching the oracle."""
+    bit-identical results whatever the timing, matching the oracle; chunks indexed by their
+    block (as shipped) and by tickets from the workspace's counter (``_config.CUPY_TILE_TICKETS``)."""
     import cupy
 
+    from scanarray import _config
+    from scanarray.backends import _cupy_common, _cupy_dense
+
     cupy_lookback(L=2, W=W)
+    monkeypatch.setattr(_config, "CUPY_TILE_TICKETS", tickets)
+    monkeypatch.setattr(_cupy_dense, "_lb_plans", {})  # plan (and fetch the kernel) afresh
+    built = []
+    real = _cupy_common.get_function
+
+    def get_function(source, name, options=(), **kw):
+        if source == "dense_lookback.cu":
+            built.append("-DSCANARRAY_TILE_TICKETS=1" in options)
+        return real(source, name, options, **kw)
+
+    monkeypatch.setattr(_cupy_common, "get_function", get_function)
     A, b, h0 = _seq_case(rng, "float32", 16, 1000, 16)
     Ad, bd, hd = cupy.asarray(A), cupy.asarray(b), cupy.asarray(h0)
     runs = [to_numpy(scanarray.linear_recurrence(Ad, bd, dense=True, initial=hd, backend="cupy",
@@ -1117,6 +1133,7 @@ def test_cupy_lookback_stress_identical(cupy_lookback, W, rng):
     assert_matches(runs[0], ref, g, tolerance("float32", 1000, 64, n=16) * 4, "lookback stress")
     for r in runs[1:]:
         assert np.array_equal(r, runs[0])
+    assert built == [tickets], "the kernel was not compiled for the tile order asked for"
 
 
 @pytest.mark.gpu

@@ -203,6 +203,11 @@ def _dense_lookback_unit():
         text = (f"#define SCANARRAY_NO_CUPY_COMPLEX\n#define LB_MMA {mma}\n#include \"dense_lookback.cu\"\n"
                 "void* scanarray_instances[] = {\n" + refs + "};\n")
         units.append((text, f"float and double, N 4-32, W 1-8, LB_MMA={mma}"))
+    # chunks indexed by tickets (_config.CUPY_TILE_TICKETS): a few instantiations
+    few = "".join(f"    (void*)&dense_lookback<{t}, {N}, {W}>,\n" for t, N, W in (("float", 16, 2), ("double", 8, 1)))
+    units.append(("#define SCANARRAY_NO_CUPY_COMPLEX\n#define LB_MMA 1\n#define SCANARRAY_TILE_TICKETS 1\n"
+                  "#include \"dense_lookback.cu\"\nvoid* scanarray_instances[] = {\n" + few + "};\n",
+                  "float N 16 and double N 8, chunks by ticket"))
     return units
 
 

@@ -76,7 +76,7 @@ from .. import _config as _settings
 from .. import _dense
 from . import _cupy_common as _common
 from ._cupy_common import Binder
-from ._cupy_scan import _workspace_at
+from ._cupy_scan import _tile_options, _workspace_at
 
 __all__ = ["KERNEL", "chunked", "full_precision", "linear_recurrence", "lookback", "sequential"]
 
@@ -1012,7 +1012,9 @@ def _lb_group(dt):
 def _lb_function(dt, N, W, smem):
     from ._cupy_common import get_function
 
-    opts = () if LOOKBACK_DEPTH is None else (f"-DLB_DEPTH={int(LOOKBACK_DEPTH)}",)
+    opts = _tile_options()  # chunks by block index, or by ticket (_config.CUPY_TILE_TICKETS)
+    if LOOKBACK_DEPTH is not None:
+        opts += (f"-DLB_DEPTH={int(LOOKBACK_DEPTH)}",)
     if _lb_mma(dt, N):
         opts += ("-DLB_MMA=1",)
     if LOOKBACK_MINW:
@@ -1058,7 +1060,7 @@ def lookback(A, b, h0, dt, reverse, out):
     dt = np.dtype(dt)
     key = (A.shape, A.strides, A.dtype, b.shape, dt, bool(reverse), LOOKBACK_L, LOOKBACK_W,
            cupy.cuda.runtime.getDevice(), LOOKBACK_RING, LOOKBACK_DEPTH, LOOKBACK_MMA, LOOKBACK_MINW, LOOKBACK_SPLIT,
-           LOOKBACK_FRESH)
+           LOOKBACK_FRESH, _settings.CUPY_TILE_TICKETS)
     plan = _lb_plans.get(key)
     if plan is None:
         if len(_lb_plans) > 1024:

@@ -539,18 +539,34 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
     constexpr int GT = MMA ? 32 : G::GT;     // threads per group (sub-chunk)
     constexpr int NG = NT / GT;  // groups (sub-chunks) per block
     extern __shared__ __align__(16) unsigned char lb_smem[];
+#if SCANARRAY_TILE_TICKETS == 1
     __shared__ long long s_id;
+#endif
     __shared__ int s_bad, s_slow;
 
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     const int gi = tid / GT, gl = tid - gi * GT;  // group, thread in group
     const unsigned gmask = lb_gmask<GT>(lane);
+    // The chunk is the block's index, as the diagonal scan's tiles are (scan.cu, take_tile: NVIDIA
+    // GPUs start a grid's blocks in index order, so every predecessor a chunk waits on has
+    // started). -DSCANARRAY_TILE_TICKETS=1 (_config.CUPY_TILE_TICKETS) takes a ticket from the
+    // workspace's counter instead, at the cost of its round trip before the chunk's first load;
+    // otherwise the counter still advances, unwaited, so that ticket launches sharing the
+    // stream's workspace find the base the host expects.
     if (tid == 0) {
         s_bad = 0;
+#if SCANARRAY_TILE_TICKETS == 1
         if (C > 1) s_id = (long long)(atomicAdd(reinterpret_cast<unsigned long long*>(ws), 1ull) - ctr_base);
+#else
+        if (C > 1) atomicAdd(reinterpret_cast<unsigned long long*>(ws), 1ull);
+#endif
     }
     __syncthreads();
+#if SCANARRAY_TILE_TICKETS == 1
     const long long id = C > 1 ? s_id : (long long)blockIdx.x;
+#else
+    const long long id = (long long)blockIdx.x;
+#endif
     // benchmarks only (diag != nullptr): globaltimer at the phase ends, look-back depth, SM
     long long* dg = diag ? diag + id * 10 : nullptr;
     auto mark = [&](int i) {
