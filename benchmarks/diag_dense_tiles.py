@@ -3,9 +3,9 @@
 
 ``dense_lookback.cu`` gives each (lane, chunk) block its place in the scan either from
 ``blockIdx.x`` (as the diagonal scan's tiles do since 2026-11-28) or from a ticket of the
-workspace's atomic counter (``_config.CUPY_TILE_TICKETS = True``), whose round trip comes before
-the chunk's first load. This script times both, alternated in one process, on the shapes the
-method runs (n <= 32), and checks that they give the same bits.
+workspace's atomic counter (as shipped: ``_cupy_dense.LOOKBACK_TICKETS = True``), whose round
+trip comes before the chunk's first load. This script times both, alternated in one process, on
+the shapes the method runs (n <= 32), and checks that they give the same bits.
 
 GPU time by CUDA events: the public call bound to its signature with ``out=``, launches queued
 behind a spin kernel (``bench_gpu.queued_us``: the kernels back to back, without the host's time
@@ -28,7 +28,6 @@ from bench_dense import device_line, gpu_data  # noqa: E402
 from bench_gpu import queued_us, timed_burst  # noqa: E402
 
 import scanarray  # noqa: E402
-from scanarray import _config  # noqa: E402
 from scanarray.backends import _cupy_dense  # noqa: E402
 
 # (lanes, T, n, dtype): the target shape first
@@ -53,12 +52,12 @@ def main():
 
         for r in range(rounds):
             for k in (ORDERS if r % 2 == 0 else reversed(list(ORDERS))):
-                _config.CUPY_TILE_TICKETS = ORDERS[k]
+                _cupy_dense.LOOKBACK_TICKETS = ORDERS[k]
                 fn = call(k)
                 fn()
                 res[k][0].append(queued_us(fn))
                 res[k][1].append(timed_burst(fn, 7)[0] * 1e3)
-        _config.CUPY_TILE_TICKETS = False
+        _cupy_dense.LOOKBACK_TICKETS = True
         same = bool(cupy.array_equal(outs["block index"], outs["ticket"]))
         L, W = _cupy_dense.lookback_shape(np.dtype(dt), n, T)
         for k in ORDERS:

@@ -1105,15 +1105,14 @@ def test_cupy_lookback_ring(cupy_lookback, monkeypatch, ring, n, reverse, rng):
 @pytest.mark.parametrize("tickets", [False, True], ids=["block index", "ticket"])
 def test_cupy_lookback_stress_identical(cupy_lookback, monkeypatch, W, tickets, rng):
     """Many small chunks (L = 2: 500 per lane, look-backs past the 32-status window), 20 runs:
-    bit-identical results whatever the timing, matching the oracle; chunks indexed by their
-    block (as shipped) and by tickets from the workspace's counter (``_config.CUPY_TILE_TICKETS``)."""
+    bit-identical results whatever the timing, matching the oracle; chunks indexed by tickets
+    from the workspace's counter (as shipped) and by their block (``_cupy_dense.LOOKBACK_TICKETS``)."""
     import cupy
 
-    from scanarray import _config
     from scanarray.backends import _cupy_common, _cupy_dense
 
     cupy_lookback(L=2, W=W)
-    monkeypatch.setattr(_config, "CUPY_TILE_TICKETS", tickets)
+    monkeypatch.setattr(_cupy_dense, "LOOKBACK_TICKETS", tickets)
     monkeypatch.setattr(_cupy_dense, "_lb_plans", {})  # plan (and fetch the kernel) afresh
     built = []
     real = _cupy_common.get_function

@@ -195,19 +195,21 @@ def _dense_unit():
 
 def _dense_lookback_unit():
     # dense_lookback<T, N, W>: every (N, W) _cupy_dense compiles, float and double (complex needs CuPy),
-    # with the FMA chunk maps and with the tensor-core ones (LB_MMA, float32 N = 16)
+    # with the FMA chunk maps and with the tensor-core ones (LB_MMA, float32 N = 16), chunks by ticket
+    # as shipped (_cupy_dense.LOOKBACK_TICKETS)
     refs = "".join(f"    (void*)&dense_lookback<{t}, {N}, {W}>,\n"
                    for t in ("float", "double") for N in (4, 8, 16, 32) for W in (1, 2, 4, 8))
     units = []
     for mma in (0, 1):
-        text = (f"#define SCANARRAY_NO_CUPY_COMPLEX\n#define LB_MMA {mma}\n#include \"dense_lookback.cu\"\n"
+        text = (f"#define SCANARRAY_NO_CUPY_COMPLEX\n#define LB_MMA {mma}\n#define SCANARRAY_TILE_TICKETS 1\n"
+                "#include \"dense_lookback.cu\"\n"
                 "void* scanarray_instances[] = {\n" + refs + "};\n")
         units.append((text, f"float and double, N 4-32, W 1-8, LB_MMA={mma}"))
-    # chunks indexed by tickets (_config.CUPY_TILE_TICKETS): a few instantiations
+    # chunks indexed by their block (_cupy_dense.LOOKBACK_TICKETS = False): a few instantiations
     few = "".join(f"    (void*)&dense_lookback<{t}, {N}, {W}>,\n" for t, N, W in (("float", 16, 2), ("double", 8, 1)))
-    units.append(("#define SCANARRAY_NO_CUPY_COMPLEX\n#define LB_MMA 1\n#define SCANARRAY_TILE_TICKETS 1\n"
+    units.append(("#define SCANARRAY_NO_CUPY_COMPLEX\n#define LB_MMA 1\n"
                   "#include \"dense_lookback.cu\"\nvoid* scanarray_instances[] = {\n" + few + "};\n",
-                  "float N 16 and double N 8, chunks by ticket"))
+                  "float N 16 and double N 8, chunks by block index"))
     return units
 
 

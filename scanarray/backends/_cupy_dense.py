@@ -76,7 +76,7 @@ from .. import _config as _settings
 from .. import _dense
 from . import _cupy_common as _common
 from ._cupy_common import Binder
-from ._cupy_scan import _tile_options, _workspace_at
+from ._cupy_scan import _workspace_at
 
 __all__ = ["KERNEL", "chunked", "full_precision", "linear_recurrence", "lookback", "sequential"]
 
@@ -926,6 +926,15 @@ LOOKBACK_FRESH = None
 #: n (padded to N, a power of two >= 4) up to which :func:`lookback` runs; complex128 up to 16
 #: (an N = 32 register tile of complex128 spills); larger n go to :func:`chunked`.
 LOOKBACK_MAX_N = 32
+#: How a chunk of :func:`lookback` gets its place in the scan. True: a ticket from the
+#: workspace's atomic counter, which does not rely on the order in which blocks start. False: its
+#: block's index, as the diagonal scan's tiles do (``_config.CUPY_TILE_TICKETS``), which saves the
+#: counter's round trip but gained nothing overall here. GPU time of queued calls, median of 7
+#: bursts of 50, three alternating rounds (H200, 2026-11-28 16:43 UTC,
+#: ``benchmarks/diag_dense_tiles.py``; bit for bit the same results): block index 56.3 against
+#: 57.0-57.1 µs at (64, 1024, 16) float32, but 42.6-42.7 against 42.1 at (8, 4096, 16) and
+#: 317.2-317.4 against 310.7-311.2 at (16, 2048, 32); equal at (256, 256, 8) and float64 (64, 1024, 16).
+LOOKBACK_TICKETS = True
 
 
 def _lb_pad(dt, n):
@@ -1012,7 +1021,7 @@ def _lb_group(dt):
 def _lb_function(dt, N, W, smem):
     from ._cupy_common import get_function
 
-    opts = _tile_options()  # chunks by block index, or by ticket (_config.CUPY_TILE_TICKETS)
+    opts = ("-DSCANARRAY_TILE_TICKETS=1",) if LOOKBACK_TICKETS else ()
     if LOOKBACK_DEPTH is not None:
         opts += (f"-DLB_DEPTH={int(LOOKBACK_DEPTH)}",)
     if _lb_mma(dt, N):
@@ -1060,7 +1069,7 @@ def lookback(A, b, h0, dt, reverse, out):
     dt = np.dtype(dt)
     key = (A.shape, A.strides, A.dtype, b.shape, dt, bool(reverse), LOOKBACK_L, LOOKBACK_W,
            cupy.cuda.runtime.getDevice(), LOOKBACK_RING, LOOKBACK_DEPTH, LOOKBACK_MMA, LOOKBACK_MINW, LOOKBACK_SPLIT,
-           LOOKBACK_FRESH, _settings.CUPY_TILE_TICKETS)
+           LOOKBACK_FRESH, LOOKBACK_TICKETS)
     plan = _lb_plans.get(key)
     if plan is None:
         if len(_lb_plans) > 1024:

@@ -547,12 +547,12 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     const int gi = tid / GT, gl = tid - gi * GT;  // group, thread in group
     const unsigned gmask = lb_gmask<GT>(lane);
-    // The chunk is the block's index, as the diagonal scan's tiles are (scan.cu, take_tile: NVIDIA
-    // GPUs start a grid's blocks in index order, so every predecessor a chunk waits on has
-    // started). -DSCANARRAY_TILE_TICKETS=1 (_config.CUPY_TILE_TICKETS) takes a ticket from the
-    // workspace's counter instead, at the cost of its round trip before the chunk's first load;
-    // otherwise the counter still advances, unwaited, so that ticket launches sharing the
-    // stream's workspace find the base the host expects.
+    // The chunk's place in the scan: with -DSCANARRAY_TILE_TICKETS=1 (as shipped:
+    // _cupy_dense.LOOKBACK_TICKETS) a ticket from the workspace's counter, so a chunk only waits
+    // on chunks that have started whatever order blocks start in; without it the block's index,
+    // as the diagonal scan's tiles (scan.cu, take_tile), with the counter still advanced, unwaited,
+    // so that ticket launches sharing the stream's workspace find the base the host expects.
+    // Neither was faster overall (H200, 2026-11-28: _cupy_dense.LOOKBACK_TICKETS).
     if (tid == 0) {
         s_bad = 0;
 #if SCANARRAY_TILE_TICKETS == 1
