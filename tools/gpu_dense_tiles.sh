@@ -1,22 +1,15 @@
 #!/bin/bash
 # The dense look-back kernel's chunks indexed by their block against tickets, on the CUDA host:
 # the GPU tests of that kernel (both orders), a kernel A/B (benchmarks/diag_dense_tiles.py) and
-# issue 6's target shapes against JAX. Starts the peers' build (fpscan, accelerated-scan) in the
-# background first, so that a later `bash tools/gpu_issue4.sh bench` in the same call finds them.
+# issue 6's target shapes against JAX. Starts the peers' build (fpscan, accelerated-scan;
+# tools/gpu_peers.sh) in the background first, so that a later benchmark in the same call finds them.
 # Usage (repo root): bash tools/gpu_dense_tiles.sh [ROUNDS]   (logs under $OUT)
 source tools/gpu_env.sh
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 ))s $(date -u +%H:%M:%S) UTC] $*"; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader
-export TORCH_EXTENSIONS_DIR=/tmp/torch_ext
-if [ ! -e /tmp/site/.peers_done ]; then
-  ( python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/site .whl/sdist/fpscan-*.tar.gz > "$OUT/peer_fpscan.log" 2>&1;
-    python3 -m pip install -q --no-deps --target /tmp/site .whl/sdist/accelerated_scan-*.whl > "$OUT/peer_acc.log" 2>&1;
-    python3 -c "import accelerated_scan.warp" >> "$OUT/peer_acc.log" 2>&1;
-    touch /tmp/site/.peers_done ) &
-  echo $! > /tmp/peers.pid
-fi
+bash tools/gpu_peers.sh  # in the background, for a later benchmark in the same call
 NX=""; python3 -c "import xdist" 2>/dev/null && NX="-n 8"
 el "tests: the dense look-back kernel (chunks by block index and by ticket)"
 timeout 240 python3 -m pytest tests/test_dense.py -q -k "cupy_lookback" $NX --tb=short -p no:cacheprovider \

@@ -7,16 +7,8 @@ MODE=${1:-all}; shift || true
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 ))s] $*"; }
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee "$OUT/gpu.txt"
-# peers: fpscan from its sdist against the host's torch; accelerated-scan's wheel (its warp kernel
-# is compiled by torch at import: prebuild it into a cache directory).
+bash tools/gpu_peers.sh  # fpscan and accelerated-scan, built in the background
 export TORCH_EXTENSIONS_DIR=/tmp/torch_ext
-if [ ! -e /tmp/site/.peers_done ]; then
-  ( python3 -m pip install -q --no-build-isolation --no-deps --target /tmp/site .whl/sdist/fpscan-*.tar.gz > "$OUT/peer_fpscan.log" 2>&1;
-    python3 -m pip install -q --no-deps --target /tmp/site .whl/sdist/accelerated_scan-*.whl > "$OUT/peer_acc.log" 2>&1;
-    python3 -c "import accelerated_scan.warp" >> "$OUT/peer_acc.log" 2>&1;
-    touch /tmp/site/.peers_done ) &
-  PEERS=$!
-fi
 el "smoke"
 timeout 120 python3 - <<'PY' 2>&1 | tail -30
 import time, numpy as np, cupy, scanarray
@@ -47,7 +39,7 @@ timeout 90 python3 -m pytest tests/test_cupy.py -q -m slow --tb=short -p no:cach
 el "shared suite -k cupy"
 timeout 170 python3 -m pytest tests -k "cupy and not dense" -q $NX --maxfail=10 --tb=line -p no:cacheprovider 2>&1 | tail -30 | tee "$OUT/test_shared.log"
 }
-if [ -n "$PEERS" ]; then el "waiting for peer builds"; timeout 60 tail --pid=$PEERS -f /dev/null; fi
+el "waiting for peer builds"; bash tools/gpu_peers.sh wait 60
 tail -3 "$OUT/peer_fpscan.log" "$OUT/peer_acc.log" 2>/dev/null
 [ "$MODE" = tests ] || { el "benchmark"; timeout ${BENCH_TIMEOUT:-240} python3 benchmarks/bench_gpu.py --out "$OUT" "$@" 2>&1 | tail -60; }
 el "done"

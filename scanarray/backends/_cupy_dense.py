@@ -76,7 +76,7 @@ from .. import _config as _settings
 from .. import _dense
 from . import _cupy_common as _common
 from ._cupy_common import Binder
-from ._cupy_scan import _workspace_at
+from ._cupy_scan import _tile_options, _workspace_at
 
 __all__ = ["KERNEL", "chunked", "full_precision", "linear_recurrence", "lookback", "sequential"]
 
@@ -1021,7 +1021,7 @@ def _lb_group(dt):
 def _lb_function(dt, N, W, smem):
     from ._cupy_common import get_function
 
-    opts = ("-DSCANARRAY_TILE_TICKETS=1",) if LOOKBACK_TICKETS else ()
+    opts = _tile_options(LOOKBACK_TICKETS)
     if LOOKBACK_DEPTH is not None:
         opts += (f"-DLB_DEPTH={int(LOOKBACK_DEPTH)}",)
     if _lb_mma(dt, N):

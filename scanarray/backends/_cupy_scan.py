@@ -211,9 +211,10 @@ class _Plan:
             fn((self.grid,), (self.threads,), _common.raw_args(args))
 
 
-def _tile_options():
-    """Compile options choosing how look-back tiles take their index (``_config.CUPY_TILE_TICKETS``)."""
-    return ("-DSCANARRAY_TILE_TICKETS=1",) if _config.CUPY_TILE_TICKETS else ()
+def _tile_options(tickets=None):
+    """Compile options choosing how look-back tiles take their index: by ticket where ``tickets``
+    (default ``_config.CUPY_TILE_TICKETS``), else by block index (scan.cu, dense_lookback.cu)."""
+    return ("-DSCANARRAY_TILE_TICKETS=1",) if (_config.CUPY_TILE_TICKETS if tickets is None else tickets) else ()
 
 
 class _nullctx:
