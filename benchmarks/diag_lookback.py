@@ -64,8 +64,7 @@ WORK = [("(1,1,2**24)", (1, 2**24), {}), ("(1,1,2**28)", (1, 2**28), {}),
         ("(2,256,65536) look-back tiles", (512, 65536), {"rows_block_fill": 1e9}),
         ("time-major (65536,4096) ax0", (65536, 4096), {}), ("time-major (16384,16384) ax0", (16384, 16384), {}),
         ("time-major (262144,1024) ax0", (262144, 1024), {}),
-        ("(2,256,65536) default plan", (512, 65536), {}), ("(8,1024,4096) one-tile rows", (8192, 4096), {}),
-        ("(3,1000003) partial last tiles", (3, 1000003), {})]
+        ("(2,256,65536) default plan", (512, 65536), {}), ("(8,1024,4096) one-tile rows", (8192, 4096), {})]
 #: DIAG_ONLY / DIAG_VARIANTS: ;-separated substrings of the workload / variant labels to run
 #: ("=label": that label exactly)
 ONLY = [x for x in os.environ.get("DIAG_ONLY", "").split(";") if x]
@@ -107,10 +106,6 @@ VARIANTS = [  # (label, compile definitions, {CUPY_SCAN key: its float32 entry} 
     ("no serial apply (wrong results)", {"SCANARRAY_LB_DIAG": 3}, None),
     ("tile index from a ticket", {"SCANARRAY_TILE_TICKETS": 1}, None),
     ("ticket waited, tile index = blockIdx.x", {"SCANARRAY_TILE_TICKETS": 2}, None),
-    # rows_staged tiles by the bulk copy engine (scan.cu, SCANARRAY_STAGED_BULK)
-    ("staged: bulk loads", {"SCANARRAY_STAGED_BULK": 1}, None),
-    ("staged: bulk loads and stores", {"SCANARRAY_STAGED_BULK": 2}, None),
-    ("staged: memory-order slots", {"SCANARRAY_STAGED_BULK": 3}, None),
 ] + [
     # the bytes of the tile some tiles ahead asked into L2 (prefetch_l2)
     (f"L2 prefetch, rows {n}", {"SCANARRAY_ROWS_L2PF": n}, None) for n in PF_ROWS

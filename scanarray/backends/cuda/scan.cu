@@ -640,28 +640,6 @@ __device__ __forceinline__ void cp_async_wait_all() {
 #endif
 }
 
-// Experimental (SCANARRAY_STAGED_BULK, off by default): a rows_staged tile wholly inside its row,
-// time stride +1 and 16-byte aligned, brought into shared memory by the bulk copy engine (one
-// cp.async.bulk of a and one of b, issued by thread 0, completing on an mbarrier) instead of one
-// cp.async per thread and group. The staged slots are then in memory order, slot
-// (warp * NV + v) * 32 + lane for a thread's group v, which is also conflict-free for a warp's
-// 16-byte reads. 1: bulk loads; 2: bulk loads and h written back by one bulk store per tile;
-// 3: the memory-order slots alone (no bulk copies). Compute capability 9.0; elsewhere as 3.
-#ifndef SCANARRAY_STAGED_BULK
-#define SCANARRAY_STAGED_BULK 0
-#endif
-#if SCANARRAY_STAGED_BULK > 0 && SCANARRAY_STAGED_BULK < 3 && __CUDA_ARCH__ >= 900
-#define SCANARRAY_BULK_OK 1
-#else
-#define SCANARRAY_BULK_OK 0
-#endif
-__device__ __forceinline__ void bulk_wait(u32 bar) {
-#if SCANARRAY_BULK_OK
-  asm volatile("{\n.reg .pred P1;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%0], 0;\n"
-               "@P1 bra DONE;\nbra WAIT;\nDONE:\n}\n" :: "r"(bar) : "memory");
-#endif
-}
-
 // The tile in shared memory: slot v * NT + tid holds thread tid's group v of a and b as raw
 // vectors of the storage type (in memory order, so reversed for a time stride of -1). Each thread
 // reads only the slots it filled itself, so no barrier orders them. Steps past the row's end
@@ -669,21 +647,15 @@ __device__ __forceinline__ void bulk_wait(u32 bar) {
 template <class TA, class TB, class C, int NT, int G, int NV, bool AC>
 struct SmemTile {
   const Vec<TA, G>* sa;
-  Vec<TB, G>* sb;
+  const Vec<TB, G>* sb;
   C a_val;
   i64 tw, T;
   int tid;
   bool flip;
-  u32 bar;        // the bulk copies' mbarrier (shared address), with bulk
-  bool bulk;      // the tile came by bulk copies
-  bool bulk_out;  // h goes back by one bulk store from b's slots
-  __device__ __forceinline__ int slot(int v) const {
-    return SCANARRAY_STAGED_BULK ? ((tid >> 5) * NV + v) * 32 + (tid & 31) : v * NT + tid;
-  }
   __device__ __forceinline__ void get(int v, C (&xa)[G], C (&xb)[G]) const {
-    const Vec<TB, G> rb = sb[slot(v)];
+    const Vec<TB, G> rb = sb[v * NT + tid];
     Vec<TA, G> ra;
-    if (!AC) ra = sa[slot(v)];
+    if (!AC) ra = sa[v * NT + tid];
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       const bool in = tw + v * 32 * G + g < T;
@@ -698,11 +670,7 @@ struct SmemTile {
     }
   }
   __device__ __forceinline__ Pair<C> prefixes(Pair<C> (&pre)[NV], int lane, bool& bad) {
-    if (bulk) {
-      bulk_wait(bar);
-    } else {
-      cp_async_wait_all();
-    }
+    cp_async_wait_all();
     bad = false;
     Pair<C> inc[NV];
 #pragma unroll
@@ -726,33 +694,8 @@ struct SmemTile {
         h = xa[g] * h + xb[g];
         xb[g] = h;
       }
-#if SCANARRAY_BULK_OK
-      if constexpr (sizeof(TO) == sizeof(TB)) {
-        if (bulk_out) {  // into this thread's own slot of b, read above
-          Vec<TO, G> o;
-#pragma unroll
-          for (int g = 0; g < G; ++g) o.v[g] = conv_out(xb[g], (TO*)nullptr);
-          reinterpret_cast<Vec<TO, G>*>(sb)[slot(v)] = o;
-          continue;
-        }
-      }
-#endif
       store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb);
     }
-#if SCANARRAY_BULK_OK
-    if (sizeof(TO) == sizeof(TB) && bulk_out) {
-      // the generic proxy's writes, then one bulk store of the tile by thread 0
-      asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-      __syncthreads();
-      if (tid == 0) {
-        TO* dst = po + tw;  // thread 0's first step: the tile's start
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst),
-                     "r"(smem_addr(sb)), "r"((u32)(NT * NV * sizeof(Vec<TO, G>))) : "memory");
-        asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-        asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
-      }
-    }
-#endif
   }
   // the exact replay stores as it goes (the staged inputs are not overwritten)
   template <class TO>
@@ -790,9 +733,8 @@ __device__ __forceinline__ void stage_groups(const TA* pa, const TB* pb, i64 sta
     for (int v = 0; v < NV; ++v) {
       const i64 t0 = tw + v * 32 * G;
       const i64 off = stb == 1 ? t0 : -t0 - (G - 1);
-      const int sl = SCANARRAY_STAGED_BULK ? ((tid >> 5) * NV + v) * 32 + (tid & 31) : v * NT + tid;
-      cp_async<(NBV >= 4 ? NBV : 4)>(&sb[sl], pb + off);
-      if (!AC) cp_async<(NAV >= 4 ? NAV : 4)>(&sa[sl], pa + off);
+      cp_async<(NBV >= 4 ? NBV : 4)>(&sb[v * NT + tid], pb + off);
+      if (!AC) cp_async<(NAV >= 4 ? NAV : 4)>(&sa[v * NT + tid], pa + off);
     }
     cp_async_commit();
   } else {
@@ -800,10 +742,9 @@ __device__ __forceinline__ void stage_groups(const TA* pa, const TB* pb, i64 sta
       for (int g = 0; g < G; ++g) {
         const i64 t = tw + v * 32 * G + g;
         const int q = stb == -1 ? G - 1 - g : g;
-        const int sl = SCANARRAY_STAGED_BULK ? ((tid >> 5) * NV + v) * 32 + (tid & 31) : v * NT + tid;
         if (t < T) {
-          sb[sl].v[q] = pb[t * stb];
-          if (!AC) sa[sl].v[q] = pa[t * sta];
+          sb[v * NT + tid].v[q] = pb[t * stb];
+          if (!AC) sa[v * NT + tid].v[q] = pa[t * sta];
         }
       }
     }
@@ -821,8 +762,8 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
   constexpr int TILE = NT * ITEMS;
   __shared__ i64 s_id;
   __shared__ TileShared<C, NT / 32> sh;
-  __shared__ alignas(16) Vec<TB, G> s_b[STG ? NV * NT : 1];  // 16: the bulk copies' alignment
-  __shared__ alignas(16) Vec<TA, G> s_a[(STG && !AC) ? NV * NT : 1];
+  __shared__ Vec<TB, G> s_b[STG ? NV * NT : 1];
+  __shared__ Vec<TA, G> s_a[(STG && !AC) ? NV * NT : 1];
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
@@ -871,34 +812,8 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
   C a_val = Num<C>::one();
   if (AC) a_val = To<C>::f(pa[0]);
   if constexpr (STG) {
-    bool bulk = false, bulk_out = false;
-    u32 bar = 0;
-#if SCANARRAY_BULK_OK
-    __shared__ alignas(8) u64 s_bar;
-    {
-      const i64 t0 = k * (i64)TILE;
-      const u32 nbb = TILE * sizeof(TB), nba = AC ? 0 : TILE * sizeof(TA);
-      bulk = t0 + TILE <= T && stb == 1 && (AC || sta == 1) && nbb % 16 == 0 && nba % 16 == 0 &&
-             ((u64)(pb + t0) & 15) == 0 && (AC || ((u64)(pa + t0) & 15) == 0);
-      bulk_out = SCANARRAY_STAGED_BULK == 2 && bulk && sto == 1 && ((u64)(out + oo + t0) & 15) == 0;
-      bar = smem_addr(&s_bar);
-      if (bulk) {
-        if (tid == 0) {
-          asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar) : "memory");
-          asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-          asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(nbb + nba) : "memory");
-          asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-                           "r"(smem_addr(s_b)), "l"(pb + t0), "r"(nbb), "r"(bar) : "memory");
-          if (!AC)
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
-                             "r"(smem_addr(s_a)), "l"(pa + t0), "r"(nba), "r"(bar) : "memory");
-        }
-        __syncthreads();  // the barrier is initialised before anyone waits on it
-      }
-    }
-#endif
-    if (!bulk) stage_groups<TA, TB, NT, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, s_a, s_b, tid);
-    SmemTile<TA, TB, C, NT, G, NV, AC> d{s_a, s_b, a_val, tw, T, tid, stb == -1, bar, bulk, bulk_out};
+    stage_groups<TA, TB, NT, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, s_a, s_b, tid);
+    SmemTile<TA, TB, C, NT, G, NV, AC> d{s_a, s_b, a_val, tw, T, tid, stb == -1};
     rows_tile_scan<TO, C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
                                          vec_o);
   } else {
