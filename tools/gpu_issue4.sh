@@ -39,7 +39,7 @@ timeout 90 python3 -m pytest tests/test_cupy.py -q -m slow --tb=short -p no:cach
 el "shared suite -k cupy"
 timeout 170 python3 -m pytest tests -k "cupy and not dense" -q $NX --maxfail=10 --tb=line -p no:cacheprovider 2>&1 | tail -30 | tee "$OUT/test_shared.log"
 }
-el "waiting for peer builds"; bash tools/gpu_peers.sh wait 60
+el "waiting for peer builds"; bash tools/gpu_peers.sh wait ${PEERS_WAIT:-300}  # the build takes ~125 s
 tail -3 "$OUT/peer_fpscan.log" "$OUT/peer_acc.log" 2>/dev/null
 [ "$MODE" = tests ] || { el "benchmark"; timeout ${BENCH_TIMEOUT:-240} python3 benchmarks/bench_gpu.py --out "$OUT" "$@" 2>&1 | tail -60; }
 el "done"
