@@ -5,6 +5,6 @@ import importlib.util
 # GPU backend modules document GPU examples; collect them only where CuPy is installed.
 collect_ignore_glob = []
 if importlib.util.find_spec("cupy") is None:
-    collect_ignore_glob += ["scanarray/backends/*cupy*.py", "scanarray/backends/numba_cuda*.py"]
+    collect_ignore_glob += ["scanarray/backends/cupy/*.py", "scanarray/backends/numba_cuda*.py"]
 if importlib.util.find_spec("dask") is None:
     collect_ignore_glob += ["scanarray/backends/dask*.py"]

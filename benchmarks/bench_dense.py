@@ -375,7 +375,7 @@ def with_settings(fn, **settings):
     (benchmarks only)."""
 
     def run():
-        from scanarray.backends import _cupy_dense
+        from scanarray.backends.cupy import dense as _cupy_dense
 
         old = {k: getattr(_cupy_dense, k) for k in settings}
         for k, v in settings.items():

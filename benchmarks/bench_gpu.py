@@ -220,7 +220,7 @@ def nbytes(a, b):
 def kernel_only(a, b, out, axis, method):
     """The launch alone (plan made once): GPU time without the public function's Python work."""
     from scanarray import _api
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     # the accumulation dtype, as the public function picks it (float32 for half-precision storage)
     dt = _api._result_dtypes(a, b, None, None)[1]
@@ -240,7 +240,7 @@ def host_overhead_us(n=200):
     repeated signature, and the full path), backend driver, launch."""
     from scanarray import _api
     from scanarray._problem import Problem
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     b = cupy.ones((4, 64), cupy.float32)
     a = cupy.full((4, 64), 0.5, cupy.float32)
@@ -267,7 +267,7 @@ def host_overhead_us(n=200):
         cupy.cuda.Device().synchronize()
     _api.FAST_CALLS = True
     # the same launch through CuPy's RawKernel call instead of the packed parameter buffer
-    from scanarray.backends import _cupy_common
+    from scanarray.backends.cupy import _common as _cupy_common
 
     _cupy_common.PACKED_LAUNCH = False
     launch.plan.fns.clear()

@@ -132,7 +132,7 @@ def _oracle(a, b, axis):
 def _call(scanarray, cupy, backend, method, radix):
     if radix is None:
         return lambda a, b, axis, out: scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
-    from scanarray.backends import _cupy_matmulscan
+    from scanarray.backends.cupy import matmulscan as _cupy_matmulscan
 
     r, pf, kern = (tuple(radix) + (KERNEL,))[:3] if isinstance(radix, tuple) else (radix, None, KERNEL)
 

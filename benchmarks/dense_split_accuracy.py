@@ -22,7 +22,7 @@ import numpy as np  # noqa: E402
 from bench_dense import numpy_loop  # noqa: E402
 
 import scanarray  # noqa: E402
-from scanarray.backends import _cupy_dense as cd  # noqa: E402
+from scanarray.backends.cupy import dense as cd  # noqa: E402
 
 #: (method, n, T, [(label, module settings)])
 SETUPS = [

@@ -97,7 +97,7 @@ def track(module_name: str) -> None:
     sys.modules[module_name].__class__ = _TunableModule
 
 
-#: Tile shapes of the CuPy diagonal kernels (scanarray/backends/cuda/scan.cu), keyed by the
+#: Tile shapes of the CuPy diagonal kernels (scanarray/backends/cupy/cuda/scan.cu), keyed by the
 #: compute dtype's itemsize. ``rows``: (threads, steps per thread, min blocks per SM) of the
 #: time-contiguous kernels for rows of at most one tile (``rows_tiles`` without look-back, or
 #: ``rows_warp`` for rows shorter than a tile); ``rows_long``: the same for rows of several tiles

@@ -68,7 +68,7 @@ BACKENDS: dict[str, BackendSpec] = {
         ),
         BackendSpec(
             "cupy",
-            "scanarray.backends.cupy_backend",
+            "scanarray.backends.cupy",
             arrays=("cupy",),
             methods=("lookback", "sequential", "matmulscan"),
             dense_methods=("cyclic_reduction", "prefix", "sequential", "chunked", "lookback"),

@@ -100,7 +100,7 @@ def long_rows_kernel(small_tiles, monkeypatch, request):
 def _staged_or_not(monkeypatch, key, staged):
     """Tiles staged in shared memory (``CUPY_SCAN[key]`` as set; skipped below compute capability
     9.0, where they are not used) or held in registers (``key`` emptied); plans made afresh."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     if not staged:
         monkeypatch.setitem(_config.CUPY_SCAN, key, {})
@@ -110,7 +110,7 @@ def _staged_or_not(monkeypatch, key, staged):
 
 
 def _long_rows_plan(shape, dtype):
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     b = cupy.zeros(shape, dtype)
     compute = np.dtype(np.float32) if b.itemsize == 2 else np.dtype(dtype)  # half types accumulate in float32
@@ -119,7 +119,7 @@ def _long_rows_plan(shape, dtype):
 
 def _l2pf_distance():
     """The L2 prefetch's distance in tickets, as scan.cu defines it (SCANARRAY_ROWS_L2PF)."""
-    from scanarray.backends import _cupy_common
+    from scanarray.backends.cupy import _common as _cupy_common
 
     return int(re.search(r"#define SCANARRAY_ROWS_L2PF (\d+)", _cupy_common.read_source("scan.cu")).group(1))
 
@@ -245,7 +245,7 @@ def test_time_major_vector_lanes(small_tiles, monkeypatch, width, case, rng):
     """Time-major lanes contiguous and aligned: lanes_vec (several lanes a thread, vector accesses),
     checked to be the kernel planned; 100 lanes: the last lane group of each width is partial; 3001
     steps: so is the last time tile."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec", {cs: (2, 2, 1, width) for cs in (4, 8)} | {16: None})
     monkeypatch.setattr(_cupy_scan, "_plans", {})
@@ -270,7 +270,7 @@ def test_time_major_vector_lanes(small_tiles, monkeypatch, width, case, rng):
 def test_time_major_vector_lanes_fall_back(small_tiles, rng):
     """Lanes a vector cannot cover take lanes_tiles: an odd lane count, or a view starting one lane
     in (its rows misaligned); a view starting four lanes in is aligned again."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     a = cupy.asarray(coefficients(rng, (500, 104), "float32", reset=0.001, high=1.0, low=0.99))
     b = cupy.asarray(values(rng, (500, 104), "float32"))
@@ -296,7 +296,7 @@ def test_lookback_stress_time_major(lanes_kernel, tile_order, dtype, rng):
 def test_lookback_stress_time_major_vector_lanes(small_tiles, monkeypatch, tile_order, dtype, rng):
     """lanes_vec (72 aligned lanes, several a thread) over thousands of small time tiles, 50 runs:
     bit-identical every time and matching the loop."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     monkeypatch.setattr(_cupy_scan, "_plans", {})
     shape = (6_000, 72)
@@ -347,7 +347,7 @@ def test_many_long_rows_block_per_row(small_tiles, dtype, reverse, rng):
 @pytest.mark.parametrize("offset", [0, 1])
 def test_one_tile_rows_split(small_tiles, reverse, offset, rng):
     """Few rows of exactly one tile: a block per row over shorter tiles (the one-wave plan)."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     T = 32 * 16  # one float32 tile of small_tiles' "rows"
     a = coefficients(rng, (20, T + offset), "float32", reset=0.01, high=1.1)[:, offset:]  # unaligned for 1
@@ -366,7 +366,7 @@ def test_one_tile_rows_split(small_tiles, reverse, offset, rng):
 def _record_plans(monkeypatch):
     """The list the CuPy driver's plans of the following calls are appended to (the plans the
     calls themselves make, for their own views)."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     planned = []
     plan = _cupy_scan.plan
@@ -462,7 +462,7 @@ def test_short_rows(T, dtype, rng):
     one element into the buffer (element path), both directions with an initial state, per-row
     ``a`` constant in time, scalar ``a``, non-finite values in two rows (the warp's exact replay),
     70 rows (a partial last warp). The plan must give a row the fewest lanes (a power of two)."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     lanes = 70
     a = coefficients(rng, (lanes, T), dtype)
@@ -508,7 +508,7 @@ def test_narrow_groups(T, offset, dtype, rng):
     every load issued up front and those past a row's end masked: short rows (``rows_seg``,
     ``rows_warp``), one tile, a block a row and look-back, both directions, with an initial
     state."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     lanes = 37 if T < 5000 else 3
     big_a = coefficients(rng, (lanes, T + offset), dtype)
@@ -629,7 +629,7 @@ def test_threads_share_plans(on_streams, rng):
 def full_path_calls(count_full_path):
     """Counts calls that went through the full path (the backend driver) rather than a launch
     bound to their signature; starts with no bound calls."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     return count_full_path(_cupy_scan)
 
@@ -690,7 +690,7 @@ def test_lookback_epochs_wrap(full_path_calls, monkeypatch, axis, rng):
     """A workspace's epochs wrap every few calls here (its statuses zeroed, its counter reset on
     its stream): seven calls, the first through the full path and the rest bound, on a stream
     of their own, each matching the loop; rows of 3 tiles and time-major tiles."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     monkeypatch.setattr(_cupy_scan, "_EPOCH_LIMIT", 3)
     shape = (3, 9000) if axis == -1 else (9000, 5)
@@ -732,7 +732,7 @@ def test_repeated_call_with_other_alignment(full_path_calls, rng):
 
 def test_repeated_call_after_tunables_change(full_path_calls, monkeypatch, rng):
     """Changed tile shapes (as tests and sweeps patch them) are seen by the next call."""
-    from scanarray.backends import _cupy_scan
+    from scanarray.backends.cupy import scan as _cupy_scan
 
     shape = (2, 20_000)
     a, b = coefficients(rng, shape, "float32", reset=0.001, high=1.0), values(rng, shape, "float32")
@@ -779,7 +779,7 @@ def test_repeated_scalar_call_keeps_its_constant(full_path_calls, rng):
 def test_launch_through_cupy_call(full_path_calls, monkeypatch, shape, rng):
     """CuPy's own RawKernel call (the fallback where the packed launch does not apply) gets the
     same arguments, pointers included, for full-path and bound calls alike."""
-    from scanarray.backends import _cupy_common, _cupy_scan
+    from scanarray.backends.cupy import _common as _cupy_common, scan as _cupy_scan
 
     monkeypatch.setattr(_cupy_common, "PACKED_LAUNCH", False)
     monkeypatch.setattr(_cupy_scan, "_plans", {})

@@ -503,7 +503,7 @@ _LATENCY_KERNELS += [pytest.param("bulk", x, id=f"bulk-x{x}") for x in (0, 2)]  
 @pytest.fixture
 def cupy_kernel(monkeypatch):
     """Select the CuPy sequential kernel (and optionally its depth and exchange) for the test."""
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     def select(kernel, stages=None, exchange=None):
         monkeypatch.setattr(_cupy_dense, "KERNEL", kernel)
@@ -667,7 +667,7 @@ def test_cupy_sequential_kernel_nonfinite(cupy_kernel, kernel, exchange, n):
 @pytest.fixture
 def cupy_chunk(monkeypatch):
     """Set the CuPy chunked method's chunk length, tile, depth and minimum chunk count for the test."""
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     def select(L=None, R=None, D=None, minimum=1):
         monkeypatch.setattr(_cupy_dense, "CHUNK_L", L)
@@ -780,7 +780,7 @@ def test_cupy_chunked_products_kinds(cupy_chunk, monkeypatch, mma, n, a_shape, D
     """Both products kernels (tensor cores in 3xTF32 for float32 9 <= n <= 64, FMAs) on every padding
     (n = 9, 31, 48: element copies into zero-padded tiles; 64: 16-byte copies), time-varying,
     time-invariant and lane-shared A, every ring depth, both directions, short last chunk."""
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     cupy_chunk(L=24, D=D)
     monkeypatch.setattr(_cupy_dense, "CHUNK_MMA", mma)
@@ -815,7 +815,7 @@ def test_cupy_chunked_nonnegative_no_bias(cupy_chunk, monkeypatch, mma, n, rng):
     """Non-negative transitions (row sums 0.99) and positive inputs, as the lookback test of the same
     name: a one-sided rounding in the chunk products (the tensor core's accumulation) adds up over a
     chunk instead of averaging out; float32's 1e-5 must hold with both products kernels."""
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     cupy_chunk(minimum=3)
     monkeypatch.setattr(_cupy_dense, "CHUNK_MMA", mma)
@@ -845,7 +845,7 @@ def test_cupy_chunked_warpgroup(cupy_chunk, monkeypatch, wg, n, a_shape, rng):
     k-tiles (the default), 4 and 8; zero padding (n = 33), time-varying, time-invariant and
     lane-shared A, both directions, a short last chunk. The plan must hold the warpgroup kernel,
     whose shared memory adds A[t]'s TF32 pieces to the mma.sync kernel's."""
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     _warpgroup_or_skip()
     cupy_chunk(L=24)
@@ -865,7 +865,7 @@ def test_cupy_chunked_warpgroup_step_arrangements(cupy_chunk, monkeypatch, wgopt
     replace) on time-varying and time-invariant A with zero padding (n = 47), against the float64
     loop; and the same-sign case, whose 1e-5 the pairs' float32 sums keep. Bit 2 alone (the
     alternating groups without bit 1) once skipped e entirely: it must fall back, not be wrong."""
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     _warpgroup_or_skip()
     cupy_chunk(L=24)
@@ -909,7 +909,7 @@ def test_cupy_chunked_fp16_pieces(cupy_chunk, monkeypatch, wg, n, rng):
     by 2^-40; rows and columns scaled by 10^-3 .. 10^3, so entries up to 10^5 and down to 10^-7,
     some rows scaled and some not), which the power-of-two row scales must bring into it. The plan
     must hold that kernel."""
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     _warpgroup_or_skip()
     cupy_chunk(L=24)
@@ -935,7 +935,7 @@ def test_cupy_chunked_whole_waves(rng):
     blocks of 32 steps, over one wave of an H200's 396; they become one wave of at most 396."""
     import cupy
 
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     _warpgroup_or_skip()
     lanes, T, n = 16, 1024, 64
@@ -985,7 +985,7 @@ def test_cupy_chunked_nonfinite_no_wrong_finite(cupy_chunk):
 def cupy_lookback(monkeypatch):
     """Set the CuPy lookback method's chunk length, warps per block and chunk-map kind (tensor
     cores or FMAs, float32 n <= 16) for the test."""
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     def select(L=None, W=None, mma=True):
         monkeypatch.setattr(_cupy_dense, "LOOKBACK_L", L)
@@ -1091,7 +1091,7 @@ def test_cupy_lookback_ring(cupy_lookback, monkeypatch, ring, n, reverse, rng):
     """A[t] streamed through every ring depth (shorter than, equal to, longer than a sub-chunk of
     8 steps (n = 5) or 16 (n = 16, tensor-core maps); a short last chunk), 16-byte and element
     copies (n = 5)."""
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     cupy_lookback(L=32, W=2)
     monkeypatch.setattr(_cupy_dense, "LOOKBACK_RING", ring)
@@ -1109,7 +1109,7 @@ def test_cupy_lookback_stress_identical(cupy_lookback, monkeypatch, W, tickets, 
     from the workspace's counter (as shipped) and by their block (``_cupy_dense.LOOKBACK_TICKETS``)."""
     import cupy
 
-    from scanarray.backends import _cupy_common, _cupy_dense
+    from scanarray.backends.cupy import _common as _cupy_common, dense as _cupy_dense
 
     cupy_lookback(L=2, W=W)
     monkeypatch.setattr(_cupy_dense, "LOOKBACK_TICKETS", tickets)
@@ -1189,7 +1189,7 @@ def test_cupy_lookback_nonfinite_as_the_loop(cupy_lookback, where, n):
 def dense_full_path_calls(count_full_path):
     """Counts dense CuPy calls that went through the full path rather than the launches bound to
     their signature; starts with no bound calls."""
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     return count_full_path(_cupy_dense)
 
@@ -1333,7 +1333,7 @@ def test_cupy_dense_repeated_call_after_tunables_change(dense_full_path_calls, m
     import cupy
 
     from scanarray import _config
-    from scanarray.backends import _cupy_dense
+    from scanarray.backends.cupy import dense as _cupy_dense
 
     A, b, _ = _repeat_inputs(rng, 4, 300, 16, {})
     A_d, b_d = cupy.asarray(A), cupy.asarray(b)

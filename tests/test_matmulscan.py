@@ -26,7 +26,7 @@ RADICES = [4, 8, 16]
 @pytest.fixture(params=[(k, s) for k in ("warp", "block") for s in RADICES], ids=lambda p: f"{p[0]}-s{p[1]}")
 def radix(request, monkeypatch):
     """Every radix of both kernel variants (warp-local decay fragments, block-shared decay)."""
-    from scanarray.backends import _cupy_matmulscan
+    from scanarray.backends.cupy import matmulscan as _cupy_matmulscan
 
     kernel, s = request.param
     monkeypatch.setattr(_cupy_matmulscan, "KERNEL", kernel)
@@ -157,7 +157,7 @@ def test_unsupported_falls_back_or_raises(rng):
     import cupy
 
     import scanarray
-    from scanarray.backends import _cupy_matmulscan
+    from scanarray.backends.cupy import matmulscan as _cupy_matmulscan
 
     a = coefficients(rng, (4, 200), "float32")
     b = values(rng, (4, 200), "float32")
@@ -187,7 +187,7 @@ def test_unsupported_falls_back_or_raises(rng):
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_prefetch_switch(radix, dtype, prefetch, rng, monkeypatch):
     """Both kernel variants with the next chunk prefetched or loaded in turn give the same results."""
-    from scanarray.backends import _cupy_matmulscan
+    from scanarray.backends.cupy import matmulscan as _cupy_matmulscan
 
     monkeypatch.setattr(_cupy_matmulscan, "PREFETCH", prefetch)
     a = coefficients(rng, (2, 77, 4, 1), dtype, reset=0.05, high=1.0)

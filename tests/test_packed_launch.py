@@ -14,7 +14,7 @@ import types
 import numpy as np
 import pytest
 
-from scanarray.backends._cupy_common import PackedLauncher
+from scanarray.backends.cupy._common import PackedLauncher
 
 
 @pytest.fixture

@@ -38,12 +38,12 @@ def test_reads_do_not_count():
     assert _config.generation() == g
 
 
-@pytest.mark.parametrize("name", ["scanarray.backends._cupy_common", "scanarray.backends._cupy_scan",
-                                  "scanarray.backends._cupy_dense"])
+@pytest.mark.parametrize("name", ["scanarray.backends.cupy._common", "scanarray.backends.cupy.scan",
+                                  "scanarray.backends.cupy.dense"])
 def test_backend_modules_are_tracked(name, monkeypatch):
     """The CuPy modules' own tunables (``PACKED_LAUNCH``, the dense kernels' shapes) count too
     (``_cupy_dense`` imports CuPy; the other two import without it)."""
-    if name.endswith("_dense"):
+    if name.endswith(".dense"):
         pytest.importorskip("cupy")
     import importlib
 

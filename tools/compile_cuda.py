@@ -3,7 +3,7 @@
 
 Usage: python tools/compile_cuda.py [--arch sm_90] [--verbose]
 
-Each ``scanarray/backends/cuda/*.cu`` is compiled to a cubin as it is (NVRTC
+Each ``scanarray/backends/cupy/cuda/*.cu`` is compiled to a cubin as it is (NVRTC
 compiles it at run time the same way). Templates are only checked once
 instantiated, so for ``scan.cu`` a translation unit instantiating every kernel
 for every (storage, compute) dtype pair the driver can ask for is compiled too.
@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-CUDA_DIR = os.path.join(ROOT, "scanarray", "backends", "cuda")
+CUDA_DIR = os.path.join(ROOT, "scanarray", "backends", "cupy", "cuda")
 
 _C = {
     "f16": "half_t", "bf16": "bf16_t", "f32": "float", "f64": "double",

@@ -12,7 +12,7 @@ export TORCH_EXTENSIONS_DIR=/tmp/torch_ext
 el "smoke"
 timeout 120 python3 - <<'PY' 2>&1 | tail -30
 import time, numpy as np, cupy, scanarray
-from scanarray.backends import _cupy_scan
+from scanarray.backends.cupy import scan as _cupy_scan
 rng = np.random.default_rng(0)
 for shape, axis in [((3, 10007), -1), ((5, 100), -1), ((10007, 3), 0), ((1, 2**22), -1)]:
     a = rng.uniform(-1, 1, shape).astype(np.float32); b = rng.standard_normal(shape).astype(np.float32)

@@ -38,9 +38,9 @@ import threading
 
 import numpy as np
 
-from .. import _config
-from . import _cupy_common as _common
-from ._layout import element_strides as _estrides, merge_axes as _merge
+from ... import _config
+from . import _common
+from .._layout import element_strides as _estrides, merge_axes as _merge
 
 __all__ = ["linear_recurrence", "plan"]
 

@@ -1,6 +1,6 @@
 """Shared helpers of the CuPy kernels: sources, compile options, C type names, module cache.
 
-Kernels live as ``.cu``/``.cuh`` files in ``scanarray/backends/cuda`` (package data),
+Kernels live as ``.cu``/``.cuh`` files in ``scanarray/backends/cupy/cuda`` (package data),
 are compiled at run time by NVRTC through :class:`cupy.RawModule`, lazily, once per
 device and instantiation, in the manner of CuPy's own ``cupyx.scipy.signal``
 kernels. CuPy caches the binaries on disk too.
@@ -22,7 +22,7 @@ import threading
 
 import numpy as np
 
-from .. import _config
+from ... import _config
 
 __all__ = [
     "PACKED_LAUNCH",

@@ -72,11 +72,11 @@ import functools
 import cupy
 import numpy as np
 
-from .. import _config as _settings
-from .. import _dense
-from . import _cupy_common as _common
-from ._cupy_common import Binder
-from ._cupy_scan import _tile_options, _workspace_at
+from ... import _config as _settings
+from ... import _dense
+from . import _common
+from ._common import Binder
+from .scan import _tile_options, _workspace_at
 
 __all__ = ["KERNEL", "chunked", "full_precision", "linear_recurrence", "lookback", "sequential"]
 
@@ -161,7 +161,7 @@ def _names():
 @cupy._util.memoize(for_each_device=True)
 def _module():
     # C++17: CuPy's complex.cuh pulls in CCCL/Thrust, which requires it (CuPy 14).
-    from ._cupy_common import read_source
+    from ._common import read_source
 
     return cupy.RawModule(code=read_source("dense.cu"), options=("--std=c++17",), name_expressions=_names())
 
@@ -443,7 +443,7 @@ def _plan(dt, n, L, kind, aligned, stages=None, row_bytes=None):
     """``(function, grid, block, shared bytes, P)`` for kernel ``kind`` ("ring"/"regs"), or None;
     ``stages``, ``row_bytes``: ``D`` and a thread's bytes of a row where ``STAGES``, ``ROW_BYTES``
     are unset."""
-    from ._cupy_common import get_function
+    from ._common import get_function
 
     limits = _device_limits()
     c = _config(dt, n, L, kind, limits, aligned, STAGES if stages is None else stages, EXCHANGE, row_bytes)
@@ -612,7 +612,7 @@ def _mma_product_plan(N, total, D):
     steps (default 4; 3 at N = 64, where 4 blocks of 50 KB share an SM: see ``DENSE_MMA_MINB`` in
     dense.cu; 2 on warpgroup MMAs, where 3 blocks of 65-66 KB do; 3 warp-specialized, 2 blocks of
     82 KB)."""
-    from ._cupy_common import get_function
+    from ._common import get_function
 
     wg = _mma_wg(N)
     D = D or (3 if wg == _H16_WS else 2 if wg else 3 if N == 64 else 4)
@@ -692,7 +692,7 @@ def _chunk_group(dt):
 
 def _product_plan(dt, n, total, R, D):
     """``(function, blocks, threads, shared bytes, G)`` of the products kernel, or None where it does not fit."""
-    from ._cupy_common import get_function
+    from ._common import get_function
 
     N = _chunk_mma_n(dt, n)
     if N is not None:
@@ -1019,7 +1019,7 @@ def _lb_group(dt):
 
 
 def _lb_function(dt, N, W, smem):
-    from ._cupy_common import get_function
+    from ._common import get_function
 
     opts = _tile_options(LOOKBACK_TICKETS)
     if LOOKBACK_DEPTH is not None:

@@ -15,20 +15,20 @@ __all__ = ["auto_method", "linear_recurrence"]
 
 
 def auto_method(problem):
-    from .. import _config
+    from ... import _config
 
     return _config.cupy_auto_method(problem)
 
 
 def linear_recurrence(problem):
     if problem.dense:
-        from . import _cupy_dense
+        from . import dense as _cupy_dense
 
         return _cupy_dense.linear_recurrence(problem)
     if problem.method == "matmulscan":
-        from . import _cupy_matmulscan
+        from . import matmulscan as _cupy_matmulscan
 
         return _cupy_matmulscan.linear_recurrence(problem)
-    from . import _cupy_scan
+    from . import scan as _cupy_scan
 
     return _cupy_scan.linear_recurrence(problem)

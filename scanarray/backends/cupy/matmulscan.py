@@ -31,7 +31,7 @@ import os
 
 import numpy as np
 
-from ._layout import element_strides as _estrides, merge_axes as _merge
+from .._layout import element_strides as _estrides, merge_axes as _merge
 
 __all__ = ["linear_recurrence", "unsupported_reason", "RADIX"]
 
@@ -120,7 +120,7 @@ def linear_recurrence(p, radix=None, strict=False):
         if strict:
             raise ValueError(f"method='matmulscan' cannot take this problem: {reason}")
         try:
-            from . import _cupy_scan
+            from . import scan as _cupy_scan
         except ImportError:
             raise ValueError(
                 f"method='matmulscan' cannot take this problem ({reason}) and the look-back "
