@@ -50,7 +50,7 @@ if [ ! -s "$jobs" ]; then
   n=${#commits[@]}
   echo "${commits[$((n-1))]} ^gpu\\." > "$jobs"
   for ((i=n-2; i>=0; i--)); do
-    echo "${commits[$i]} ^gpu\\.Gpu(Scan|Gae)\\.time_scan|^gpu\\.GpuCopy" >> "$jobs"
+    echo "${commits[$i]} ^gpu\\.Gpu(Scan|Gae)\\.time_scan|^gpu\\.MemoryCopy" >> "$jobs"
   done
 fi
 

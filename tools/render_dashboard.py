@@ -2,7 +2,7 @@
 
 Usage (after ``asv publish``)::
 
-    python tools/render_dashboard.py [--html .asv/html] [--screenshot docs/img/asv_dashboard.png]
+    python tools/render_dashboard.py [--html .asv/html] [--deps .asv/www-deps] [--screenshot dashboard.png]
 
 What it checks, in order:
 
@@ -95,6 +95,11 @@ def find_chromium():
         if path:
             return path
     sys.exit("render_dashboard: no chromium on PATH (Debian: apt-get install -y chromium)")
+
+
+def is_baseline(name):
+    """A machine's copy bandwidth (``*.MemoryCopy.*``): the ceiling, not a scanarray benchmark."""
+    return ".MemoryCopy." in name
 
 
 def check_json(html):
@@ -196,7 +201,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--html", default=".asv/html", help="asv publish output (html_dir)")
     ap.add_argument("--bench", default=None, help="benchmark whose history graph to open "
-                    "(default: the one with the most points)")
+                    "(default: cpu.CpuScan.track_gbps, else the scanarray benchmark with the most points)")
     ap.add_argument("--screenshot", default=None, help="PNG of the history graph page")
     ap.add_argument("--query", default="y-axis-scale=log",
                     help="asv graph-page options after '?' (e.g. 'y-axis-scale=log&x-axis-scale=date')")
@@ -211,9 +216,17 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     index, points = check_json(args.html)
-    bench = args.bench or max(points, key=lambda k: (points[k], k))
+    # The grid shows benchmarks in index.json's order; its first tile, and the graph this check
+    # opens, must be scanarray's, not a machine's copy baseline (MemoryCopy, sorted last).
+    first = next(iter(index["benchmarks"]))
+    if is_baseline(first):
+        sys.exit(f"render_dashboard: the dashboard opens on the baseline {first}, not a scanarray benchmark")
+    ours = {k: v for k, v in points.items() if not is_baseline(k)}
+    bench = args.bench or ("cpu.CpuScan.track_gbps" if ours.get("cpu.CpuScan.track_gbps")
+                           else max(ours, key=lambda k: (ours[k], k)))
     if bench not in index["benchmarks"]:
         sys.exit(f"render_dashboard: {bench} is not in index.json")
+    print(f"first tile of the grid: {first}; history graph checked: {bench}")
     print(f"json: {len(index['benchmarks'])} benchmarks, {sum(points.values())} summary points, "
           f"{len(index.get('revision_to_hash', {}))} revisions, machines {sorted(index['params'].get('machine', []))}", flush=True)
 

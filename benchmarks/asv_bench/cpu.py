@@ -74,7 +74,7 @@ class CpuSweep(_CpuScan):
     peakmem_scan = None
 
 
-class CpuCopy:
+class MemoryCopy:
     """This machine's copy bandwidth (``numpy.copyto``, bytes read + written): the plots' ceiling."""
 
     version = "1"

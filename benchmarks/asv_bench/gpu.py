@@ -151,7 +151,7 @@ class GpuRowLength(_GpuScan):
     track_pool_bytes = None
 
 
-class GpuCopy:
+class MemoryCopy:
     """The device's copy bandwidth (CuPy device-to-device copy of 1 GiB, bytes read + written)."""
 
     version = "1"
