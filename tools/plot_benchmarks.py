@@ -38,8 +38,8 @@ SWEEPS = {"cpu": ("cpu.CpuSweep.track_gbps", "cpu.MemoryCopy.track_copy_gbps"),
 
 #: how each machine's results were made (the performance page names it)
 COMMANDS = {
-    "cpu": "asv run --machine {machine} --launch-method forkserver <commit>^! (docs/asv.md)",
-    "gpu": "tools/asv_gpu_prepare.sh <commit>; on the host tools/asv_gpu.sh (docs/asv.md)",
+    "cpu": "asv run --machine {machine} --launch-method forkserver --bench '^cpu\\.' <commit>^!",
+    "gpu": "tools/asv_gpu_prepare.sh <commit>, then tools/asv_gpu.sh on the GPU host",
 }
 
 #: (benchmark, implementation, peers) rows of the headline table; missing ones are left out
@@ -223,6 +223,22 @@ def figure_markdown(machine, runs, figure):
             f"(`{SWEEPS[kind][0]}`), and an older sweep would show older kernels.*\n")
 
 
+def load_note(runs, run, kind):
+    """A sentence when ``run``'s copy bandwidth is far below the machine's best: a busy machine.
+
+    The copy runs in the same process as the scans, so a low copy figure means that other jobs
+    shared the memory bus and cores, and the scans' figures are low by at least as much.
+    """
+    best = max((copy_bandwidth(r, kind) or 0 for r in runs), default=0)
+    mine = copy_bandwidth(run, kind)
+    if not mine or not best or mine >= 0.75 * best:
+        return ""
+    return (f"**This run shared a busy machine**: its copy bandwidth, {mine:.3g} GB/s, is "
+            f"{100 * mine / best:.0f}% of the best this machine has measured ({best:.3g} GB/s), so "
+            "scanarray's figures here are low, its multi-core paths (one long row, EMA) most of all; "
+            "compare figures within one run. ")
+
+
 def table_markdown(machine, info, runs):
     kind = kind_of(machine)
     run = newest_measured(runs)
@@ -231,7 +247,7 @@ def table_markdown(machine, info, runs):
         return f"*No headline results for {machine} yet.*\n"
     copy_bw = copy_bandwidth(run, kind)
     cmd = COMMANDS[kind].format(machine=machine)
-    return "\n".join([
+    return "\n".join([load_note(runs, run, kind) + 
         f"Machine: {device_of(machine, info)} (asv machine `{machine}`); commit "
         f"{run.commit_hash[:8]}, measured {measured(run):%Y-%m-%d}; command: `{cmd}`. "
         + (f"Copy bandwidth in the same run: {copy_bw:.3g} GB/s. " if copy_bw else "")
