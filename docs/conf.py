@@ -1,6 +1,6 @@
 """Sphinx configuration of scanarray's documentation site.
 
-Build (from a checkout; see docs/index.md "Building these pages")::
+Build from a checkout (the command README.md documents; CI runs it in tools/ci_docs.sh)::
 
     python -m pip install ".[docs]" && python -m sphinx -W -b html docs docs/_build/html
 
