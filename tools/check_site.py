@@ -22,21 +22,13 @@ Debian's ``chromium`` (``apt-get install -y chromium``).
 from __future__ import annotations
 
 import argparse
-import functools
 import html
-import http.server
 import json
 import os
 import re
-import shutil
-import subprocess
-import sys
 import tempfile
-import threading
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-                  "--disable-dev-shm-usage"]
+from _headless import chromium, find_chromium, finish, served_copy
 
 PROBE = r"""
 <script>
@@ -48,13 +40,8 @@ PROBE = r"""
       imgs.push({src: im.getAttribute("src"), complete: im.complete,
                  w: im.naturalWidth, h: im.naturalHeight});
     });
-    var pre = document.getElementById("site-check");
-    if (!pre) {
-      pre = document.createElement("pre");
-      pre.id = "site-check";
-      pre.style.display = "none";
-      document.body.appendChild(pre);
-    }
+    var pre = document.getElementById("site-check") || document.body.appendChild(
+      Object.assign(document.createElement("pre"), {id: "site-check", hidden: true}));
     pre.textContent = JSON.stringify({imgs: imgs, title: document.title});
   }
   window.addEventListener("load", report);
@@ -75,35 +62,6 @@ PAGES = {
 #: page -> screenshot file name
 SCREENSHOTS = {"index.html": "home.png", "tutorials/plot_smoothing.html": "tutorial.png",
                "performance.html": "performance.png"}
-
-
-def find_chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    sys.exit("check_site: no chromium on PATH (Debian: apt-get install -y chromium)")
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-def serve(root):
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=root))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd
-
-
-def chromium(browser, url, extra, budget_ms=5000, timeout=120):
-    profile = tempfile.mkdtemp(prefix="site-chromium-")
-    cmd = [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", f"--virtual-time-budget={budget_ms}",
-           *extra, url]
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def png_size(path):
@@ -136,13 +94,11 @@ def main(argv=None):
     ap.add_argument("--window", default="1280,1400")
     args = ap.parse_args(argv)
 
-    browser = find_chromium()
+    browser = find_chromium("check_site")
     failures = []
-    site = tempfile.mkdtemp(prefix="site-copy-")
     shots = args.screenshots or tempfile.mkdtemp(prefix="site-shots-")
     os.makedirs(shots, exist_ok=True)
-    try:
-        shutil.copytree(args.html, site, dirs_exist_ok=True)
+    with served_copy(args.html, "site-copy-") as (site, base):
         for page in PAGES:
             path = os.path.join(site, page)
             if not os.path.exists(path):
@@ -152,60 +108,51 @@ def main(argv=None):
                 text = f.read()
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text.replace("</body>", PROBE + "</body>"))
-        httpd = serve(site)
-        base = f"http://127.0.0.1:{httpd.server_address[1]}/"
-        try:
-            for page, (images, needles) in PAGES.items():
-                if not os.path.exists(os.path.join(site, page)):
+        for page, (images, needles) in PAGES.items():
+            if not os.path.exists(os.path.join(site, page)):
+                continue
+            proc = chromium(browser, base + page, ["--dump-dom", f"--window-size={args.window}"], 5000)
+            dom = proc.stdout
+            m = re.search(r'<pre id="site-check"[^>]*>(.*?)</pre>', dom, re.S)
+            if not m:
+                failures.append(f"{page}: no probe output (rc {proc.returncode}) {proc.stderr[-800:]}")
+                continue
+            probe = json.loads(html.unescape(m.group(1)))
+            text = html.unescape(re.sub(r"<[^>]+>", "", dom))
+            for needle in needles:
+                if needle not in text:
+                    failures.append(f"{page}: the rendered page does not show {needle!r}")
+            for want in images:
+                hits = [im for im in probe["imgs"] if want in (im["src"] or "")]
+                if not hits:
+                    failures.append(f"{page}: no <img> for {want}")
                     continue
-                proc = chromium(browser, base + page, ["--dump-dom", f"--window-size={args.window}"])
-                dom = proc.stdout
-                m = re.search(r'<pre id="site-check"[^>]*>(.*?)</pre>', dom, re.S)
-                if not m:
-                    failures.append(f"{page}: no probe output (rc {proc.returncode}) {proc.stderr[-800:]}")
-                    continue
-                probe = json.loads(html.unescape(m.group(1)))
-                text = html.unescape(re.sub(r"<[^>]+>", "", dom))
-                for needle in needles:
-                    if needle not in text:
-                        failures.append(f"{page}: the rendered page does not show {needle!r}")
-                for want in images:
-                    hits = [im for im in probe["imgs"] if want in (im["src"] or "")]
-                    if not hits:
-                        failures.append(f"{page}: no <img> for {want}")
-                        continue
-                    for im in hits:
-                        file = os.path.normpath(os.path.join(os.path.dirname(os.path.join(args.html, page)),
-                                                             im["src"].split("?")[0]))
-                        size = png_size(file) if os.path.exists(file) else None
-                        drawn = im["complete"] and im["w"] > 100 and im["h"] > 100
-                        print(f"{page}: {im['src']}: rendered {im['w']}x{im['h']}, file "
-                              f"{os.path.getsize(file) if os.path.exists(file) else 'missing'} bytes, PNG {size}")
-                        if not drawn:
-                            failures.append(f"{page}: {want} did not render ({im})")
-                        if not size or os.path.getsize(file) < 2000:
-                            failures.append(f"{page}: {file} is not a real PNG")
-                print(f"{page}: {len(probe['imgs'])} images, title {probe['title']!r}, "
-                      f"{len(needles)} texts checked")
-            for page, name in SCREENSHOTS.items():
-                out = os.path.abspath(os.path.join(shots, name))
-                if os.path.exists(out):
-                    os.remove(out)
-                proc = chromium(browser, base + page, [f"--screenshot={out}", f"--window-size={args.window}"])
-                if not os.path.exists(out):
-                    failures.append(f"screenshot of {page} not written (rc {proc.returncode}): {proc.stderr[-500:]}")
-                    continue
-                ok, what = not_blank(out)
-                print(f"screenshot {out}: {what}")
-                if not ok:
-                    failures.append(f"screenshot of {page} looks blank: {what}")
-        finally:
-            httpd.shutdown()
-    finally:
-        shutil.rmtree(site, ignore_errors=True)
-    if failures:
-        sys.exit("check_site: FAILED\n  " + "\n  ".join(failures))
-    print("check_site: OK")
+                for im in hits:
+                    file = os.path.normpath(os.path.join(os.path.dirname(os.path.join(args.html, page)),
+                                                         im["src"].split("?")[0]))
+                    size = png_size(file) if os.path.exists(file) else None
+                    drawn = im["complete"] and im["w"] > 100 and im["h"] > 100
+                    print(f"{page}: {im['src']}: rendered {im['w']}x{im['h']}, file "
+                          f"{os.path.getsize(file) if os.path.exists(file) else 'missing'} bytes, PNG {size}")
+                    if not drawn:
+                        failures.append(f"{page}: {want} did not render ({im})")
+                    if not size or os.path.getsize(file) < 2000:
+                        failures.append(f"{page}: {file} is not a real PNG")
+            print(f"{page}: {len(probe['imgs'])} images, title {probe['title']!r}, "
+                  f"{len(needles)} texts checked")
+        for page, name in SCREENSHOTS.items():
+            out = os.path.abspath(os.path.join(shots, name))
+            if os.path.exists(out):
+                os.remove(out)
+            proc = chromium(browser, base + page, [f"--screenshot={out}", f"--window-size={args.window}"], 5000)
+            if not os.path.exists(out):
+                failures.append(f"screenshot of {page} not written (rc {proc.returncode}): {proc.stderr[-500:]}")
+                continue
+            ok, what = not_blank(out)
+            print(f"screenshot {out}: {what}")
+            if not ok:
+                failures.append(f"screenshot of {page} looks blank: {what}")
+    finish("check_site", failures)
 
 
 if __name__ == "__main__":

@@ -26,18 +26,15 @@ Exit status 0 on success; a message naming what is missing otherwise.
 from __future__ import annotations
 
 import argparse
-import functools
 import glob
-import http.server
 import json
 import math
 import os
 import re
 import shutil
-import subprocess
 import sys
-import tempfile
-import threading
+
+from _headless import chromium, find_chromium, finish, served_copy
 
 PROBE = r"""
 <script>
@@ -76,26 +73,6 @@ PROBE = r"""
 })();
 </script>
 """
-
-CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--no-first-run",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
-]
-
-
-def find_chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome", "chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    sys.exit("render_dashboard: no chromium on PATH (Debian: apt-get install -y chromium)")
-
 
 def is_baseline(name):
     """A machine's copy bandwidth (``*.MemoryCopy.*``): the ceiling, not a scanarray benchmark."""
@@ -139,29 +116,6 @@ def machine_history(html):
             if any(v is not None and isinstance(v, (int, float)) and math.isfinite(v) for v in vals):
                 seen.add(rev)
     return {k: len(v) for k, v in revs.items()}
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, *args):
-        pass
-
-
-def serve(root):
-    handler = functools.partial(_Quiet, directory=root)
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    return httpd
-
-
-def chromium(browser, url, extra, budget_ms, timeout=120):
-    profile = tempfile.mkdtemp(prefix="asv-chromium-")
-    cmd = [browser, *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-           f"--virtual-time-budget={budget_ms}", *extra, url]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
-    return proc
 
 
 def probe(browser, url, budget_ms, window):
@@ -238,10 +192,9 @@ def main(argv=None):
         sys.exit(f"render_dashboard: machines with fewer than {args.min_revisions} measured commits: "
                  f"{short or 'no machine at all'}")
 
-    browser = find_chromium()
-    site = tempfile.mkdtemp(prefix="asv-site-")
-    try:
-        shutil.copytree(args.html, site, dirs_exist_ok=True)
+    browser = find_chromium("render_dashboard")
+    failures = []
+    with served_copy(args.html, "asv-site-") as (site, root):
         page = os.path.join(site, "index.html")
         with open(page) as f:
             text = f.read()
@@ -249,35 +202,26 @@ def main(argv=None):
             text = use_local_deps(text, args.deps, site)
         with open(page, "w") as f:
             f.write(text.replace("</body>", PROBE + "</body>"))
-        httpd = serve(site)
-        base = f"http://127.0.0.1:{httpd.server_address[1]}/index.html"
-        try:
-            failures = []
-            graph = f"{base}#{bench}" + (f"?{args.query}" if args.query else "")
-            for name, url, window in (("summary grid", base, "1400,4000"),
-                                      (f"graph {bench}", graph, args.window)):
-                got = probe(browser, url, args.budget_ms, window)
-                print(f"{name}: {got['plots']} plots, {got['series']} series, {got['points']} points, "
-                      f"{got['canvases']} canvases, {got['painted']} painted pixels")
-                need = args.min_points if name.startswith("graph") else 1
-                if got["plots"] < 1 or got["points"] < need or got["painted"] < 1:
-                    failures.append(f"{name}: {got}")
-            if args.screenshot:
-                os.makedirs(os.path.dirname(os.path.abspath(args.screenshot)), exist_ok=True)
-                proc = chromium(browser, graph,
-                                [f"--screenshot={os.path.abspath(args.screenshot)}",
-                                 f"--window-size={args.window}"], args.budget_ms)
-                if not os.path.exists(args.screenshot):
-                    failures.append(f"no screenshot written (rc {proc.returncode}): {proc.stderr[-500:]}")
-                else:
-                    print(f"screenshot: {args.screenshot}")
-        finally:
-            httpd.shutdown()
-    finally:
-        shutil.rmtree(site, ignore_errors=True)
-    if failures:
-        sys.exit("render_dashboard: graphs without data points:\n  " + "\n  ".join(failures))
-    print("render_dashboard: OK")
+        base = root + "index.html"
+        graph = f"{base}#{bench}" + (f"?{args.query}" if args.query else "")
+        for name, url, window in (("summary grid", base, "1400,4000"),
+                                  (f"graph {bench}", graph, args.window)):
+            got = probe(browser, url, args.budget_ms, window)
+            print(f"{name}: {got['plots']} plots, {got['series']} series, {got['points']} points, "
+                  f"{got['canvases']} canvases, {got['painted']} painted pixels")
+            need = args.min_points if name.startswith("graph") else 1
+            if got["plots"] < 1 or got["points"] < need or got["painted"] < 1:
+                failures.append(f"{name}: {got}")
+        if args.screenshot:
+            shot = os.path.abspath(args.screenshot)
+            os.makedirs(os.path.dirname(shot), exist_ok=True)
+            proc = chromium(browser, graph, [f"--screenshot={shot}", f"--window-size={args.window}"],
+                            args.budget_ms)
+            if os.path.exists(shot):
+                print(f"screenshot: {args.screenshot}")
+            else:
+                failures.append(f"no screenshot written (rc {proc.returncode}): {proc.stderr[-500:]}")
+    finish("render_dashboard", failures, "graphs without data points")
 
 
 if __name__ == "__main__":
