@@ -178,6 +178,23 @@ def linear_recurrence(
             if result is not None:
                 return result
 
+    # --- torch and JAX arrays: their front-ends (imported only when such an array arrives) ---
+    frontend = _frontend(a, b, initial, out)
+    if frontend is not None:
+        return frontend.linear_recurrence(a, b, axis, chunk, initial=initial, reverse=reverse, dense=dense,
+                                          dtype=dtype, out=out, backend=backend, method=method)
+    return _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, backend, method, key)
+
+
+def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, backend, method, key=None, *,
+                       product=None):
+    """The public function's work on NumPy, CuPy and Dask arrays (``key``: the signature to bind).
+
+    ``product=(mul, mul_out)`` is the adjoint's entry (:mod:`scanarray._vjp`): ``mul_out`` of the
+    result's shape and dtype also receives ``h * mul`` (``mul`` broadcastable to the result), in the
+    scan's own pass where the backend ``fuses_product``, else right after it. Backends that write
+    ``out`` only (not Dask). Calls with a product are never bound to a signature.
+    """
     # --- what kind of arrays, and which namespace ---------------------------
     # (Spelled out rather than looped: this runs on every call, and on CuPy the host time
     # before the launch is time the GPU may idle.)
@@ -294,12 +311,15 @@ def linear_recurrence(
         xp=xp, kind=kind, a=a_v, b=b_v, initial=h0, out=out_v,
         dtype=compute_dtype, out_dtype=out_dtype, reverse=reverse, dense=dense,
         chunk=chunk, method=method, backend=spec.name, a_compact=a_c,
+        **(_epilogue(xp, product, shape, perm) if product is not None and spec.fuses_product else {}),
     )
     if problem.method == "auto":
         problem.method = mod.auto_method(problem)
     if 0 in shape:  # nothing to compute: an empty time axis or no lanes
         return result if spec.writes_out else xp.moveaxis(mod.linear_recurrence(problem), t_ax, axis)
     canonical = mod.linear_recurrence(problem)
+    if product is not None and problem.mul is None:  # the backend does not fuse: one more pass
+        xp.multiply(result, product[0], out=product[1])
     if key is not None and problem.bind is not None:
         # a bound call allocates its result as this one did (alloc: None when out was given)
         fast = problem.bind(a, a is not a_arg, b, initial, result, alloc if out is None else None)
@@ -354,6 +374,65 @@ def _array_sig(x, tb):
     if type(x) is tb:
         return (x.shape, x.strides, x.dtype)
     return False
+
+
+# --------------------------------------------------------------------------- front-ends
+
+#: (types of a, b, initial, out) -> the module of their framework's front-end, or None
+_FRONTENDS: dict = {}
+#: framework -> its front-end module (imported with the first array of that framework)
+_FRONTEND_MODULES = {"torch": "scanarray._torch", "jax": "scanarray._jax"}
+
+
+def _frontend(a, b, initial, out):
+    """The front-end module for torch or JAX arguments, None for anything else (memoised per types)."""
+    key = (type(a), type(b), type(initial), type(out))
+    try:
+        return _FRONTENDS[key]
+    except KeyError:
+        pass
+    names = (("a", a), ("b", b), ("initial", initial), ("out", out))
+    found = {n: _framework(x) for n, x in names}
+    frameworks = {f for f in found.values() if f is not None}
+    module = None
+    if frameworks:
+        others = {n: found[n] or _library(x) for n, x in names
+                  if x is not None and not isinstance(x, _PYTHON_SCALARS) and found[n] not in frameworks}
+        if len(frameworks) > 1 or others:
+            named = ", ".join(f"{n}: {found[n] or _library(x) if _is_array(x) else type(x).__name__}"
+                              for n, x in names if x is not None and not isinstance(x, _PYTHON_SCALARS))
+            raise TypeError(
+                f"inputs come from different array libraries ({named}); pass arrays of one library "
+                "(Python scalars mix with any): scanarray never converts between frameworks behind your back"
+            )
+        import importlib
+
+        module = importlib.import_module(_FRONTEND_MODULES[frameworks.pop()])
+    _FRONTENDS[key] = module
+    return module
+
+
+def _framework(x):
+    """"torch" or "jax" if ``x`` is one of their arrays (tracers included), else None.
+
+    Asks only frameworks already imported (``sys.modules``), as array-api-compat does: an array of
+    a framework cannot exist before the framework is imported, so nothing is imported to find out.
+    """
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(x, torch.Tensor):
+        return "torch"
+    jax = sys.modules.get("jax")
+    if jax is not None and isinstance(x, getattr(jax, "Array", ())):
+        return "jax"
+    return None
+
+
+def _epilogue(xp, product, shape, perm):
+    """``Problem.mul`` and ``Problem.mul_out``: the canonical views of ``product=(mul, mul_out)``."""
+    mul, mul_out = product
+    return {"mul": _view(xp, mul, shape, perm), "mul_out": _view(xp, mul_out, shape, perm)}
 
 
 # --------------------------------------------------------------------------- helpers

@@ -52,6 +52,11 @@ class Problem:
     #: set by a backend whose call was one launch on the caller's own memory: a callable that
     #: binds the caller's arrays to a direct repeat of that launch (see ``_cupy_common.Binder``)
     bind: Any = None
+    #: the fused epilogue of the adjoint (set only for backends with ``fuses_product``): ``mul`` a
+    #: read-only view broadcast to the canonical shape, ``mul_out`` a writable view of it; the
+    #: backend writes ``mul_out[...] = h[...] * mul[...]`` as it writes ``h``
+    mul: Any = None
+    mul_out: Any = None
 
     @property
     def time_axis(self) -> int:

@@ -43,6 +43,9 @@ class BackendSpec:
     writes_out: bool = True
     #: environment switches that must hold (e.g. numba's CUDA simulator)
     notes: tuple[str, ...] = field(default=())
+    #: whether it writes ``Problem.mul_out = h * Problem.mul`` in the scan's own pass (the
+    #: adjoint's ``grad_a = grad_b * h_prev``); otherwise the caller multiplies after the scan
+    fuses_product: bool = False
 
 
 # Order matters: for ``backend=None`` the first available backend that takes
