@@ -380,8 +380,6 @@ def _array_sig(x, tb):
 
 #: (types of a, b, initial, out) -> the module of their framework's front-end, or None
 _FRONTENDS: dict = {}
-#: framework -> its front-end module (imported with the first array of that framework)
-_FRONTEND_MODULES = {"torch": "scanarray._torch", "jax": "scanarray._jax"}
 
 
 def _frontend(a, b, initial, out):
@@ -405,9 +403,11 @@ def _frontend(a, b, initial, out):
                 f"inputs come from different array libraries ({named}); pass arrays of one library "
                 "(Python scalars mix with any): scanarray never converts between frameworks behind your back"
             )
-        import importlib
-
-        module = importlib.import_module(_FRONTEND_MODULES[frameworks.pop()])
+        # import statements, not importlib: torch.compile traces them (a first call may be compiled)
+        if frameworks.pop() == "torch":
+            from . import _torch as module
+        else:
+            from . import _jax as module
     _FRONTENDS[key] = module
     return module
 

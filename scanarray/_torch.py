@@ -1,0 +1,496 @@
+"""The PyTorch front-end: ``scanarray.linear_recurrence`` on tensors, with gradients.
+
+Imported by :func:`scanarray.linear_recurrence` the first time a tensor arrives (never by
+``import scanarray``). Tensors reach scanarray's own code as views: CPU tensors as NumPy arrays
+(``Tensor.numpy()``, zero copy) for the numba/NumPy backends, CUDA tensors as CuPy arrays over the
+same memory for the CuPy kernels, launched on torch's current stream (no synchronisation, no host
+round trip). Results and gradients are allocated by torch (its caching allocator on the GPU).
+
+Three ways in, one implementation (``_forward`` / ``_backward``):
+
+- the custom ops ``torch.ops.scanarray.linear_recurrence`` and ``...linear_recurrence_vjp``
+  (``torch.library.custom_op`` with ``register_fake``, ``register_autograd`` and
+  ``register_vmap``): what ``torch.compile`` (one graph, no breaks) and ``torch.func`` see;
+- in eager mode with gradients, a ``torch.autograd.Function`` calling the same functions:
+  ``register_autograd``'s Python wrapper cost ~80 us a call against ~9 us for the Function
+  (measured on a shared 2-core VM, torch 2.13 CPU), which a small scan cannot hide;
+- in eager mode without gradients, the implementation directly.
+
+Complex tensors follow torch's convention (conjugate Wirtinger derivatives): the adjoint runs with
+``conjugate=True`` (see :mod:`scanarray._vjp`).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import _api, _vjp
+from ._frameworks import cupy_view, device_count, external_stream, result_dtypes
+
+__all__ = ["linear_recurrence"]
+
+_NUMPY_OF = {
+    torch.bool: np.dtype(np.bool_), torch.uint8: np.dtype(np.uint8), torch.int8: np.dtype(np.int8),
+    torch.int16: np.dtype(np.int16), torch.int32: np.dtype(np.int32), torch.int64: np.dtype(np.int64),
+    torch.float16: np.dtype(np.float16), torch.float32: np.dtype(np.float32),
+    torch.float64: np.dtype(np.float64), torch.complex64: np.dtype(np.complex64),
+    torch.complex128: np.dtype(np.complex128),
+}
+_TORCH_OF = {v: k for k, v in _NUMPY_OF.items()}
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+_SCALARS = _api._PYTHON_SCALARS
+_ACCEPTED = "bool, integers, float16, bfloat16, float32, float64, complex64, complex128"
+#: torch.compile calls these at trace time and keeps the result: plain Python on static metadata
+_constant = getattr(torch.compiler, "assume_constant_result", lambda f: f)
+
+
+# --------------------------------------------------------------------------- the public entry
+
+
+def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, dense=False, dtype=None,
+                      out=None, backend=None, method="auto"):
+    """:func:`scanarray.linear_recurrence` for torch tensors (and Python scalars): see its docstring."""
+    ref = next(x for x in (b, a, initial, out) if isinstance(x, Tensor))
+    device = ref.device
+    for x, name in ((a, "a"), (b, "b"), (initial, "initial"), (out, "out")):
+        if isinstance(x, Tensor) and x.device != device:
+            raise ValueError(f"{name} is on {x.device} and {_first_name(a, b, initial, out)} on {device}: "
+                             "pass tensors of one device (scanarray copies nothing between devices)")
+    if device.type not in ("cpu", "cuda"):
+        raise TypeError(f"scanarray runs torch tensors on cpu and cuda devices; got a tensor on {device}")
+    if out is not None and not isinstance(out, Tensor):
+        raise TypeError(f"out must be a torch tensor like the inputs; got {type(out).__name__}")
+    if not isinstance(reverse, (bool, np.bool_)) or not isinstance(dense, (bool, np.bool_)):
+        raise TypeError(f"reverse and dense must be True or False; got reverse={reverse!r}, dense={dense!r}")
+    reverse, dense = bool(reverse), bool(dense)
+
+    # dtypes by the contract's rules (bfloat16, which neither NumPy nor CuPy computes with, is
+    # computed in float32: copies in and out)
+    store, work, bf16 = _dtypes(_dtype_of(a), _dtype_of(b), _dtype_of(initial), dtype)
+    if isinstance(a, _SCALARS) and not isinstance(a, complex):
+        a_scalar, a = float(a), None
+    else:
+        a_scalar = None
+        if isinstance(a, _SCALARS):  # complex: a 0-d tensor of the result dtype (a fill, no copy)
+            a = torch.full((), a, dtype=work, device=device)
+    if isinstance(b, _SCALARS):
+        b = torch.full((), b, dtype=work, device=device)
+    if isinstance(initial, _SCALARS):
+        initial = torch.full((), initial, dtype=work, device=device)
+    if bf16:
+        a, b, initial = (x.float() if x is not None and x.dtype == torch.bfloat16 else x for x in (a, b, initial))
+    if torch.compiler.is_compiling():  # sizes may be symbolic: the fake implementation checks them
+        axis = _axis_from_end(0 if a is None else a.ndim, b.ndim, axis, dense)
+    else:
+        axis = _negative_axis(a, b, initial, axis, dense)
+    args = (axis, chunk, reverse, dense, work, backend, method)
+
+    tensors = [x for x in (a, b, initial) if x is not None]
+    # eager: plain tensors (torch.func's wrappers are plain tensors too; _Scan handles them)
+    eager = not torch.compiler.is_compiling() and all(type(t) in _PLAIN for t in tensors)
+    if out is not None:
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            raise TypeError(
+                "out= cannot take part in autograd (it would overwrite memory the backward pass "
+                "reads): drop out=, or run under torch.no_grad() / with tensors that do not require grad"
+            )
+        target = out if out.dtype == work else torch.empty(out.shape, dtype=work, device=device)
+        if eager and type(out) in _PLAIN and not _transformed():
+            _forward(a, a_scalar, b, initial, *args, out=target)
+        else:
+            torch.ops.scanarray.linear_recurrence_out(a, a_scalar, b, initial, target, *args)
+        if target is not out:
+            out.copy_(target)
+        return out
+    if not eager:
+        h = torch.ops.scanarray.linear_recurrence(a, a_scalar, b, initial, *args)
+    elif _transformed() or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+        h = _Scan.apply(a, b, initial, a_scalar, args)
+    else:
+        h = _forward(a, a_scalar, b, initial, *args)
+    return h.to(store) if store != work else h
+
+
+def _first_name(a, b, initial, out):
+    return next(n for x, n in ((b, "b"), (a, "a"), (initial, "initial"), (out, "out")) if isinstance(x, Tensor))
+
+
+_peek = getattr(torch._C._functorch, "peek_interpreter_stack", lambda: None)
+
+
+def _transformed():
+    """Whether a torch.func transform (grad, vmap, ...) is active: its tensors are wrappers that
+    only an autograd.Function with ``setup_context`` and ``vmap`` may take apart."""
+    return _peek() is not None
+
+
+def _plain(tensors):
+    return all(type(t) in _PLAIN for t in tensors) and not _transformed()
+
+
+def _dtype_of(x):
+    """What the dtype rules read of an argument: a tensor's dtype, a Python scalar's type, None."""
+    if x is None:
+        return None
+    return type(x) if isinstance(x, _SCALARS) else x.dtype
+
+
+def _np_dtype(d, name):
+    if d is None or d in _SCALARS:
+        return None if d is None else _api._SCALAR_PROTOTYPES[d]
+    n = _NUMPY_OF.get(d)
+    if n is None:
+        if d == torch.bfloat16:
+            return np.dtype(np.float16)  # stands in for bfloat16 in the rules (same promotions)
+        raise TypeError(f"{name} has dtype {d}, which scanarray cannot scan; accepted: {_ACCEPTED}")
+    return n
+
+
+@_constant
+def _dtypes(da, db, di, dtype):
+    """(storage, computation, bfloat16?) torch dtypes from the arguments' dtypes (or Python scalar
+    types): the storage dtype by the contract's rules, and the dtype the scan runs and stores in
+    (float32 for bfloat16, which neither NumPy nor CuPy computes with)."""
+    ds = (da, db, di)
+    bf16_in = torch.bfloat16 in ds
+    half_in = torch.float16 in ds
+    if dtype is None:
+        want = None
+    elif dtype == torch.bfloat16 or (not isinstance(dtype, torch.dtype) and str(dtype) == "bfloat16"):
+        want = torch.bfloat16
+    elif isinstance(dtype, torch.dtype):
+        want = _NUMPY_OF.get(dtype)
+        if want is None:
+            raise TypeError(f"dtype={dtype} is not supported; accepted: float16, bfloat16, float32, "
+                            "float64, complex64, complex128")
+    else:
+        want = dtype
+    parts = [_np_dtype(d, n) for d, n in zip(ds, ("a", "b", "initial"))]
+    store_np, _ = result_dtypes(parts, None if want is torch.bfloat16 else want)
+    if want is torch.bfloat16:
+        if store_np.kind == "c":
+            raise TypeError(f"dtype=bfloat16 would discard the imaginary part of complex inputs ({store_np})")
+        return torch.bfloat16, torch.float32, True
+    store = _TORCH_OF[store_np]
+    if store == torch.float16 and bf16_in and want is None:
+        # bfloat16 stood in as float16: bfloat16 alone stays bfloat16, with float16 it is float32
+        store = torch.float32 if half_in else torch.bfloat16
+    if store == torch.bfloat16:
+        return store, torch.float32, True
+    return store, store, bf16_in
+
+
+@_constant
+def _axis_from_end(a_ndim, b_ndim, axis, dense):
+    """``axis`` counted from the end, from the numbers of axes alone (under torch.compile)."""
+    nd = max(b_ndim - 1, a_ndim - 2) if dense else max(b_ndim, a_ndim)
+    what = f"the time/batch axes of b with {b_ndim} axes (dense)" if dense else f"the result of {nd} axes"
+    return _api._normalize_axis(axis, nd, what) - nd
+
+
+def _negative_axis(a, b, initial, axis, dense):
+    """``axis`` validated (the contract's errors) and counted from the end, so that leading batch
+    axes (``vmap``) leave it unchanged."""
+    a_shape = () if a is None else tuple(a.shape)
+    shape, lanes, ax = _api._dense_shapes(_Shaped(a_shape), _Shaped(tuple(b.shape)), axis) if dense else \
+        _api._diagonal_shapes(_Shaped(a_shape), _Shaped(tuple(b.shape)), axis)
+    if initial is not None and tuple(initial.shape) != lanes:
+        _api._check_broadcast_to(initial, lanes, "initial", "the result's shape with the time axis removed")
+    return ax - (len(shape) - 1 if dense else len(shape))
+
+
+class _Shaped:
+    """A shape standing for a tensor in the contract's shape checks."""
+
+    __slots__ = ("shape", "ndim")
+
+    def __init__(self, shape):
+        self.shape, self.ndim = shape, len(shape)
+
+
+# --------------------------------------------------------------------------- the implementation
+
+
+def _result_shape(a, b, dense):
+    if dense:
+        n = b.shape[-1]
+        batch = torch.broadcast_shapes(b.shape[:-1], a.shape[:-2])
+        return tuple(batch) + (n,)
+    return tuple(torch.broadcast_shapes(b.shape, a.shape)) if a is not None else tuple(b.shape)
+
+
+def _alloc(b, shape, dtype):
+    """The result, in ``b``'s memory order where ``b`` has its shape (NumPy's order="K")."""
+    if tuple(b.shape) == shape:
+        return torch.empty_like(b, dtype=dtype)
+    return b.new_empty(shape, dtype=dtype)
+
+
+def _numpy(t):
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    return t.detach().numpy()
+
+
+def _cupy(t):
+    if t.is_conj() or t.is_neg():
+        t = t.resolve_conj().resolve_neg()
+    size = t.element_size()
+    return cupy_view(t.data_ptr(), t.shape, [s * size for s in t.stride()], _NUMPY_OF[t.dtype], t,
+                     t.device.index)
+
+
+class _on_torch_stream:
+    """CuPy's current device and stream made torch's current ones for ``device``."""
+
+    __slots__ = ("stream", "dev")
+
+    def __init__(self, device):
+        idx = device.index if device.index is not None else torch.cuda.current_device()
+        self.stream = external_stream(torch.cuda.current_stream(idx).cuda_stream, idx)
+        self.dev = None
+        if device_count() > 1:
+            import cupy
+
+            self.dev = cupy.cuda.Device(idx)
+
+    def __enter__(self):
+        if self.dev is not None:
+            self.dev.__enter__()
+        self.stream.__enter__()
+
+    def __exit__(self, *exc):
+        self.stream.__exit__(*exc)
+        if self.dev is not None:
+            self.dev.__exit__(*exc)
+
+
+def _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out=None):
+    """h = linear_recurrence(...) into a new tensor (or ``out``), on the tensors' device."""
+    if out is None:
+        out = _alloc(b, _result_shape(a, b, dense), dtype)
+    kw = dict(reverse=reverse, dense=dense, dtype=_NUMPY_OF[dtype], backend=backend, method=method)
+    if b.device.type == "cuda":
+        with _on_torch_stream(b.device):
+            _api.linear_recurrence(a_scalar if a is None else _cupy(a), _cupy(b), axis, chunk,
+                                   initial=None if initial is None else _cupy(initial), out=_cupy(out), **kw)
+    else:
+        _api.linear_recurrence(a_scalar if a is None else _numpy(a), _numpy(b), axis, chunk,
+                               initial=None if initial is None else _numpy(initial), out=_numpy(out), **kw)
+    return out
+
+
+def _backward(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backend, method, shapes, dtypes, need):
+    """(grad_a, grad_b, grad_initial) tensors of ``shapes`` and ``dtypes`` (None where ``need`` is
+    False): the adjoint scan of :mod:`scanarray._vjp` on views of torch's memory."""
+    dev = h.device
+    outs = tuple(torch.empty(s, dtype=d, device=dev) if n else None for s, d, n in zip(shapes, dtypes, need))
+    if not any(need):
+        return outs
+    cuda = dev.type == "cuda"
+    view = _cupy if cuda else _numpy
+    nb = h.ndim - (1 if dense else 0)
+    ax = axis % nb
+    if cuda:
+        import cupy as xp
+
+        ctx = _on_torch_stream(dev)
+    else:
+        xp, ctx = np, None
+    if ctx is not None:
+        ctx.__enter__()
+    try:
+        g_v, h_v = view(grad), view(h)
+        a_v = view(a) if a is not None else None
+        i_v = view(initial) if initial is not None else None
+        dt = _vjp._compute_dtype(a_scalar if a is None else a_v, h_v, g_v, i_v)
+        if a_v is None:
+            a_v = xp.asarray(a_scalar, dtype=dt)
+        _vjp.vjp_into(xp, a_v, h_v, g_v, i_v, ax, chunk, reverse, dense, True, backend, method,
+                      tuple(None if o is None else view(o) for o in outs), dt, need)
+    finally:
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+    return outs
+
+
+# --------------------------------------------------------------------------- eager autograd
+
+
+class _Scan(torch.autograd.Function):
+    """Eager-mode autograd, torch.func included (see the module docstring for why not the custom
+    op's): ``setup_context`` and ``vmap`` make it a function transforms can take apart."""
+
+    @staticmethod
+    def forward(a, b, initial, a_scalar, args):
+        return _forward(a, a_scalar, b, initial, *args)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        a, b, initial, a_scalar, args = inputs
+        ctx.save_for_backward(a, initial, output)
+        ctx.a_scalar, ctx.args, ctx.b_meta = a_scalar, args, (list(b.shape), b.dtype)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad):
+        a, initial, h = ctx.saved_tensors
+        axis, chunk, reverse, dense, _, backend, method = ctx.args
+        b_shape, b_dtype = ctx.b_meta
+        need = tuple(bool(n) for n in ctx.needs_input_grad[:3])
+        shapes = ([] if a is None else list(a.shape), b_shape, [] if initial is None else list(initial.shape))
+        if _plain([grad, h]):
+            dtypes = (None if a is None else a.dtype, b_dtype, None if initial is None else initial.dtype)
+            ga, gb, gi = _backward(grad, a, ctx.a_scalar, h, initial, axis, chunk, reverse, dense, backend,
+                                   method, shapes, dtypes, need)
+        else:  # under vmap (per-example gradients): the op has the vmap rule
+            ga, gb, gi = torch.ops.scanarray.linear_recurrence_vjp(
+                grad, a, ctx.a_scalar, h, initial, axis, chunk, reverse, dense, backend, method, *shapes, b_dtype,
+                *need)
+        return (ga if need[0] else None, gb if need[1] else None, gi if need[2] else None, None, None)
+
+    @staticmethod
+    def vmap(info, in_dims, a, b, initial, a_scalar, args):
+        a2, b2, i2 = _lift_all(info, in_dims[:3], a, b, initial, args[3])
+        return _Scan.apply(a2, b2, i2, a_scalar, args), 0
+
+
+# --------------------------------------------------------------------------- the custom ops
+
+
+@torch.library.custom_op("scanarray::linear_recurrence", mutates_args=())
+def _op(a: Optional[Tensor], a_scalar: Optional[float], b: Tensor, initial: Optional[Tensor], axis: int,
+        chunk: int, reverse: bool, dense: bool, dtype: torch.dtype, backend: Optional[str], method: str) -> Tensor:
+    """h of :func:`scanarray.linear_recurrence` (``a`` None: the Python scalar ``a_scalar``;
+    ``dtype``: the result's dtype as the contract's rules give it)."""
+    return _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method)
+
+
+@_op.register_fake
+def _op_fake(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method):
+    return _alloc(b, _result_shape(a, b, dense), dtype)
+
+
+@torch.library.custom_op("scanarray::linear_recurrence_out", mutates_args=("out",))
+def _op_out(a: Optional[Tensor], a_scalar: Optional[float], b: Tensor, initial: Optional[Tensor], out: Tensor,
+            axis: int, chunk: int, reverse: bool, dense: bool, dtype: torch.dtype, backend: Optional[str],
+            method: str) -> None:
+    """As ``scanarray::linear_recurrence``, into ``out`` (no gradient)."""
+    _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out=out)
+
+
+@_op_out.register_fake
+def _op_out_fake(a, a_scalar, b, initial, out, axis, chunk, reverse, dense, dtype, backend, method):
+    return None
+
+
+@torch.library.custom_op("scanarray::linear_recurrence_vjp", mutates_args=())
+def _vjp_op(grad: Tensor, a: Optional[Tensor], a_scalar: Optional[float], h: Tensor, initial: Optional[Tensor],
+            axis: int, chunk: int, reverse: bool, dense: bool, backend: Optional[str], method: str,
+            a_shape: list[int], b_shape: list[int], i_shape: list[int], b_dtype: torch.dtype,
+            need_a: bool, need_b: bool, need_initial: bool) -> tuple[Tensor, Tensor, Tensor]:
+    """(grad_a, grad_b, grad_initial) of ``scanarray::linear_recurrence``, in the shapes given (an
+    empty tensor where not needed)."""
+    need = (need_a, need_b, need_initial)
+    shapes = (a_shape, b_shape, i_shape)
+    dtypes = (h.dtype if a is None else a.dtype, b_dtype, h.dtype if initial is None else initial.dtype)
+    outs = _backward(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backend, method, shapes, dtypes,
+                     need)
+    return tuple(o if o is not None else h.new_empty(0) for o in outs)
+
+
+@_vjp_op.register_fake
+def _vjp_fake(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backend, method, a_shape, b_shape,
+              i_shape, b_dtype, need_a, need_b, need_initial):
+    dtypes = (h.dtype if a is None else a.dtype, b_dtype, h.dtype if initial is None else initial.dtype)
+    return tuple(h.new_empty(s if n else (0,), dtype=d if n else h.dtype)
+                 for s, d, n in zip((a_shape, b_shape, i_shape), dtypes, (need_a, need_b, need_initial)))
+
+
+def _setup_context(ctx, inputs, output):
+    a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method = inputs
+    ctx.save_for_backward(a, initial, output)
+    ctx.a_scalar, ctx.args = a_scalar, (axis, chunk, reverse, dense, backend, method)
+    ctx.b_meta = (list(b.shape), b.dtype)
+
+
+def _op_backward(ctx, grad):
+    a, initial, h = ctx.saved_tensors
+    axis, chunk, reverse, dense, backend, method = ctx.args
+    b_shape, b_dtype = ctx.b_meta
+    need_a, need_b, need_i = ctx.needs_input_grad[0], ctx.needs_input_grad[2], ctx.needs_input_grad[3]
+    ga, gb, gi = torch.ops.scanarray.linear_recurrence_vjp(
+        grad, a, ctx.a_scalar, h, initial, axis, chunk, reverse, dense, backend, method,
+        [] if a is None else list(a.shape), b_shape, [] if initial is None else list(initial.shape), b_dtype,
+        bool(need_a), bool(need_b), bool(need_i))
+    return (ga if need_a else None, None, gb if need_b else None, gi if need_i else None) + (None,) * 7
+
+
+torch.library.register_autograd("scanarray::linear_recurrence", _op_backward, setup_context=_setup_context)
+
+
+# --------------------------------------------------------------------------- vmap
+
+
+def _lift(x, bdim, full, B=None):
+    """``x`` with its vmapped axis first (length 1 if it has none, or ``B`` expanded), then length-1
+    axes up to ``full`` logical axes: views only."""
+    if x is None:
+        return None
+    x = x.movedim(bdim, 0) if bdim is not None else x.unsqueeze(0)
+    if B is not None and x.shape[0] != B:
+        x = x.expand((B,) + tuple(x.shape[1:]))
+    pad = full - (x.ndim - 1)
+    return x.reshape((x.shape[0],) + (1,) * pad + tuple(x.shape[1:])) if pad > 0 else x
+
+
+def _logical_ndim(a, da, b, db, dense):
+    """Axes of the result per example: (result ndim, full ndims of a, b, initial)."""
+    la = 0 if a is None else a.ndim - (da is not None)
+    lb = b.ndim - (db is not None)
+    if dense:
+        nbatch = max(lb - 1, la - 2)
+        return nbatch + 1, nbatch + 2, nbatch + 1, nbatch
+    nd = max(lb, la)
+    return nd, nd, nd, nd - 1
+
+
+def _lift_all(info, dims, a, b, initial, dense):
+    """The vmapped axis as one more lane: a, b, initial lifted to the same number of axes."""
+    da, db, di = dims
+    _, fa, fb, fi = _logical_ndim(a, da, b, db, dense)
+    only_initial = db is None and da is None  # the result still has a batch of B
+    return (_lift(a, da, fa), _lift(b, db, fb, info.batch_size if only_initial else None),
+            _lift(initial, di, fi))
+
+
+@torch.library.register_vmap("scanarray::linear_recurrence")
+def _op_vmap(info, in_dims, a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method):
+    a2, b2, i2 = _lift_all(info, (in_dims[0], in_dims[2], in_dims[3]), a, b, initial, dense)
+    return torch.ops.scanarray.linear_recurrence(a2, a_scalar, b2, i2, axis, chunk, reverse, dense, dtype, backend,
+                                                 method), 0
+
+
+@torch.library.register_vmap("scanarray::linear_recurrence_vjp")
+def _vjp_vmap(info, in_dims, grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backend, method, a_shape,
+              b_shape, i_shape, b_dtype, need_a, need_b, need_initial):
+    dg, da, _, dh, di = in_dims[:5]
+    B = info.batch_size
+    hl = h.ndim - (dh is not None)
+    fa, fb, fi = (hl + 1, hl, hl - 1) if dense else (hl, hl, hl - 1)
+    g2, h2 = _lift(grad, dg, hl, B), _lift(h, dh, hl, B)
+    a2, i2 = _lift(a, da, fa), _lift(initial, di, fi)
+    # per-example gradients: a batch axis first, then each input's own shape (padded)
+    full = [[B] + [1] * (f - len(s)) + list(s) for s, f in ((a_shape, fa), (b_shape, fb), (i_shape, fi))]
+    outs = torch.ops.scanarray.linear_recurrence_vjp(g2, a2, a_scalar, h2, i2, axis, chunk, reverse, dense, backend,
+                                                     method, full[0], full[1], full[2], b_dtype, need_a, need_b,
+                                                     need_initial)
+    res, dims = [], []
+    for o, s, n in zip(outs, (a_shape, b_shape, i_shape), (need_a, need_b, need_initial)):
+        res.append(o.reshape([B] + list(s)) if n else o)
+        dims.append(0 if n else None)
+    return tuple(res), tuple(dims)
