@@ -1,0 +1,266 @@
+"""The JAX front-end: ``scanarray.linear_recurrence`` on JAX arrays, under ``jit``, ``grad`` and ``vmap``.
+
+Imported by :func:`scanarray.linear_recurrence` the first time a JAX array (or tracer) arrives,
+never by ``import scanarray``. The scan is a ``jax.custom_vjp`` function whose forward and
+backward passes are ``jax.experimental.buffer_callback`` calls: XLA hands the callback its own
+device buffers (inputs, and the outputs to fill in place) and, on the GPU, its compute stream.
+The callback wraps them as NumPy arrays (CPU) or CuPy arrays (GPU, on
+``cupy.cuda.ExternalStream(ctx.stream)``) and runs scanarray's backends on them: no copy, no host
+round trip, no synchronisation, and the same code on both platforms. ``pure_callback`` would copy
+every result on the CPU and cannot take device buffers; the XLA FFI would need a compiled handler
+per backend. ``buffer_callback`` exists from JAX 0.7.
+
+``vmap``: the callbacks declare ``vmap_method="expand_dims"`` (a mapped axis arrives first, an
+unmapped input gets a length-1 axis there), and every input is first given the result's number of
+axes (leading length-1 axes, free in XLA), so the mapped axis is simply one more lane: one call
+scans the whole batch. The time ``axis`` is passed counted from the end, which leading axes do not
+change.
+
+Gradients follow JAX's convention for complex numbers (the transpose, no conjugation). Reverse
+mode only: a ``custom_vjp`` function has no forward-mode derivative (``jvp``, ``jacfwd``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import _api, _vjp
+from ._frameworks import cupy_view, device_count, external_stream, result_dtypes
+
+try:
+    from jax.experimental.buffer_callback import buffer_callback
+except ImportError:  # pragma: no cover - JAX older than 0.7
+    buffer_callback = None
+
+__all__ = ["linear_recurrence"]
+
+_SCALARS = _api._PYTHON_SCALARS
+
+
+def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, dense=False, dtype=None,
+                      out=None, backend=None, method="auto"):
+    """:func:`scanarray.linear_recurrence` for JAX arrays (and Python scalars): see its docstring."""
+    if buffer_callback is None:
+        raise ImportError(f"scanarray needs jax>=0.7 (jax.experimental.buffer_callback); found {jax.__version__}: "
+                          "pip install -U \"scanarray[jax]\"")
+    if out is not None:
+        raise TypeError("out= is not supported for JAX arrays: they are immutable; use the returned array")
+    if not isinstance(reverse, (bool, np.bool_)) or not isinstance(dense, (bool, np.bool_)):
+        raise TypeError(f"reverse and dense must be True or False; got reverse={reverse!r}, dense={dense!r}")
+    reverse, dense = bool(reverse), bool(dense)
+    for x, name in ((a, "a"), (b, "b"), (initial, "initial")):
+        _api._check_dtype(x, name)
+    parts = [x if x is None or isinstance(x, _SCALARS) else np.dtype(x.dtype) for x in (a, b, initial)]
+    store, work = result_dtypes(parts, dtype)
+    store, work = jax.dtypes.canonicalize_dtype(store), jax.dtypes.canonicalize_dtype(work)
+    if work.name == "bfloat16":  # defensive: the rules compute half types in float32
+        work = np.dtype(np.float32)
+
+    # Python scalars: a real or complex a stays a static coefficient; b and initial become arrays
+    a_scalar = None
+    if isinstance(a, _SCALARS):
+        a_scalar, a = (complex(a) if isinstance(a, complex) else float(a)), None
+    if isinstance(b, _SCALARS):
+        b = jnp.full((), b, work)
+    if isinstance(initial, _SCALARS):
+        initial = jnp.full((), initial, work)
+    # integers, booleans and half types are computed in the accumulation dtype (NumPy and CuPy
+    # cannot compute with bfloat16); the casts are JAX's, so are their gradients
+    a, b, initial = (None if x is None else x.astype(work) if _recast(x.dtype, work) else x for x in (a, b, initial))
+
+    a_shape = () if a is None else tuple(a.shape)
+    if dense:
+        shape, lanes, ax = _api._dense_shapes(_Shaped(a_shape), _Shaped(tuple(b.shape)), axis)
+        nb = len(shape) - 1
+    else:
+        shape, lanes, ax = _api._diagonal_shapes(_Shaped(a_shape), _Shaped(tuple(b.shape)), axis)
+        nb = len(shape)
+    if initial is not None and tuple(initial.shape) != lanes:
+        _api._check_broadcast_to(initial, lanes, "initial", "the result's shape with the time axis removed")
+    # every input with the result's number of axes: vmap's mapped axis then lines up as a lane
+    a = None if a is None else _pad(a, nb + 2 if dense else nb)
+    b = _pad(b, nb + 1 if dense else nb)
+    initial = None if initial is None else _pad(initial, len(lanes))
+    cfg = _Config(a_scalar, ax - nb, int(chunk) if not isinstance(chunk, bool) else chunk, reverse, dense,
+                  work.str, backend, method, tuple(b.shape), np.dtype(b.dtype).str)
+    h = _scan(cfg, a, b, initial)
+    return h.astype(store) if store != work else h
+
+
+def _recast(d, work):
+    d = np.dtype(d)
+    return d.kind in "biu" or d.itemsize == 2 and d != work
+
+
+def _pad(x, ndim):
+    return x.reshape((1,) * (ndim - x.ndim) + tuple(x.shape)) if x.ndim < ndim else x
+
+
+class _Shaped:
+    __slots__ = ("shape", "ndim")
+
+    def __init__(self, shape):
+        self.shape, self.ndim = shape, len(shape)
+
+
+class _Config(tuple):
+    """The static arguments of one scan (hashable: ``custom_vjp``'s ``nondiff_argnums``)."""
+
+    __slots__ = ()
+    _fields = ("a_scalar", "axis", "chunk", "reverse", "dense", "dtype", "backend", "method", "b_shape", "b_dtype")
+
+    def __new__(cls, *args):
+        return super().__new__(cls, args)
+
+    def __getattr__(self, name):
+        try:
+            return self[self._fields.index(name)]
+        except ValueError:
+            raise AttributeError(name) from None
+
+
+# --------------------------------------------------------------------------- custom_vjp
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _scan(cfg, a, b, initial):
+    return _forward(cfg, a, b, initial)
+
+
+def _scan_fwd(cfg, a, b, initial):
+    h = _forward(cfg, a, b, initial)
+    return h, (a, initial, h)  # the inputs and h: nothing else is kept for the backward pass
+
+
+def _scan_bwd(cfg, res, g):
+    a, initial, h = res
+    return _backward(cfg, a, h, g, initial)
+
+
+_scan.defvjp(_scan_fwd, _scan_bwd)
+
+
+def _result_shape(cfg, a, b):
+    if cfg.dense:
+        n = b.shape[-1]
+        return tuple(np.broadcast_shapes(tuple(b.shape[:-1]), () if a is None else tuple(a.shape[:-2]))) + (n,)
+    return tuple(np.broadcast_shapes(tuple(b.shape), () if a is None else tuple(a.shape)))
+
+
+def _forward(cfg, a, b, initial):
+    out = jax.ShapeDtypeStruct(_result_shape(cfg, a, b), np.dtype(cfg.dtype))
+    args = tuple(x for x in (a, b, initial) if x is not None)
+    call = buffer_callback(functools.partial(_forward_callback, cfg, a is not None, initial is not None), out,
+                           vmap_method="expand_dims")
+    return call(*args)
+
+
+def _backward(cfg, a, h, g, initial):
+    outs = (
+        None if a is None else jax.ShapeDtypeStruct(a.shape, a.dtype),
+        jax.ShapeDtypeStruct(cfg.b_shape, np.dtype(cfg.b_dtype)),
+        None if initial is None else jax.ShapeDtypeStruct(initial.shape, initial.dtype),
+    )
+    args = (g, h) + tuple(x for x in (a, initial) if x is not None)
+    call = buffer_callback(functools.partial(_backward_callback, cfg, a is not None, initial is not None), outs,
+                           vmap_method="expand_dims")
+    return call(*args)
+
+
+# --------------------------------------------------------------------------- the callbacks
+
+
+def _views(bufs):
+    """NumPy or CuPy arrays over XLA's buffers, the array module, and the CuPy stream context."""
+    kind, dev = bufs[0].__dlpack_device__()
+    if kind == 1:  # kDLCPU
+        return [None if x is None else np.asarray(x) for x in bufs], np, None
+    import cupy
+
+    views = []
+    for x in bufs:
+        if x is None:
+            views.append(None)
+            continue
+        cai = x.__cuda_array_interface__
+        dtype = np.dtype(cai["typestr"])
+        shape = tuple(cai["shape"])
+        strides = cai.get("strides") or _c_strides(shape, dtype.itemsize)
+        views.append(cupy_view(cai["data"][0], shape, strides, dtype, x, dev))
+    return views, cupy, dev
+
+
+def _c_strides(shape, itemsize):
+    strides, s = [], itemsize
+    for n in reversed(shape):
+        strides.append(s)
+        s *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+class _OnStream:
+    """CuPy's current device and stream made XLA's for the duration of a callback."""
+
+    def __init__(self, ctx, dev):
+        self.stream = external_stream(ctx.stream, dev)
+        self.dev = None
+        if device_count() > 1:
+            import cupy
+
+            self.dev = cupy.cuda.Device(dev)
+
+    def __enter__(self):
+        if self.dev is not None:
+            self.dev.__enter__()
+        self.stream.__enter__()
+
+    def __exit__(self, *exc):
+        self.stream.__exit__(*exc)
+        if self.dev is not None:
+            self.dev.__exit__(*exc)
+
+
+def _forward_callback(cfg, has_a, has_i, ctx, out, *bufs):
+    it = iter(bufs)
+    a = next(it) if has_a else None
+    b = next(it)
+    initial = next(it) if has_i else None
+    (out_v, a_v, b_v, i_v), xp, dev = _views((out, a, b, initial))
+    if tuple(b_v.shape) != tuple(out_v.shape):  # b broadcast, or under vmap only initial mapped
+        b_v = xp.broadcast_to(b_v, tuple(out_v.shape))
+    kw = dict(initial=i_v, reverse=cfg.reverse, dense=cfg.dense, dtype=np.dtype(cfg.dtype), out=out_v,
+              backend=cfg.backend, method=cfg.method)
+    a_arg = cfg.a_scalar if a_v is None else a_v
+    if xp is np:
+        _api.linear_recurrence(a_arg, b_v, cfg.axis, cfg.chunk, **kw)
+        return
+    with _OnStream(ctx, dev):
+        _api.linear_recurrence(a_arg, b_v, cfg.axis, cfg.chunk, **kw)
+
+
+def _backward_callback(cfg, has_a, has_i, ctx, outs, g, h, *bufs):
+    it = iter(bufs)
+    a = next(it) if has_a else None
+    initial = next(it) if has_i else None
+    ga, gb, gi = outs
+    (g_v, h_v, a_v, i_v, ga_v, gb_v, gi_v), xp, dev = _views((g, h, a, initial, ga, gb, gi))
+    if g_v.shape != h_v.shape:  # vmap: one of them unmapped
+        shape = np.broadcast_shapes(g_v.shape, h_v.shape)
+        g_v, h_v = xp.broadcast_to(g_v, shape), xp.broadcast_to(h_v, shape)
+
+    def run():
+        dt = _vjp._compute_dtype(cfg.a_scalar if a_v is None else a_v, h_v, g_v, i_v)
+        av = xp.asarray(cfg.a_scalar, dtype=dt) if a_v is None else a_v
+        nb = h_v.ndim - (1 if cfg.dense else 0)
+        _vjp.vjp_into(xp, av, h_v, g_v, i_v, cfg.axis % nb, cfg.chunk, cfg.reverse, cfg.dense, False, cfg.backend,
+                      cfg.method, (ga_v, gb_v, gi_v), dt)
+
+    if xp is np:
+        run()
+        return
+    with _OnStream(ctx, dev):
+        run()
