@@ -63,19 +63,37 @@ class _DtypeOnly:
 
 
 _RESULT_DTYPES: dict = {}
+_BF16 = "bfloat16"
 
 
 def result_dtypes(parts, dtype):
-    """(storage, accumulation) dtypes of :func:`scanarray.linear_recurrence` for ``parts``: NumPy
-    dtypes of the arrays, Python scalars or None, and the ``dtype`` argument (a NumPy dtype or
-    None). Memoised on the dtypes and scalar types only (the rules never read scalar values)."""
+    """(storage, computation) dtypes of :func:`scanarray.linear_recurrence` by the contract's rules.
+
+    ``parts``: for ``a``, ``b``, ``initial``, a NumPy dtype, ``"bfloat16"``, a Python scalar or
+    None; ``dtype``: the argument (None, anything NumPy takes as a dtype, or ``"bfloat16"``).
+    Storage is a NumPy dtype or ``"bfloat16"``; computation is the NumPy dtype the scan runs and
+    stores in (float32 for either half type: NumPy and CuPy cannot compute with bfloat16, so a
+    framework casts it). bfloat16 promotes as float16 does: alone it stays bfloat16, with float16
+    it gives float32. Memoised on dtypes and scalar types (the rules never read scalar values).
+    """
     key = (tuple(type(p) if isinstance(p, _api._PYTHON_SCALARS) else p for p in parts), dtype)
     try:
         return _RESULT_DTYPES[key]
     except KeyError:
         pass
-    a, b, initial = (p if p is None or isinstance(p, _api._PYTHON_SCALARS) else _DtypeOnly(p) for p in parts)
+    bf16 = any(isinstance(p, str) and p == _BF16 for p in parts)
+    f16 = any(isinstance(p, np.dtype) and p == np.float16 for p in parts)
+    stand = [np.dtype(np.float16) if isinstance(p, str) and p == _BF16 else p for p in parts]
+    a, b, initial = (p if p is None or isinstance(p, _api._PYTHON_SCALARS) else _DtypeOnly(p) for p in stand)
     if b is None:
         b = _DtypeOnly(np.dtype(np.float64)) if a is None else a
-    r = _RESULT_DTYPES[key] = _api._result_dtypes(a, b, initial, dtype)
+    want_bf16 = isinstance(dtype, str) and dtype == _BF16
+    store, work = _api._result_dtypes(a, b, initial, None if want_bf16 else dtype)
+    if want_bf16:
+        if store.kind == "c":
+            raise TypeError(f"dtype=bfloat16 would discard the imaginary part of complex inputs ({store})")
+        store = _BF16
+    elif bf16 and dtype is None and store == np.float16:
+        store = np.dtype(np.float32) if f16 else _BF16
+    r = _RESULT_DTYPES[key] = (store, np.dtype(np.float32) if store == _BF16 else work)
     return r

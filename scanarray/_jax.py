@@ -54,11 +54,10 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
     reverse, dense = bool(reverse), bool(dense)
     for x, name in ((a, "a"), (b, "b"), (initial, "initial")):
         _api._check_dtype(x, name)
-    parts = [x if x is None or isinstance(x, _SCALARS) else np.dtype(x.dtype) for x in (a, b, initial)]
-    store, work = result_dtypes(parts, dtype)
-    store, work = jax.dtypes.canonicalize_dtype(store), jax.dtypes.canonicalize_dtype(work)
-    if work.name == "bfloat16":  # defensive: the rules compute half types in float32
-        work = np.dtype(np.float32)
+    parts = [x if x is None or isinstance(x, _SCALARS) else _np_dtype(x.dtype) for x in (a, b, initial)]
+    store, work = result_dtypes(parts, None if dtype is None else _np_dtype(dtype))
+    store = jax.dtypes.canonicalize_dtype(jnp.bfloat16 if isinstance(store, str) else store)
+    work = jax.dtypes.canonicalize_dtype(work)
 
     # Python scalars: a real or complex a stays a static coefficient; b and initial become arrays
     a_scalar = None
@@ -89,6 +88,12 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
                   work.str, backend, method, tuple(b.shape), np.dtype(b.dtype).str)
     h = _scan(cfg, a, b, initial)
     return h.astype(store) if store != work else h
+
+
+def _np_dtype(d):
+    """A NumPy dtype, or "bfloat16" (which scanarray's rules treat apart)."""
+    d = np.dtype(d)
+    return "bfloat16" if d.name == "bfloat16" else d
 
 
 def _recast(d, work):

@@ -145,7 +145,7 @@ def _np_dtype(d, name):
     n = _NUMPY_OF.get(d)
     if n is None:
         if d == torch.bfloat16:
-            return np.dtype(np.float16)  # stands in for bfloat16 in the rules (same promotions)
+            return "bfloat16"
         raise TypeError(f"{name} has dtype {d}, which scanarray cannot scan; accepted: {_ACCEPTED}")
     return n
 
@@ -153,15 +153,13 @@ def _np_dtype(d, name):
 @_constant
 def _dtypes(da, db, di, dtype):
     """(storage, computation, bfloat16?) torch dtypes from the arguments' dtypes (or Python scalar
-    types): the storage dtype by the contract's rules, and the dtype the scan runs and stores in
-    (float32 for bfloat16, which neither NumPy nor CuPy computes with)."""
-    ds = (da, db, di)
-    bf16_in = torch.bfloat16 in ds
-    half_in = torch.float16 in ds
+    types): the storage dtype by the contract's rules, the dtype the scan runs and stores in
+    (float32 for bfloat16, which neither NumPy nor CuPy computes with), and whether bfloat16
+    inputs must be cast."""
     if dtype is None:
         want = None
     elif dtype == torch.bfloat16 or (not isinstance(dtype, torch.dtype) and str(dtype) == "bfloat16"):
-        want = torch.bfloat16
+        want = "bfloat16"
     elif isinstance(dtype, torch.dtype):
         want = _NUMPY_OF.get(dtype)
         if want is None:
@@ -169,19 +167,9 @@ def _dtypes(da, db, di, dtype):
                             "float64, complex64, complex128")
     else:
         want = dtype
-    parts = [_np_dtype(d, n) for d, n in zip(ds, ("a", "b", "initial"))]
-    store_np, _ = result_dtypes(parts, None if want is torch.bfloat16 else want)
-    if want is torch.bfloat16:
-        if store_np.kind == "c":
-            raise TypeError(f"dtype=bfloat16 would discard the imaginary part of complex inputs ({store_np})")
-        return torch.bfloat16, torch.float32, True
-    store = _TORCH_OF[store_np]
-    if store == torch.float16 and bf16_in and want is None:
-        # bfloat16 stood in as float16: bfloat16 alone stays bfloat16, with float16 it is float32
-        store = torch.float32 if half_in else torch.bfloat16
-    if store == torch.bfloat16:
-        return store, torch.float32, True
-    return store, store, bf16_in
+    store, work = result_dtypes([_np_dtype(d, n) for d, n in zip((da, db, di), ("a", "b", "initial"))], want)
+    store = torch.bfloat16 if isinstance(store, str) else _TORCH_OF[store]
+    return store, _TORCH_OF[work], torch.bfloat16 in (da, db, di)
 
 
 @_constant

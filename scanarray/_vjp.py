@@ -126,9 +126,12 @@ def linear_recurrence_vjp(a, h, grad, axis=-1, chunk=64, *, b=None, initial=None
         if not _api._is_array(x):
             raise TypeError(f"{name} must be an array (the forward result and its gradient); got {type(x).__name__}")
     kind, xp = _api._namespace(a, h, initial)
-    kind_g, _ = _api._namespace(grad, h, None)
+    try:
+        kind_g = _api._namespace(grad, h, None)[0]
+    except TypeError:
+        kind_g = None
     if kind_g != kind:
-        raise TypeError(f"grad is a {kind_g} array and h a {kind} array; pass arrays of one library")
+        raise TypeError(f"grad is a {_api._library(grad)} array and h a {kind} array; pass arrays of one library")
     for x, name in ((a, "a"), (h, "h"), (grad, "grad"), (initial, "initial")):
         _api._check_dtype(x, name)
     if not isinstance(dense, (bool, np.bool_)) or not isinstance(reverse, (bool, np.bool_)):

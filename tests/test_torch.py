@@ -1,0 +1,383 @@
+"""scanarray on torch tensors: values against the extended-precision loop, gradients against
+``torch.autograd.gradcheck`` (finite differences, float64) and a differentiable plain-torch loop, on
+the CPU here and on CUDA (``-m gpu``), in eager mode, through the custom op, under
+``torch.compile(fullgraph=True)`` and ``torch.func``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import scanarray  # noqa: E402
+from oracle import assert_matches, dense_ref, recurrence_ref, tolerance  # noqa: E402
+
+CUDA = torch.cuda.is_available()
+gpu = [pytest.mark.gpu, pytest.mark.skipif(not CUDA, reason="no CUDA device")]
+DEVICES = ["cpu", pytest.param("cuda", marks=gpu)]
+linear_recurrence = scanarray.linear_recurrence
+
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+    return request.param
+
+
+def _t(x, device, grad=False):
+    t = torch.from_numpy(np.array(x, copy=True)).to(device)  # (ascontiguousarray makes 0-d 1-d)
+    return t.requires_grad_() if grad else t
+
+
+def _np(t):
+    return t.detach().cpu().numpy()
+
+
+def torch_loop(a, b, initial=None, axis=-1, reverse=False, dense=False):
+    """The recurrence as plain differentiable torch operations, one step at a time."""
+    if dense:
+        n = b.shape[-1]
+        batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-1])
+        A, b = a.expand(batch + (n, n)).movedim(axis % len(batch), -3), b.expand(batch + (n,)).movedim(
+            axis % len(batch), -2)
+        T = b.shape[-2]
+        h = torch.zeros(b.shape[:-2] + (n,), dtype=b.dtype, device=b.device) if initial is None else \
+            initial.expand(b.shape[:-2] + (n,))
+        steps = []
+        for t in (reversed(range(T)) if reverse else range(T)):
+            h = (A[..., t, :, :] @ h[..., None])[..., 0] + b[..., t, :]
+            steps.append(h)
+        if reverse:
+            steps.reverse()
+        return torch.stack(steps, -2).movedim(-2, axis % len(batch))
+    a, b = torch.broadcast_tensors(a, b)
+    a, b = a.movedim(axis, -1), b.movedim(axis, -1)
+    h = torch.zeros(b.shape[:-1], dtype=b.dtype, device=b.device) if initial is None else initial.expand(
+        b.shape[:-1])
+    steps = []
+    for t in (reversed(range(b.shape[-1])) if reverse else range(b.shape[-1])):
+        h = a[..., t] * h + b[..., t]
+        steps.append(h)
+    if reverse:
+        steps.reverse()
+    return torch.stack(steps, -1).movedim(-1, axis)
+
+
+# --------------------------------------------------------------------------- values
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "float16"])
+@pytest.mark.parametrize("options", [{}, {"reverse": True}, {"axis": 0}, {"axis": 0, "reverse": True, "chunk": 3}])
+def test_values_match_the_loop(rng, device, dtype, options):
+    shape = (33, 4)  # several chunks of 3 along axis 0, lanes along 1
+    axis = options.get("axis", -1)
+    a = rng.uniform(-1, 1, shape)
+    b = rng.standard_normal(shape)
+    if dtype.startswith("complex"):
+        a = a * np.exp(1j * rng.uniform(-3, 3, shape))
+        b = b + 1j * rng.standard_normal(shape)
+    a, b = a.astype(dtype), b.astype(dtype)
+    init = b[0] * 0 + 0.5 if axis == 0 else b[:, 0] * 0 - 1.0
+    h = linear_recurrence(_t(a, device), _t(b, device), initial=_t(init, device), **options)
+    assert isinstance(h, torch.Tensor) and h.device.type == device and h.dtype == getattr(torch, dtype)
+    ref, g = recurrence_ref(a, b, axis, init, options.get("reverse", False))
+    assert_matches(_np(h), ref, g, tolerance(dtype, shape[axis], options.get("chunk", 64)))
+
+
+def test_bfloat16_is_stored_as_bfloat16(rng, device):
+    a = torch.full((2, 40), 0.9, dtype=torch.bfloat16, device=device)
+    b = torch.ones((2, 40), dtype=torch.bfloat16, device=device)
+    h = linear_recurrence(a, b)
+    assert h.dtype == torch.bfloat16
+    ref, g = recurrence_ref(a.float().cpu().numpy(), b.float().cpu().numpy())
+    # float32 accumulation, then bfloat16's storage rounding (8 bits: half an ulp is 2**-8 of |h|)
+    assert_matches(h.float().cpu().numpy(), ref, g, tolerance("float32", 40) + 2.0**-8)
+    assert linear_recurrence(a.float(), b.float(), dtype=torch.bfloat16).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("a_kind", ["scalar", "complex_scalar", "zero_d", "lane", "time"])
+def test_broadcast_a_and_scalar_dtypes(rng, device, a_kind):
+    b = rng.standard_normal((3, 10)).astype(np.float32)
+    a = {"scalar": 0.9, "complex_scalar": 0.5 + 0.5j, "zero_d": np.array(0.9, np.float32),
+         "lane": rng.uniform(-1, 1, (3, 1)).astype(np.float32),
+         "time": rng.uniform(-1, 1, (10,)).astype(np.float32)}[a_kind]
+    a_in = _t(a, device) if isinstance(a, np.ndarray) else a
+    h = linear_recurrence(a_in, _t(b, device))
+    # Python scalars are weak: float32 data stays float32 (complex64 with a complex scalar)
+    assert h.dtype == (torch.complex64 if a_kind == "complex_scalar" else torch.float32)
+    ref, g = recurrence_ref(a, b)
+    assert_matches(_np(h), ref, g, tolerance("float32", 10))
+
+
+def test_non_contiguous_and_conjugate_views(rng, device):
+    a = _t(rng.uniform(-1, 1, (12, 5)) + 1j * rng.uniform(-1, 1, (12, 5)), device)
+    b = _t(rng.standard_normal((12, 5)) + 1j * rng.standard_normal((12, 5)), device)
+    av, bv = a.T.conj(), b[:, ::1].T  # a transposed conjugate view (torch's lazy conj bit)
+    h = linear_recurrence(av, bv)
+    ref, g = recurrence_ref(_np(a).T.conj(), _np(b).T)
+    assert_matches(_np(h), ref, g, tolerance("complex128", 12))
+
+
+def test_dense_values(rng, device):
+    A = rng.uniform(-0.5, 0.5, (7, 3, 3))
+    b = rng.standard_normal((2, 7, 3))
+    h = linear_recurrence(_t(A, device), _t(b, device), dense=True, reverse=True)
+    ref, g = dense_ref(A, b, reverse=True)
+    assert_matches(_np(h), ref, g, tolerance("float64", 7, n=3))
+
+
+def test_out_and_in_place(rng, device):
+    a = _t(rng.uniform(-1, 1, (3, 9)), device)
+    b = _t(rng.standard_normal((3, 9)), device)
+    ref = linear_recurrence(a, b)
+    out = torch.empty_like(b)
+    assert linear_recurrence(a, b, out=out) is out
+    torch.testing.assert_close(out, ref, rtol=0, atol=0)
+    b2 = b.clone()
+    assert linear_recurrence(a, b2, out=b2) is b2
+    torch.testing.assert_close(b2, ref, rtol=0, atol=0)
+    with pytest.raises(TypeError, match="out= cannot take part in autograd"):
+        linear_recurrence(a.clone().requires_grad_(), b, out=out)
+    with torch.no_grad():
+        linear_recurrence(a.clone().requires_grad_(), b, out=out)
+
+
+def test_errors(rng):
+    b = torch.ones(3, 4)
+    with pytest.raises(TypeError, match="different array libraries"):
+        linear_recurrence(np.ones((3, 4)), b)
+    with pytest.raises(TypeError, match="different array libraries"):
+        linear_recurrence(b, b, initial=np.ones(3))
+    with pytest.raises(ValueError, match="is on"):
+        linear_recurrence(torch.ones(3, 4, device="meta"), b)
+    with pytest.raises(TypeError, match="cpu and cuda"):
+        linear_recurrence(0.5, torch.ones(3, 4, device="meta"))
+    with pytest.raises(TypeError, match="cannot scan"):
+        linear_recurrence(0.5, torch.ones(3, 4, dtype=torch.float8_e4m3fn))
+    with pytest.raises(np.exceptions.AxisError):
+        linear_recurrence(0.5, b, axis=2)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        linear_recurrence(torch.ones(2, 4), b)
+    with pytest.raises(ValueError, match="initial"):
+        linear_recurrence(0.5, b, initial=torch.ones(4))
+
+
+# --------------------------------------------------------------------------- gradients
+
+
+def _inputs(rng, device, a_shape, b_shape, i_shape, complex_=False):
+    def v(shape, scale=1.0):
+        x = rng.standard_normal(shape) * scale
+        if complex_:
+            x = x + 1j * rng.standard_normal(shape) * scale
+        return _t(x, device, grad=True)
+
+    return v(a_shape, 0.5), v(b_shape), None if i_shape is None else v(i_shape)
+
+
+CASES = [
+    # (a shape, b shape, initial shape, options)
+    ((3, 6), (3, 6), (3,), {}),
+    ((3, 6), (3, 6), (1,), {"reverse": True}),
+    ((3, 1), (3, 6), None, {}),  # per-lane a
+    ((), (3, 6), (), {"reverse": True}),  # 0-d a and initial
+    ((6, 3), (6, 1), (3,), {"axis": 0}),  # broadcast b
+    ((2,), (2,), (), {"chunk": 1}),
+    ((1,), (1,), None, {}),
+]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("complex_", [False, True])
+def test_gradcheck(rng, device, case, complex_):
+    a_shape, b_shape, i_shape, opts = case
+    a, b, i0 = _inputs(rng, device, a_shape, b_shape, i_shape, complex_)
+    args = (a, b) if i0 is None else (a, b, i0)
+    assert torch.autograd.gradcheck(lambda a, b, i=None: linear_recurrence(a, b, initial=i, **opts), args)
+
+
+@pytest.mark.parametrize("case", CASES[:5])
+def test_gradients_match_a_plain_torch_loop(rng, device, case):
+    a_shape, b_shape, i_shape, opts = case
+    for complex_ in (False, True):
+        a, b, i0 = _inputs(rng, device, a_shape, b_shape, i_shape, complex_)
+        w = _t(rng.standard_normal(torch.broadcast_shapes(a.shape, b.shape)), device).to(b.dtype)
+        loop_opts = {k: v for k, v in opts.items() if k != "chunk"}
+        ins = [x for x in (a, b, i0) if x is not None]
+        ours = torch.autograd.grad((linear_recurrence(a, b, initial=i0, **opts) * w).real.sum(), ins)
+        ref = torch.autograd.grad((torch_loop(a, b, i0, **loop_opts) * w).real.sum(), ins)
+        for x, y in zip(ours, ref):
+            assert x.shape == y.shape and x.dtype == y.dtype
+            torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
+
+
+def test_scalar_a_and_mixed_dtypes(rng, device):
+    b = _t(rng.standard_normal((3, 5)).astype(np.float32), device, grad=True)
+    i0 = _t(rng.standard_normal(3), device, grad=True)  # float64: the result is float64
+    h = linear_recurrence(0.7, b, initial=i0)
+    assert h.dtype == torch.float64
+    gb, gi = torch.autograd.grad(h.sum(), (b, i0))
+    assert gb.dtype == torch.float32 and gi.dtype == torch.float64
+    rb, ri = torch.autograd.grad(torch_loop(torch.tensor(0.7, dtype=torch.float64, device=device), b.double(),
+                                            i0).sum(), (b, i0))
+    torch.testing.assert_close(gb, rb.float())
+    torch.testing.assert_close(gi, ri)
+
+
+@pytest.mark.parametrize("A_shape", [(2, 5, 3, 3), (3, 3), (5, 1, 3, 3)])
+def test_dense_gradcheck(rng, device, A_shape):
+    axis = 0 if A_shape[0] == 5 else -1
+    b_shape = (5, 2, 3) if axis == 0 else (2, 5, 3)
+    A = _t(rng.standard_normal(A_shape) * 0.4, device, grad=True)
+    b = _t(rng.standard_normal(b_shape), device, grad=True)
+    i0 = _t(rng.standard_normal(3), device, grad=True)
+    assert torch.autograd.gradcheck(lambda A, b, i: linear_recurrence(A, b, axis, initial=i, dense=True,
+                                                                      reverse=True), (A, b, i0))
+
+
+def test_dense_gradients_match_a_plain_torch_loop(rng, device):
+    A = _t(rng.standard_normal((4, 2, 2)) * 0.5 + 0j, device, grad=True)
+    b = _t(rng.standard_normal((3, 4, 2)) + 1j * rng.standard_normal((3, 4, 2)), device, grad=True)
+    ours = torch.autograd.grad(linear_recurrence(A, b, dense=True).abs().sum(), (A, b))
+    ref = torch.autograd.grad(torch_loop(A, b, dense=True).abs().sum(), (A, b))
+    for x, y in zip(ours, ref):
+        torch.testing.assert_close(x, y)
+
+
+def test_custom_ops_directly(rng, device):
+    """The registered op, called as torch.ops, under gradcheck and torch.library.opcheck."""
+    a, b, i0 = _inputs(rng, device, (3, 6), (3, 6), (3,))
+    op = torch.ops.scanarray.linear_recurrence
+
+    def f(a, b, i):
+        return op(a, None, b, i, -1, 64, True, False, torch.float64, None, "auto")
+
+    assert torch.autograd.gradcheck(f, (a, b, i0))
+    torch.library.opcheck(op, (a, None, b, i0, -1, 64, True, False, torch.float64, None, "auto"))
+    torch.library.opcheck(op, (None, 0.5, b, None, -1, 64, False, False, torch.float64, None, "auto"))
+
+
+def test_an_all_zero_gradient_fails_gradcheck(rng, monkeypatch):
+    from scanarray import _vjp
+
+    real = _vjp.vjp_into
+
+    def zero(*args, **kw):
+        outs = real(*args, **kw)
+        for o in outs:
+            if o is not None:
+                o[...] = 0
+        return outs
+
+    a, b, i0 = _inputs(rng, "cpu", (2, 4), (2, 4), (2,))
+    monkeypatch.setattr(_vjp, "vjp_into", zero)
+    with pytest.raises(RuntimeError, match="Jacobian mismatch"):  # torch.autograd.gradcheck.GradcheckError
+        torch.autograd.gradcheck(lambda a, b, i: linear_recurrence(a, b, initial=i), (a, b, i0))
+
+
+# --------------------------------------------------------------------------- compile and torch.func
+
+
+def _loss(a, b, i):
+    return (linear_recurrence(a, b * 2, initial=i, reverse=True) ** 2).sum()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compile_fullgraph(rng, backend):
+    """One graph (fullgraph=True raises on a break), same values and gradients as eager."""
+    torch._dynamo.reset()
+    a, b, i0 = _inputs(rng, "cpu", (3, 8), (3, 8), (3,))
+    compiled = torch.compile(_loss, fullgraph=True, backend=backend)
+    got = compiled(a, b, i0)
+    want = _loss(a, b, i0)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(torch.autograd.grad(got, (a, b, i0)), torch.autograd.grad(want, (a, b, i0)))
+
+
+def test_compile_scalar_a_dense_and_out(rng):
+    torch._dynamo.reset()
+    A = torch.randn(2, 2, dtype=torch.float64) * 0.5
+    b = torch.randn(3, 5, 2, dtype=torch.float64)
+    f = torch.compile(lambda A, b: linear_recurrence(A, b, dense=True), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(f(A, b), linear_recurrence(A, b, dense=True))
+    g = torch.compile(lambda b: linear_recurrence(0.5, b, axis=0), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(g(b), linear_recurrence(0.5, b, axis=0))
+
+    def into(b, out):
+        return linear_recurrence(0.5, b, out=out)
+
+    out = torch.empty_like(b)
+    torch.compile(into, fullgraph=True, backend="aot_eager")(b, out)
+    torch.testing.assert_close(out, linear_recurrence(0.5, b))
+
+
+def test_torch_func_grad_vmap_jacrev(rng):
+    from torch.func import grad, jacrev, vmap
+
+    a, b, i0 = (x.detach() for x in _inputs(rng, "cpu", (3, 7), (3, 7), (3,)))
+    g = grad(_loss, argnums=(0, 1, 2))(a, b, i0)
+    ag, bg, ig = (x.clone().requires_grad_() for x in (a, b, i0))
+    ref = torch.autograd.grad(_loss(ag, bg, ig), (ag, bg, ig))
+    torch.testing.assert_close(g, ref)
+    bb = torch.randn(4, 3, 7, dtype=torch.float64)
+    # vmap: the mapped axis is one more lane (one call); unmapped inputs broadcast
+    torch.testing.assert_close(vmap(lambda b: linear_recurrence(a, b, initial=i0))(bb),
+                               linear_recurrence(a, bb, initial=i0))
+    ii = torch.randn(4, 3, dtype=torch.float64)
+    torch.testing.assert_close(vmap(lambda i: linear_recurrence(a, b, initial=i))(ii),
+                               torch.stack([linear_recurrence(a, b, initial=x) for x in ii]))
+    # per-example gradients of an unmapped a
+    pe = vmap(grad(_loss), in_dims=(None, 0, None))(a, bb, i0)
+    torch.testing.assert_close(pe, torch.stack([grad(_loss)(a, x, i0) for x in bb]))
+    J = jacrev(lambda b: linear_recurrence(a, b, initial=i0))(b)
+    # h[l, t] depends on b[l, s] for s <= t with weight prod a[l, s+1..t]
+    assert J.shape == (3, 7, 3, 7) and torch.all(J[0, 2, 0, :3] != 0) and torch.all(J[0, 2, 0, 3:] == 0)
+
+
+def test_vmap_of_the_op_with_a_scalar_and_dense(rng):
+    from torch.func import vmap
+
+    A = torch.randn(4, 2, 2, dtype=torch.float64) * 0.5
+    b = torch.randn(5, 2, dtype=torch.float64)
+    torch.testing.assert_close(vmap(lambda A: linear_recurrence(A, b, dense=True))(A),
+                               torch.stack([linear_recurrence(x, b, dense=True) for x in A]))
+    bb = torch.randn(4, 6, dtype=torch.float64)
+    torch.testing.assert_close(vmap(lambda b: linear_recurrence(0.5, b))(bb), linear_recurrence(0.5, bb))
+
+
+# --------------------------------------------------------------------------- CUDA streams
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+def test_runs_on_torchs_current_stream(rng):
+    """Inputs written on a side stream behind a long kernel: a scan not on that stream would read
+    them before they exist."""
+    a = torch.full((64, 4096), 0.99, device="cuda")
+    src = torch.randn(64, 4096, device="cuda")
+    ref = linear_recurrence(a, src)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        b = torch.empty_like(src)
+        torch.cuda._sleep(50_000_000)  # tens of ms
+        b.copy_(src)
+        h = linear_recurrence(a, b)
+    s.synchronize()
+    torch.testing.assert_close(h, ref)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+def test_backward_on_a_side_stream(rng):
+    a = (torch.rand(8, 3000, device="cuda") * 0.5 + 0.5).requires_grad_()
+    b = torch.randn(8, 3000, device="cuda", requires_grad=True)
+    ref = torch.autograd.grad(linear_recurrence(a, b).square().sum(), (a, b))
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        torch.cuda._sleep(50_000_000)
+        got = torch.autograd.grad(linear_recurrence(a, b).square().sum(), (a, b))
+    s.synchronize()
+    for x, y in zip(got, ref):
+        torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
