@@ -369,6 +369,25 @@ def test_runs_on_torchs_current_stream(rng):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")
+@pytest.mark.parametrize("a_kind", ["tensor", "scalar"])
+def test_repeated_calls_reuse_the_bound_launch(rng, a_kind):
+    """Calls of one signature after the first go to the launch bound to it with the new pointers:
+    new data, a new out, an initial state, all still right."""
+    from scanarray import _torch
+
+    for k in range(4):
+        a = torch.rand(3, 700, device="cuda") if a_kind == "tensor" else 0.9
+        b = torch.randn(3, 700, device="cuda")
+        i0 = torch.randn(3, device="cuda")
+        h = linear_recurrence(a, b, initial=i0)
+        ref, g = recurrence_ref(a.cpu().numpy() if a_kind == "tensor" else a, b.cpu().numpy(), -1, i0.cpu().numpy())
+        assert_matches(h.cpu().numpy(), ref, g, tolerance("float32", 700))
+    if scanarray._api.FAST_CALLS and scanarray._api._FAST:
+        assert _torch._BOUND, "the CUDA calls were never bound"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
 def test_backward_on_a_side_stream(rng):
     a = (torch.rand(8, 3000, device="cuda") * 0.5 + 0.5).requires_grad_()
     b = torch.randn(8, 3000, device="cuda", requires_grad=True)
