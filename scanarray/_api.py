@@ -14,8 +14,9 @@ from ._problem import Problem
 
 __all__ = ["linear_recurrence"]
 
-# Array libraries with a backend, in the words of the error messages.
-_KINDS = ("numpy", "cupy", "dask")
+# Array libraries with a backend (torch and JAX through their front-ends), in the words of the
+# error messages.
+_KINDS = ("numpy", "cupy", "dask", "torch", "jax")
 _PYTHON_SCALARS = (bool, int, float, complex)
 
 
@@ -38,6 +39,8 @@ def linear_recurrence(
     The diagonal form multiplies elementwise; with ``dense=True`` each step
     is a matrix-vector product ``h[t] = A[t] @ h[t-1] + b[t]``. The result is
     an array of the same library (NumPy, CuPy, Dask) and device as the inputs.
+    PyTorch tensors and JAX arrays work too, with gradients
+    (docs/guide/frameworks.md).
 
     Parameters
     ----------
@@ -103,6 +106,7 @@ def linear_recurrence(
     See Also
     --------
     available_backends : what runs here and why not.
+    linear_recurrence_vjp : the gradients of this function.
     scipy.signal.lfilter : ``lfilter([1], [1, -a], b)`` is the scalar-`a` case.
 
     Notes
