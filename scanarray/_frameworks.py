@@ -8,12 +8,13 @@ module makes those views. Nothing here imports torch, JAX or CuPy at import time
 from __future__ import annotations
 
 import functools
+import numbers
 
 import numpy as np
 
 from . import _api
 
-__all__ = ["cupy_view", "external_stream", "result_dtypes"]
+__all__ = ["Shaped", "check_flags", "cupy_view", "external_stream", "result_dtypes"]
 
 _STREAMS: dict = {}
 
@@ -97,3 +98,26 @@ def result_dtypes(parts, dtype):
         store = np.dtype(np.float32) if f16 else _BF16
     r = _RESULT_DTYPES[key] = (store, np.dtype(np.float32) if store == _BF16 else work)
     return r
+
+
+def check_flags(chunk, reverse, dense):
+    """``(chunk, reverse, dense)`` as the public function takes them, or its errors: the custom
+    operators' schemas would otherwise give their own."""
+    if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk <= 0:
+        raise (ValueError if isinstance(chunk, numbers.Integral) and not isinstance(chunk, bool) else TypeError)(
+            f"chunk must be a positive int; got {chunk!r}")
+    for name, flag in (("reverse", reverse), ("dense", dense)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise TypeError(f"{name} must be True or False; got {flag!r}")
+    return int(chunk), bool(reverse), bool(dense)
+
+
+class Shaped:
+    """A shape standing for an array in the contract's shape checks (which read ``shape`` and
+    ``ndim`` only)."""
+
+    __slots__ = ("shape", "ndim")
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+        self.ndim = len(self.shape)

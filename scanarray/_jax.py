@@ -23,13 +23,14 @@ mode only: a ``custom_vjp`` function has no forward-mode derivative (``jvp``, ``
 from __future__ import annotations
 
 import functools
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from . import _api, _vjp
-from ._frameworks import cupy_view, device_count, external_stream, result_dtypes
+from ._frameworks import Shaped, check_flags, cupy_view, device_count, external_stream, result_dtypes
 
 try:
     from jax.experimental.buffer_callback import buffer_callback
@@ -49,9 +50,7 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
                           "pip install -U \"scanarray[jax]\"")
     if out is not None:
         raise TypeError("out= is not supported for JAX arrays: they are immutable; use the returned array")
-    if not isinstance(reverse, (bool, np.bool_)) or not isinstance(dense, (bool, np.bool_)):
-        raise TypeError(f"reverse and dense must be True or False; got reverse={reverse!r}, dense={dense!r}")
-    reverse, dense = bool(reverse), bool(dense)
+    chunk, reverse, dense = check_flags(chunk, reverse, dense)
     for x, name in ((a, "a"), (b, "b"), (initial, "initial")):
         _api._check_dtype(x, name)
     parts = [x if x is None or isinstance(x, _SCALARS) else _np_dtype(x.dtype) for x in (a, b, initial)]
@@ -73,10 +72,10 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
 
     a_shape = () if a is None else tuple(a.shape)
     if dense:
-        shape, lanes, ax = _api._dense_shapes(_Shaped(a_shape), _Shaped(tuple(b.shape)), axis)
+        shape, lanes, ax = _api._dense_shapes(Shaped(a_shape), Shaped(tuple(b.shape)), axis)
         nb = len(shape) - 1
     else:
-        shape, lanes, ax = _api._diagonal_shapes(_Shaped(a_shape), _Shaped(tuple(b.shape)), axis)
+        shape, lanes, ax = _api._diagonal_shapes(Shaped(a_shape), Shaped(tuple(b.shape)), axis)
         nb = len(shape)
     if initial is not None and tuple(initial.shape) != lanes:
         _api._check_broadcast_to(initial, lanes, "initial", "the result's shape with the time axis removed")
@@ -84,7 +83,7 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
     a = None if a is None else _pad(a, nb + 2 if dense else nb)
     b = _pad(b, nb + 1 if dense else nb)
     initial = None if initial is None else _pad(initial, len(lanes))
-    cfg = _Config(a_scalar, ax - nb, int(chunk) if not isinstance(chunk, bool) else chunk, reverse, dense,
+    cfg = _Config(a_scalar, ax - nb, chunk, reverse, dense,
                   work.str, backend, method, tuple(b.shape), np.dtype(b.dtype).str)
     h = _scan(cfg, a, b, initial)
     return h.astype(store) if store != work else h
@@ -105,27 +104,19 @@ def _pad(x, ndim):
     return x.reshape((1,) * (ndim - x.ndim) + tuple(x.shape)) if x.ndim < ndim else x
 
 
-class _Shaped:
-    __slots__ = ("shape", "ndim")
-
-    def __init__(self, shape):
-        self.shape, self.ndim = shape, len(shape)
-
-
-class _Config(tuple):
+class _Config(NamedTuple):
     """The static arguments of one scan (hashable: ``custom_vjp``'s ``nondiff_argnums``)."""
 
-    __slots__ = ()
-    _fields = ("a_scalar", "axis", "chunk", "reverse", "dense", "dtype", "backend", "method", "b_shape", "b_dtype")
-
-    def __new__(cls, *args):
-        return super().__new__(cls, args)
-
-    def __getattr__(self, name):
-        try:
-            return self[self._fields.index(name)]
-        except ValueError:
-            raise AttributeError(name) from None
+    a_scalar: Any  # a Python float or complex, or None
+    axis: int  # counted from the end
+    chunk: int
+    reverse: bool
+    dense: bool
+    dtype: str  # the dtype the scan runs and stores in
+    backend: Any
+    method: str
+    b_shape: tuple
+    b_dtype: str
 
 
 # --------------------------------------------------------------------------- custom_vjp

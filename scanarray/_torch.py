@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from . import _api, _vjp
-from ._frameworks import cupy_view, device_count, external_stream, result_dtypes
+from ._frameworks import Shaped, check_flags, cupy_view, device_count, external_stream, result_dtypes
 
 __all__ = ["linear_recurrence"]
 
@@ -64,9 +64,7 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
         raise TypeError(f"scanarray runs torch tensors on cpu and cuda devices; got a tensor on {device}")
     if out is not None and not isinstance(out, Tensor):
         raise TypeError(f"out must be a torch tensor like the inputs; got {type(out).__name__}")
-    if not isinstance(reverse, (bool, np.bool_)) or not isinstance(dense, (bool, np.bool_)):
-        raise TypeError(f"reverse and dense must be True or False; got reverse={reverse!r}, dense={dense!r}")
-    reverse, dense = bool(reverse), bool(dense)
+    chunk, reverse, dense = check_flags(chunk, reverse, dense)
 
     # dtypes by the contract's rules (bfloat16, which neither NumPy nor CuPy computes with, is
     # computed in float32: copies in and out)
@@ -98,6 +96,8 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
                 "out= cannot take part in autograd (it would overwrite memory the backward pass "
                 "reads): drop out=, or run under torch.no_grad() / with tensors that do not require grad"
             )
+        if out.dtype != store:
+            raise TypeError(f"out has dtype {out.dtype}; the result has dtype {store} (pass dtype= to choose another)")
         target = out if out.dtype == work else torch.empty(out.shape, dtype=work, device=device)
         if eager and type(out) in _PLAIN and not _transformed():
             _forward(a, a_scalar, b, initial, *args, out=target)
@@ -184,20 +184,11 @@ def _negative_axis(a, b, initial, axis, dense):
     """``axis`` validated (the contract's errors) and counted from the end, so that leading batch
     axes (``vmap``) leave it unchanged."""
     a_shape = () if a is None else tuple(a.shape)
-    shape, lanes, ax = _api._dense_shapes(_Shaped(a_shape), _Shaped(tuple(b.shape)), axis) if dense else \
-        _api._diagonal_shapes(_Shaped(a_shape), _Shaped(tuple(b.shape)), axis)
+    shape, lanes, ax = _api._dense_shapes(Shaped(a_shape), Shaped(tuple(b.shape)), axis) if dense else \
+        _api._diagonal_shapes(Shaped(a_shape), Shaped(tuple(b.shape)), axis)
     if initial is not None and tuple(initial.shape) != lanes:
         _api._check_broadcast_to(initial, lanes, "initial", "the result's shape with the time axis removed")
     return ax - (len(shape) - 1 if dense else len(shape))
-
-
-class _Shaped:
-    """A shape standing for a tensor in the contract's shape checks."""
-
-    __slots__ = ("shape", "ndim")
-
-    def __init__(self, shape):
-        self.shape, self.ndim = shape, len(shape)
 
 
 # --------------------------------------------------------------------------- the implementation

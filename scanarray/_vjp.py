@@ -26,6 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _api
+from ._frameworks import Shaped, check_flags
 
 __all__ = ["linear_recurrence_vjp"]
 
@@ -134,14 +135,13 @@ def linear_recurrence_vjp(a, h, grad, axis=-1, chunk=64, *, b=None, initial=None
         raise TypeError(f"grad is a {_api._library(grad)} array and h a {kind} array; pass arrays of one library")
     for x, name in ((a, "a"), (h, "h"), (grad, "grad"), (initial, "initial")):
         _api._check_dtype(x, name)
-    if not isinstance(dense, (bool, np.bool_)) or not isinstance(reverse, (bool, np.bool_)):
-        raise TypeError(f"reverse and dense must be True or False; got reverse={reverse!r}, dense={dense!r}")
+    chunk, reverse, dense = check_flags(chunk, reverse, dense)
     if not isinstance(conjugate, (bool, np.bool_)):
         raise TypeError(f"conjugate must be True or False; got {conjugate!r}")
     shape = tuple(h.shape)
     if tuple(grad.shape) != shape:
         raise ValueError(f"grad has shape {tuple(grad.shape)}; it must have h's shape {shape}")
-    axis, a_shape, lanes = _check_shapes(a, shape, axis, bool(dense))
+    axis, a_shape, lanes = _check_shapes(a, shape, axis, dense)
     if initial is not None:
         _api._check_broadcast_to(_shaped(initial), lanes, "initial", "the result's shape with the time axis removed")
     b_shape, b_dtype = _b_info(b, shape)
@@ -154,24 +154,17 @@ def linear_recurrence_vjp(a, h, grad, axis=-1, chunk=64, *, b=None, initial=None
     dtypes = (_grad_dtype(a, dt), b_dtype if b_dtype is not None else dt,
               None if initial is None else _grad_dtype(initial, dt))
     if kind == "dask":
-        return _vjp_lazy(xp, a, h, grad, initial, axis, chunk, bool(reverse), bool(dense), bool(conjugate),
+        return _vjp_lazy(xp, a, h, grad, initial, axis, chunk, reverse, dense, bool(conjugate),
                          backend, method, dt, (a_shape, b_shape, None if initial is None else tuple(initial.shape)),
                          dtypes)
     outs = (xp.empty(a_shape, dtypes[0]), xp.empty(b_shape, dtypes[1]),
             None if initial is None else xp.empty(tuple(initial.shape), dtypes[2]))
-    vjp_into(xp, a, h, grad, initial, axis, chunk, bool(reverse), bool(dense), bool(conjugate), backend, method,
+    vjp_into(xp, a, h, grad, initial, axis, chunk, reverse, dense, bool(conjugate), backend, method,
              outs, dt)
     return outs
 
 
 # --------------------------------------------------------------------------- validation
-
-
-class _Shape:
-    """Something with a shape, for the shape checks."""
-
-    def __init__(self, shape):
-        self.shape = tuple(shape)
 
 
 def _shaped(x):
@@ -188,11 +181,11 @@ def _check_shapes(a, shape, axis, dense):
         axis = _api._normalize_axis(axis, len(batch), f"the time/batch axes {batch} of h with shape {shape}")
         if len(a_shape) < 2 or a_shape[-2:] != (n, n):
             raise ValueError(f"dense=True: a must have shape (..., {n}, {n}); got {a_shape}")
-        _api._check_broadcast_to(_Shape(a_shape[:-2]), batch, "a (all but its last two axes)",
+        _api._check_broadcast_to(Shaped(a_shape[:-2]), batch, "a (all but its last two axes)",
                                  "the batch shape of h")
         return axis, a_shape, batch[:axis] + batch[axis + 1:] + (n,)
     axis = _api._normalize_axis(axis, len(shape), f"h of shape {shape}")
-    _api._check_broadcast_to(_Shape(a_shape), shape, "a", "the shape of h")
+    _api._check_broadcast_to(Shaped(a_shape), shape, "a", "the shape of h")
     return axis, a_shape, shape[:axis] + shape[axis + 1:]
 
 
@@ -205,7 +198,7 @@ def _b_info(b, shape):
     if not (hasattr(b, "shape") and hasattr(b, "dtype")):
         raise TypeError(f"b must be the forward call's b (or anything with its shape and dtype); got {type(b).__name__}")
     b_shape = tuple(b.shape)
-    _api._check_broadcast_to(_Shape(b_shape), shape, "b", "the shape of h")
+    _api._check_broadcast_to(Shaped(b_shape), shape, "b", "the shape of h")
     try:
         b_dtype = np.dtype(b.dtype)
     except TypeError:  # a framework's dtype object: the caller casts

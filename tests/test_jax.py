@@ -15,7 +15,7 @@ jnp = jax.numpy
 jax.config.update("jax_enable_x64", True)  # float64 finite differences
 
 import scanarray  # noqa: E402
-from grad_oracle import assert_grad_close, fd_grads  # noqa: E402
+from grad_oracle import assert_grad_close, fd_grads, zero_the_vjp  # noqa: E402
 from jax.test_util import check_grads  # noqa: E402
 from oracle import assert_matches, dense_ref, recurrence_ref, tolerance  # noqa: E402
 
@@ -184,18 +184,7 @@ def test_vmap_dense_and_scalar_a(rng, put):
 
 
 def test_an_all_zero_gradient_fails_check_grads(rng, monkeypatch):
-    from scanarray import _vjp
-
-    real = _vjp.vjp_into
-
-    def zero(*args, **kw):
-        outs = real(*args, **kw)
-        for o in outs:
-            if o is not None:
-                o[...] = 0
-        return outs
-
-    monkeypatch.setattr(_vjp, "vjp_into", zero)
+    zero_the_vjp(monkeypatch)
     a, b = jnp.asarray(rng.uniform(-1, 1, (2, 5))), jnp.asarray(rng.standard_normal((2, 5)))
     with pytest.raises(AssertionError):
         _check(lambda a, b: linear_recurrence(a, b), (a, b))
@@ -209,6 +198,8 @@ def test_errors(rng):
         linear_recurrence(0.5, b, out=b)
     with pytest.raises(np.exceptions.AxisError):
         linear_recurrence(0.5, b, axis=2)
+    with pytest.raises(ValueError, match="chunk"):
+        linear_recurrence(0.5, b, chunk=-1)
     with pytest.raises(ValueError, match="do not broadcast"):
         linear_recurrence(jnp.ones((2, 4)), b)
     torch = pytest.importorskip("torch")

@@ -11,6 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import scanarray  # noqa: E402
+from grad_oracle import zero_the_vjp  # noqa: E402
 from oracle import assert_matches, dense_ref, recurrence_ref, tolerance  # noqa: E402
 
 CUDA = torch.cuda.is_available()
@@ -160,6 +161,16 @@ def test_errors(rng):
         linear_recurrence(torch.ones(2, 4), b)
     with pytest.raises(ValueError, match="initial"):
         linear_recurrence(0.5, b, initial=torch.ones(4))
+    with pytest.raises(ValueError, match="chunk"):
+        linear_recurrence(0.5, b, chunk=0)
+    with pytest.raises(TypeError, match="chunk"):
+        linear_recurrence(0.5, b, chunk=2.5)
+    with pytest.raises(TypeError, match="reverse"):
+        linear_recurrence(0.5, b, reverse=1)
+    with pytest.raises(TypeError, match="out has dtype"):
+        linear_recurrence(0.5, b, out=torch.empty(3, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="out has shape"):
+        linear_recurrence(0.5, b, out=torch.empty(3, 5))
 
 
 # --------------------------------------------------------------------------- gradients
@@ -258,19 +269,8 @@ def test_custom_ops_directly(rng, device):
 
 
 def test_an_all_zero_gradient_fails_gradcheck(rng, monkeypatch):
-    from scanarray import _vjp
-
-    real = _vjp.vjp_into
-
-    def zero(*args, **kw):
-        outs = real(*args, **kw)
-        for o in outs:
-            if o is not None:
-                o[...] = 0
-        return outs
-
     a, b, i0 = _inputs(rng, "cpu", (2, 4), (2, 4), (2,))
-    monkeypatch.setattr(_vjp, "vjp_into", zero)
+    zero_the_vjp(monkeypatch)
     with pytest.raises(RuntimeError, match="Jacobian mismatch"):  # torch.autograd.gradcheck.GradcheckError
         torch.autograd.gradcheck(lambda a, b, i: linear_recurrence(a, b, initial=i), (a, b, i0))
 
@@ -282,11 +282,12 @@ def _loss(a, b, i):
     return (linear_recurrence(a, b * 2, initial=i, reverse=True) ** 2).sum()
 
 
-@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
-def test_compile_fullgraph(rng, backend):
+@pytest.mark.parametrize("backend, dev", [("aot_eager", "cpu"), ("inductor", "cpu"),
+                                          pytest.param("aot_eager", "cuda", marks=gpu)])
+def test_compile_fullgraph(rng, backend, dev):
     """One graph (fullgraph=True raises on a break), same values and gradients as eager."""
     torch._dynamo.reset()
-    a, b, i0 = _inputs(rng, "cpu", (3, 8), (3, 8), (3,))
+    a, b, i0 = _inputs(rng, dev, (3, 8), (3, 8), (3,))
     compiled = torch.compile(_loss, fullgraph=True, backend=backend)
     got = compiled(a, b, i0)
     want = _loss(a, b, i0)
