@@ -54,21 +54,23 @@ _constant = getattr(torch.compiler, "assume_constant_result", lambda f: f)
 def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, dense=False, dtype=None,
                       out=None, backend=None, method="auto"):
     """:func:`scanarray.linear_recurrence` for torch tensors (and Python scalars): see its docstring."""
-    ref = next(x for x in (b, a, initial, out) if isinstance(x, Tensor))
-    device = ref.device
-    for x, name in ((a, "a"), (b, "b"), (initial, "initial"), (out, "out")):
-        if isinstance(x, Tensor) and x.device != device:
-            raise ValueError(f"{name} is on {x.device} and {_first_name(a, b, initial, out)} on {device}: "
-                             "pass tensors of one device (scanarray copies nothing between devices)")
-    if device.type not in ("cpu", "cuda"):
-        raise TypeError(f"scanarray runs torch tensors on cpu and cuda devices; got a tensor on {device}")
-    if out is not None and not isinstance(out, Tensor):
-        raise TypeError(f"out must be a torch tensor like the inputs; got {type(out).__name__}")
-    chunk, reverse, dense = check_flags(chunk, reverse, dense)
+    compiling = torch.compiler.is_compiling()
+    plan = key = None
+    if not compiling:  # what validation and the rules give depends on the signature alone: kept
+        try:
+            key = (_key(a), _key(b), _key(initial), _key(out), axis, chunk, reverse, dense, dtype, backend, method)
+            plan = _PLANS.get(key)
+        except TypeError:  # an unhashable argument: the checks will say what is wrong
+            key = None
+    if plan is None:
+        plan = _plan(a, b, initial, out, axis, chunk, reverse, dense, dtype, backend, method, compiling)
+        if key is not None:
+            if len(_PLANS) >= 1024:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    store, work, bf16, args = plan
+    device = b.device if isinstance(b, Tensor) else a.device if isinstance(a, Tensor) else initial.device
 
-    # dtypes by the contract's rules (bfloat16, which neither NumPy nor CuPy computes with, is
-    # computed in float32: copies in and out)
-    store, work, bf16 = _dtypes(_dtype_of(a), _dtype_of(b), _dtype_of(initial), dtype)
     if isinstance(a, _SCALARS) and not isinstance(a, complex):
         a_scalar, a = float(a), None
     else:
@@ -79,25 +81,18 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
         b = torch.full((), b, dtype=work, device=device)
     if isinstance(initial, _SCALARS):
         initial = torch.full((), initial, dtype=work, device=device)
-    if bf16:
+    if bf16:  # NumPy and CuPy cannot compute with bfloat16: float32 copies in, a bfloat16 result out
         a, b, initial = (x.float() if x is not None and x.dtype == torch.bfloat16 else x for x in (a, b, initial))
-    if torch.compiler.is_compiling():  # sizes may be symbolic: the fake implementation checks them
-        axis = _axis_from_end(0 if a is None else a.ndim, b.ndim, axis, dense)
-    else:
-        axis = _negative_axis(a, b, initial, axis, dense)
-    args = (axis, chunk, reverse, dense, work, backend, method)
 
     tensors = [x for x in (a, b, initial) if x is not None]
     # eager: plain tensors (torch.func's wrappers are plain tensors too; _Scan handles them)
-    eager = not torch.compiler.is_compiling() and all(type(t) in _PLAIN for t in tensors)
+    eager = not compiling and all(type(t) in _PLAIN for t in tensors)
     if out is not None:
         if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
             raise TypeError(
                 "out= cannot take part in autograd (it would overwrite memory the backward pass "
                 "reads): drop out=, or run under torch.no_grad() / with tensors that do not require grad"
             )
-        if out.dtype != store:
-            raise TypeError(f"out has dtype {out.dtype}; the result has dtype {store} (pass dtype= to choose another)")
         target = out if out.dtype == work else torch.empty(out.shape, dtype=work, device=device)
         if eager and type(out) in _PLAIN and not _transformed():
             _forward(a, a_scalar, b, initial, *args, out=target)
@@ -113,6 +108,42 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
     else:
         h = _forward(a, a_scalar, b, initial, *args)
     return h.to(store) if store != work else h
+
+
+#: call signature -> what ``_plan`` made of it
+_PLANS: dict = {}
+
+
+def _key(x):
+    if x is None:
+        return None
+    if isinstance(x, _SCALARS):
+        return type(x)
+    return (type(x), x.dtype, x.shape, x.device)
+
+
+def _plan(a, b, initial, out, axis, chunk, reverse, dense, dtype, backend, method, compiling):
+    """(storage dtype, computation dtype, bfloat16 inputs?, the implementation's arguments): every
+    check of the call, from the arguments' metadata only (types, dtypes, shapes, devices)."""
+    device = next(x for x in (b, a, initial, out) if isinstance(x, Tensor)).device
+    for x, name in ((a, "a"), (b, "b"), (initial, "initial"), (out, "out")):
+        if isinstance(x, Tensor) and x.device != device:
+            raise ValueError(f"{name} is on {x.device} and {_first_name(a, b, initial, out)} on {device}: "
+                             "pass tensors of one device (scanarray copies nothing between devices)")
+    if device.type not in ("cpu", "cuda"):
+        raise TypeError(f"scanarray runs torch tensors on cpu and cuda devices; got a tensor on {device}")
+    if out is not None and not isinstance(out, Tensor):
+        raise TypeError(f"out must be a torch tensor like the inputs; got {type(out).__name__}")
+    chunk, reverse, dense = check_flags(chunk, reverse, dense)
+    store, work, bf16 = _dtypes(_dtype_of(a), _dtype_of(b), _dtype_of(initial), dtype)
+    if out is not None and out.dtype != store:
+        raise TypeError(f"out has dtype {out.dtype}; the result has dtype {store} (pass dtype= to choose another)")
+    shapes = [() if x is None or isinstance(x, _SCALARS) else tuple(x.shape) for x in (a, b, initial)]
+    if compiling:  # sizes may be symbolic: the fake implementation checks them
+        axis = _axis_from_end(len(shapes[0]), len(shapes[1]), axis, dense)
+    else:
+        axis = _negative_axis(shapes[0], shapes[1], None if initial is None else shapes[2], axis, dense)
+    return store, work, bf16, (axis, chunk, reverse, dense, work, backend, method)
 
 
 def _first_name(a, b, initial, out):
@@ -180,14 +211,13 @@ def _axis_from_end(a_ndim, b_ndim, axis, dense):
     return _api._normalize_axis(axis, nd, what) - nd
 
 
-def _negative_axis(a, b, initial, axis, dense):
+def _negative_axis(a_shape, b_shape, i_shape, axis, dense):
     """``axis`` validated (the contract's errors) and counted from the end, so that leading batch
     axes (``vmap``) leave it unchanged."""
-    a_shape = () if a is None else tuple(a.shape)
-    shape, lanes, ax = _api._dense_shapes(Shaped(a_shape), Shaped(tuple(b.shape)), axis) if dense else \
-        _api._diagonal_shapes(Shaped(a_shape), Shaped(tuple(b.shape)), axis)
-    if initial is not None and tuple(initial.shape) != lanes:
-        _api._check_broadcast_to(initial, lanes, "initial", "the result's shape with the time axis removed")
+    shape, lanes, ax = _api._dense_shapes(Shaped(a_shape), Shaped(b_shape), axis) if dense else \
+        _api._diagonal_shapes(Shaped(a_shape), Shaped(b_shape), axis)
+    if i_shape is not None and i_shape != lanes:
+        _api._check_broadcast_to(Shaped(i_shape), lanes, "initial", "the result's shape with the time axis removed")
     return ax - (len(shape) - 1 if dense else len(shape))
 
 
