@@ -148,23 +148,35 @@ def _result_shape(cfg, a, b):
 
 
 def _forward(cfg, a, b, initial):
-    out = jax.ShapeDtypeStruct(_result_shape(cfg, a, b), np.dtype(cfg.dtype))
     args = tuple(x for x in (a, b, initial) if x is not None)
-    call = buffer_callback(functools.partial(_forward_callback, cfg, a is not None, initial is not None), out,
-                           vmap_method="expand_dims")
-    return call(*args)
+    return _forward_call(cfg, a is not None, initial is not None, _result_shape(cfg, a, b))(*args)
 
 
 def _backward(cfg, a, h, g, initial):
-    outs = (
-        None if a is None else jax.ShapeDtypeStruct(a.shape, a.dtype),
-        jax.ShapeDtypeStruct(cfg.b_shape, np.dtype(cfg.b_dtype)),
-        None if initial is None else jax.ShapeDtypeStruct(initial.shape, initial.dtype),
-    )
+    shapes = (None if a is None else (tuple(a.shape), np.dtype(a.dtype).str),
+              None if initial is None else (tuple(initial.shape), np.dtype(initial.dtype).str))
     args = (g, h) + tuple(x for x in (a, initial) if x is not None)
-    call = buffer_callback(functools.partial(_backward_callback, cfg, a is not None, initial is not None), outs,
+    return _backward_call(cfg, *shapes)(*args)
+
+
+# One callable per signature: the callback is a parameter of the primitive, and JAX reuses a
+# compiled computation only for equal parameters (a new partial every call would recompile
+# every eager call).
+@functools.lru_cache(maxsize=256)
+def _forward_call(cfg, has_a, has_i, shape):
+    return buffer_callback(functools.partial(_forward_callback, cfg, has_a, has_i),
+                           jax.ShapeDtypeStruct(shape, np.dtype(cfg.dtype)), vmap_method="expand_dims")
+
+
+@functools.lru_cache(maxsize=256)
+def _backward_call(cfg, a_sig, i_sig):
+    outs = (
+        None if a_sig is None else jax.ShapeDtypeStruct(a_sig[0], np.dtype(a_sig[1])),
+        jax.ShapeDtypeStruct(cfg.b_shape, np.dtype(cfg.b_dtype)),
+        None if i_sig is None else jax.ShapeDtypeStruct(i_sig[0], np.dtype(i_sig[1])),
+    )
+    return buffer_callback(functools.partial(_backward_callback, cfg, a_sig is not None, i_sig is not None), outs,
                            vmap_method="expand_dims")
-    return call(*args)
 
 
 # --------------------------------------------------------------------------- the callbacks

@@ -163,6 +163,45 @@ def test_dense_dask(rng):
         assert_grad_close(np.asarray(got), want, 1e-11)
 
 
+def _cupy():
+    cupy = pytest.importorskip("cupy")
+    try:
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return cupy
+    except Exception:  # noqa: BLE001 - no driver
+        pass
+    pytest.skip("no CUDA device")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
+@pytest.mark.parametrize("a_kind", ["full", "scalar", "lane"])
+def test_cupy(rng, dtype, a_kind):
+    cupy = _cupy()
+    T = 700  # several tiles of the adjoint scan
+    a = {"full": lambda: rng.uniform(-1, 1, (3, T)), "scalar": lambda: 0.99,
+         "lane": lambda: rng.uniform(-1, 1, (3, 1))}[a_kind]()
+    b, w, i0 = _values(rng, (3, T), dtype), _values(rng, (3, T), dtype), _values(rng, (3,), dtype)
+    a = a if np.isscalar(a) else a.astype(np.dtype(dtype).type(0).real.dtype)
+    for reverse in (False, True):
+        ca = a if np.isscalar(a) else cupy.asarray(a)
+        h = linear_recurrence(ca, cupy.asarray(b), initial=cupy.asarray(i0), reverse=reverse)
+        grads = linear_recurrence_vjp(ca, h, cupy.asarray(w), initial=cupy.asarray(i0), reverse=reverse)
+        assert all(isinstance(g, cupy.ndarray) for g in grads)
+        for got, want in zip(grads, fd_grads(a, b, w, i0, reverse=reverse)):
+            assert_grad_close(cupy.asnumpy(got), want, 1e-4 if dtype == "float32" else 1e-10)
+
+
+@pytest.mark.gpu
+def test_cupy_dense(rng):
+    cupy = _cupy()
+    A, b, w = rng.uniform(-0.5, 0.5, (9, 3, 3)), rng.standard_normal((2, 9, 3)), rng.standard_normal((2, 9, 3))
+    h = linear_recurrence(cupy.asarray(A), cupy.asarray(b), dense=True)
+    grads = linear_recurrence_vjp(cupy.asarray(A), h, cupy.asarray(w), dense=True)
+    for got, want in zip(grads[:2], fd_grads(A, b, w, dense=True)[:2]):
+        assert_grad_close(cupy.asnumpy(got), want, 1e-10)
+
+
 def test_inputs_are_not_modified(rng):
     a, b, w, i0 = (rng.standard_normal((2, 7)), rng.standard_normal((2, 7)), rng.standard_normal((2, 7)),
                    rng.standard_normal(2))
