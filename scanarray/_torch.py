@@ -11,7 +11,8 @@ Three ways in, one implementation (``_forward`` / ``_backward``):
 - the custom ops ``torch.ops.scanarray.linear_recurrence`` and ``...linear_recurrence_vjp``
   (``torch.library.custom_op`` with ``register_fake``, ``register_autograd`` and
   ``register_vmap``): what ``torch.compile`` (one graph, no breaks) and ``torch.func`` see;
-- in eager mode with gradients, a ``torch.autograd.Function`` calling the same functions:
+- in eager mode with gradients, a ``torch.autograd.Function`` calling the same functions (and one
+  with ``setup_context`` and ``vmap`` under torch.func transforms):
   ``register_autograd``'s Python wrapper cost ~80 us a call against ~9 us for the Function
   (measured on a shared 2-core VM, torch 2.13 CPU), which a small scan cannot hide;
 - in eager mode without gradients, the implementation directly.
@@ -103,7 +104,9 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
         return out
     if not eager:
         h = torch.ops.scanarray.linear_recurrence(a, a_scalar, b, initial, *args)
-    elif _transformed() or (torch.is_grad_enabled() and any(t.requires_grad for t in tensors)):
+    elif _transformed():
+        h = _ScanTransformed.apply(a, b, initial, a_scalar, args)
+    elif torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         h = _Scan.apply(a, b, initial, a_scalar, args)
     else:
         h = _forward(a, a_scalar, b, initial, *args)
@@ -413,9 +416,44 @@ def _backward(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backen
 # --------------------------------------------------------------------------- eager autograd
 
 
+def _save(ctx, a, b, initial, a_scalar, args, h):
+    ctx.save_for_backward(a, initial, h)  # the inputs and h; b only by its shape and dtype
+    ctx.a_scalar, ctx.args, ctx.b_meta = a_scalar, args, (list(b.shape), b.dtype)
+
+
+@torch.autograd.function.once_differentiable
+def _scan_backward(ctx, grad):
+    a, initial, h = ctx.saved_tensors
+    axis, chunk, reverse, dense, _, backend, method = ctx.args
+    b_shape, b_dtype = ctx.b_meta
+    need = tuple(bool(n) for n in ctx.needs_input_grad[:3])
+    shapes = ([] if a is None else list(a.shape), b_shape, [] if initial is None else list(initial.shape))
+    if _plain([grad, h]):
+        dtypes = (None if a is None else a.dtype, b_dtype, None if initial is None else initial.dtype)
+        ga, gb, gi = _backward(grad, a, ctx.a_scalar, h, initial, axis, chunk, reverse, dense, backend, method,
+                               shapes, dtypes, need)
+    else:  # under vmap (per-example gradients): the op has the vmap rule
+        ga, gb, gi = torch.ops.scanarray.linear_recurrence_vjp(
+            grad, a, ctx.a_scalar, h, initial, axis, chunk, reverse, dense, backend, method, *shapes, b_dtype, *need)
+    return (ga if need[0] else None, gb if need[1] else None, gi if need[2] else None, None, None)
+
+
 class _Scan(torch.autograd.Function):
-    """Eager-mode autograd, torch.func included (see the module docstring for why not the custom
-    op's): ``setup_context`` and ``vmap`` make it a function transforms can take apart."""
+    """Eager-mode autograd (see the module docstring for why not the custom op's). The classic form,
+    with ``ctx`` in ``forward``: a Function with ``setup_context`` binds its arguments through
+    ``inspect.signature`` on every call (tens of microseconds)."""
+
+    @staticmethod
+    def forward(ctx, a, b, initial, a_scalar, args):
+        h = _forward(a, a_scalar, b, initial, *args)
+        _save(ctx, a, b, initial, a_scalar, args, h)
+        return h
+
+    backward = staticmethod(_scan_backward)
+
+
+class _ScanTransformed(torch.autograd.Function):
+    """The same under torch.func transforms, which need ``setup_context`` and a ``vmap`` rule."""
 
     @staticmethod
     def forward(a, b, initial, a_scalar, args):
@@ -423,32 +461,14 @@ class _Scan(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        a, b, initial, a_scalar, args = inputs
-        ctx.save_for_backward(a, initial, output)
-        ctx.a_scalar, ctx.args, ctx.b_meta = a_scalar, args, (list(b.shape), b.dtype)
+        _save(ctx, *inputs, output)
 
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        a, initial, h = ctx.saved_tensors
-        axis, chunk, reverse, dense, _, backend, method = ctx.args
-        b_shape, b_dtype = ctx.b_meta
-        need = tuple(bool(n) for n in ctx.needs_input_grad[:3])
-        shapes = ([] if a is None else list(a.shape), b_shape, [] if initial is None else list(initial.shape))
-        if _plain([grad, h]):
-            dtypes = (None if a is None else a.dtype, b_dtype, None if initial is None else initial.dtype)
-            ga, gb, gi = _backward(grad, a, ctx.a_scalar, h, initial, axis, chunk, reverse, dense, backend,
-                                   method, shapes, dtypes, need)
-        else:  # under vmap (per-example gradients): the op has the vmap rule
-            ga, gb, gi = torch.ops.scanarray.linear_recurrence_vjp(
-                grad, a, ctx.a_scalar, h, initial, axis, chunk, reverse, dense, backend, method, *shapes, b_dtype,
-                *need)
-        return (ga if need[0] else None, gb if need[1] else None, gi if need[2] else None, None, None)
+    backward = staticmethod(_scan_backward)
 
     @staticmethod
     def vmap(info, in_dims, a, b, initial, a_scalar, args):
         a2, b2, i2 = _lift_all(info, in_dims[:3], a, b, initial, args[3])
-        return _Scan.apply(a2, b2, i2, a_scalar, args), 0
+        return _ScanTransformed.apply(a2, b2, i2, a_scalar, args), 0
 
 
 # --------------------------------------------------------------------------- the custom ops

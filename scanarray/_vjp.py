@@ -206,11 +206,19 @@ def _b_info(b, shape):
     return b_shape, (b_dtype if b_dtype is not None and b_dtype.kind in "fc" else None)
 
 
+_DTYPES: dict = {}
+
+
 def _compute_dtype(a, h, grad, initial):
-    """The accumulation dtype of the adjoint: the promoted dtype of everything it reads."""
-    parts = [x if isinstance(x, _api._PYTHON_SCALARS) else x.dtype for x in (a, h, grad, initial) if x is not None]
-    return _api._promote([_api._SCALAR_PROTOTYPES.get(type(p), p) if isinstance(p, _api._PYTHON_SCALARS) else p
-                          for p in parts], None)[1]
+    """The accumulation dtype of the adjoint: the promoted dtype of everything it reads (memoised
+    on the dtypes and scalar types: the frameworks' backward passes ask on every call)."""
+    key = tuple(type(x) if isinstance(x, _api._PYTHON_SCALARS) else x.dtype for x in (a, h, grad, initial)
+                if x is not None)
+    dt = _DTYPES.get(key)
+    if dt is None:
+        parts = [_api._SCALAR_PROTOTYPES[k] if k in _api._SCALAR_PROTOTYPES else k for k in key]
+        dt = _DTYPES[key] = _api._promote(parts, None)[1]
+    return dt
 
 
 def _grad_dtype(x, dt):

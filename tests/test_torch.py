@@ -222,6 +222,15 @@ def test_gradients_match_a_plain_torch_loop(rng, device, case):
             torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
 
 
+def test_broadcast_incoming_gradient(rng, device):
+    """h.sum() hands the backward an expanded tensor of ones (stride 0): read in place."""
+    a, b, i0 = _inputs(rng, device, (4, 300), (4, 300), (4,))
+    ours = torch.autograd.grad(linear_recurrence(a, b, initial=i0, reverse=True).sum(), (a, b, i0))
+    ref = torch.autograd.grad(torch_loop(a, b, i0, reverse=True).sum(), (a, b, i0))
+    for x, y in zip(ours, ref):
+        torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
+
+
 def test_scalar_a_and_mixed_dtypes(rng, device):
     b = _t(rng.standard_normal((3, 5)).astype(np.float32), device, grad=True)
     i0 = _t(rng.standard_normal(3), device, grad=True)  # float64: the result is float64
