@@ -139,6 +139,17 @@ def test_gradients_match_the_oracle(rng, put, case):
             assert_grad_close(np.asarray(got), want, 1e-10)
 
 
+def test_dtype_argument_with_gradients(rng, put):
+    a = put(rng.uniform(-1, 1, (2, 50)).astype(np.float32))
+    b = put(rng.standard_normal((2, 50)).astype(np.float32))
+    f = jax.jit(lambda a, b: jnp.sum(linear_recurrence(a, b, dtype=np.float64) ** 2))
+    ga, gb = jax.grad(f, argnums=(0, 1))(a, b)
+    assert ga.dtype == gb.dtype == np.float32
+    ref = fd_grads(np.asarray(a), np.asarray(b), 2 * np.asarray(linear_recurrence(a, b, dtype=np.float64)))
+    assert_grad_close(np.asarray(ga), ref[0], 1e-5)
+    assert_grad_close(np.asarray(gb), ref[1], 1e-5)
+
+
 def test_dense_check_grads(rng, put):
     A = put(rng.standard_normal((2, 5, 3, 3)) * 0.4)
     b = put(rng.standard_normal((2, 5, 3)))

@@ -231,6 +231,18 @@ def test_broadcast_incoming_gradient(rng, device):
         torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-12)
 
 
+def test_dtype_argument_with_gradients(rng, device):
+    a = _t(rng.uniform(-1, 1, (2, 50)).astype(np.float32), device, grad=True)
+    b = _t(rng.standard_normal((2, 50)).astype(np.float32), device, grad=True)
+    h = linear_recurrence(a, b, dtype=torch.float64)
+    assert h.dtype == torch.float64
+    ga, gb = torch.autograd.grad(h.square().sum(), (a, b))
+    assert ga.dtype == gb.dtype == torch.float32
+    ra, rb = torch.autograd.grad(torch_loop(a.double(), b.double()).square().sum(), (a, b))
+    torch.testing.assert_close(ga, ra)
+    torch.testing.assert_close(gb, rb)
+
+
 def test_scalar_a_and_mixed_dtypes(rng, device):
     b = _t(rng.standard_normal((3, 5)).astype(np.float32), device, grad=True)
     i0 = _t(rng.standard_normal(3), device, grad=True)  # float64: the result is float64
