@@ -362,9 +362,9 @@ COLUMNS = [
     ("assoc_over_jax_ours", "assoc/ours", "{:.1f}x"),
     ("bwd_over_fwd", "bwd/fwd", "{:.2f}"),
     ("bwd_over_fwd_gpu", "bwd/fwd GPU", "{:.2f}"),
-    ("ours_mem_x", "peak mem ours", "{:.2f}x"),
-    ("fpscan_mem_x", "fpscan", "{:.2f}x"),
-    ("acc_warp_mem_x", "acc warp", "{:.2f}x"),
+    ("ours_mem_x", "mem ours", "{:.2f}x"),
+    ("fpscan_mem_x", "mem fpscan", "{:.2f}x"),
+    ("acc_warp_mem_x", "mem acc warp", "{:.2f}x"),
 ]
 
 
