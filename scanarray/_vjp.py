@@ -271,9 +271,8 @@ class _Time:
 
 
 def _canonical(xp, x, axis, ndim, dense, matrix=False):
-    """``x`` with leading length-1 axes up to ``ndim`` time and lane axes (and its state or matrix
-    axes) and its time axis moved to
-    the canonical place: views only."""
+    """``x`` given leading length-1 axes up to ``ndim`` time and lane axes (plus its state or matrix
+    axes), its time axis moved to the canonical place: views only."""
     full = ndim + (2 if matrix else 1 if dense else 0)
     if x.ndim < full:
         x = xp.reshape(x, (1,) * (full - x.ndim) + tuple(x.shape))
