@@ -241,8 +241,8 @@ class PackedLauncher:
         the rest of the arguments never change.
 
         A look-back launch passes ``workspace``: ``workspace(stream_ptr)`` gives the launch's
-        workspace (``_cupy_scan._Workspace``), whose pointer, tile counter and epoch replace the
-        template's last arguments but one (``_cupy_scan._Plan._args``).
+        workspace (``scan._Workspace``), whose pointer and epoch replace the template's last
+        arguments but one (``scan._Plan._args``).
 
         The template is packed once into each thread's parameter buffer of this binding; a call
         packs only the arguments that change (converting the ~30 others cost ~0.7 µs a call)."""
@@ -264,17 +264,17 @@ class PackedLauncher:
 
         if workspace is not None:
             n = len(template)
-            ws_pack, ws_at = self._packer(n - 4, n - 1)
+            ws_pack, ws_at = self._packer(n - 3, n - 1)
 
             def go(stream_ptr, pa, pb, po, ph0):
                 ws = workspace(stream_ptr)
                 buf, _, params = buffers()
-                with ws.launching(grid):
+                with ws.launching():
                     if ph0 is None:
                         head(buf, 0, pa, pb, po, pb, zero)
                     else:
                         head(buf, 0, pa, pb, po, ph0, one)
-                    ws_pack(buf, ws_at, ws.ptr, ws.counter, ws.epoch)
+                    ws_pack(buf, ws_at, ws.ptr, ws.epoch)
                     launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, params, 0)
 
             return go

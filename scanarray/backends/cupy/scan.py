@@ -129,7 +129,7 @@ def _scan(cupy, a, b, out, h0, dt, method):
 
 
 _ONE, _ZERO = np.int32(1), np.int32(0)
-_ZERO32, _ZERO64 = np.uint32(0), np.uint64(0)
+_ZERO32 = np.uint32(0)
 
 
 class _Plan:
@@ -139,7 +139,6 @@ class _Plan:
         self.kt = 1  # tiles along time chained by look-back (kernels without look-back: 1)
         self.__dict__.update(kw)
         self.fns = {}  # (compiled kernel, packed launcher or None) per device
-        self.options = _tile_options()  # how look-back tiles take their index, as planned
 
     def launch(self, cupy, a, b, out, h0):
         self.launch_ptrs(cupy, a.data.ptr, b.data.ptr, out.data.ptr, None if h0 is None else h0.data.ptr)
@@ -151,7 +150,7 @@ class _Plan:
             self._call(cupy, self._args(pa, pb, po, ph0, None), dev)
             return
         ws = _workspace(cupy, self.rec_size, self.slots)
-        with ws.launching(self.grid):
+        with ws.launching():
             self._call(cupy, self._args(pa, pb, po, ph0, ws), dev)
 
     def _args(self, pa, pb, po, ph0, ws):
@@ -175,8 +174,7 @@ class _Plan:
         if self.kind == "rows_wide":
             return head + lane_args
         # look-back kernels; a one-tile launch never touches its workspace argument (b stands in)
-        tail = [pb, _ZERO64, _ZERO32, np.int64(self.kt)] if ws is None else \
-            [ws.ptr, np.uint64(ws.counter), np.uint32(ws.epoch), np.int64(self.kt)]
+        tail = [pb, _ZERO32, np.int64(self.kt)] if ws is None else [ws.ptr, np.uint32(ws.epoch), np.int64(self.kt)]
         if self.kind == "rows_tiles":
             return head + vec + lane_args + tail
         return head + lane_args + [np.int64(self.nlanes), np.int64(self.ng)] + tail
@@ -193,7 +191,7 @@ class _Plan:
             rec_size, slots = self.rec_size, self.slots
             return entry[1].bind(self.grid, self.threads, template,
                                  workspace=lambda stream_ptr: _workspace_at(dev, stream_ptr, rec_size, slots))
-        ws_at = len(template) - 4 if self.kind in ("rows_tiles", "lanes_tiles") else None
+        ws_at = len(template) - 3 if self.kind in ("rows_tiles", "lanes_tiles") else None
         return entry[1].bind(self.grid, self.threads, template, ws_at)
 
     def _call(self, cupy, args, dev=None):
@@ -202,19 +200,13 @@ class _Plan:
             dev = cupy.cuda.runtime.getDevice()
         entry = self.fns.get(dev)
         if entry is None:
-            fn = _common.get_function("scan.cu", self.name, self.options, group=self.group)
+            fn = _common.get_function("scan.cu", self.name, group=self.group)
             entry = self.fns[dev] = (fn, _common.PackedLauncher.create(fn, args))
         fn, packed = entry
         if packed is not None:
             packed.launch(cupy, self.grid, self.threads, args)
         else:
             fn((self.grid,), (self.threads,), _common.raw_args(args))
-
-
-def _tile_options(tickets=None):
-    """Compile options choosing how look-back tiles take their index: by ticket where ``tickets``
-    (default ``_config.CUPY_TILE_TICKETS``), else by block index (scan.cu, dense_lookback.cu)."""
-    return ("-DSCANARRAY_TILE_TICKETS=1",) if (_config.CUPY_TILE_TICKETS if tickets is None else tickets) else ()
 
 
 class _nullctx:
@@ -284,7 +276,7 @@ def plan(a, b, out, dt, method, ns=None, ss=None):
     tunables = _tunables(cfg, dt.itemsize)
     key = (tuple(b.shape), a.strides, b.strides, out.strides, a.dtype, b.dtype, out.dtype, dt, method,
            tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, tunables,
-           _config.CUPY_TILE_TICKETS, b.device.id)
+           b.device.id)
     p = _plans.get(key)
     if p is None:
         if len(_plans) > 4096:
@@ -477,10 +469,9 @@ def _rec_size(dt):
 
 
 # --------------------------------------------------------------------------- workspaces
-# Tile statuses and the tile counter live in a workspace per (device, stream, record size),
-# zeroed once when allocated. Each call gets a new epoch (statuses of older calls read as
-# "not ready") and a counter base, so no call pays for a memset; calls on one stream are
-# ordered, calls on different streams use different workspaces.
+# Tile statuses live in a workspace per (device, stream, record size), zeroed once when allocated.
+# Each call gets a new epoch (statuses of older calls read as "not ready"), so no call pays for a
+# memset; calls on one stream are ordered, calls on different streams use different workspaces.
 
 _ws_lock = threading.Lock()
 _workspaces: dict = {}
@@ -488,25 +479,21 @@ _EPOCH_LIMIT = 2**29
 
 
 class _Workspace:
-    """Statuses and tile counter of one (device, stream, record size).
+    """Tile statuses of one (device, stream, record size).
 
-    A launch takes them under ``with ws.launching(ntiles):``, which holds the lock (two host
-    threads may launch on one stream) and, if the launch raised nothing, moves the counter past
-    its ``ntiles`` tiles and starts a new epoch.
+    A launch takes them under ``with ws.launching():``, which holds the lock (two host threads may
+    launch on one stream) and, if the launch raised nothing, starts a new epoch.
     """
 
     def __init__(self, cupy, nbytes):
         self.buffer = cupy.zeros(nbytes, dtype=cupy.uint8)
         self.ptr = self.buffer.data.ptr
         self.nbytes = nbytes
-        self.counter = 0
         self.epoch = 1
         self.lock = threading.Lock()
-        self._ntiles = 0
 
-    def launching(self, ntiles):
+    def launching(self):
         self.lock.acquire()
-        self._ntiles = ntiles
         return self
 
     def __enter__(self):
@@ -515,11 +502,9 @@ class _Workspace:
     def __exit__(self, exc_type, *exc):
         try:
             if exc_type is None:
-                self.counter += self._ntiles
                 self.epoch += 1
                 if self.epoch >= _EPOCH_LIMIT:
                     self.buffer.fill(0)
-                    self.counter = 0
                     self.epoch = 1
         finally:
             self.lock.release()

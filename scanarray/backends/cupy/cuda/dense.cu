@@ -254,17 +254,6 @@ __device__ __forceinline__ DenseLane dense_lane(long long lane, int cdiv, long l
     return q;
 }
 
-template<typename T>
-__device__ __forceinline__ T dense_shfl(T v, int src) {
-    constexpr int W = sizeof(T) / 4;
-    int w[W];
-    memcpy(w, &v, sizeof(T));
-    #pragma unroll
-    for (int i = 0; i < W; ++i) w[i] = __shfl_sync(0xffffffffu, w[i], src);
-    memcpy(&v, w, sizeof(T));
-    return v;
-}
-
 // Sum over the P adjacent threads sharing a row (butterfly: all of them get the sum).
 template<typename T>
 __device__ __forceinline__ T dense_row_sum(T v, int P) {
@@ -275,101 +264,67 @@ __device__ __forceinline__ T dense_row_sum(T v, int P) {
     return v;
 }
 
-// How a step's new state reaches the other threads (template parameter X):
-//   0: the owner writes it to the shared double buffer, then a barrier; the output is stored
-//      to global memory straight away;
-//   1: (a warp per lane only) shuffles from the row owners: no shared state, no barrier;
-//   2: as 0, but the outputs gather in a shared ring of 2 x DENSE_KO steps that the group
-//      writes to global memory every DENSE_KO steps (coalesced, away from the per-step barrier).
-// DIAG (runtime, benchmarks only): bit 0 skips the output stores (results not written).
-#define DENSE_KO 32
+// How a step's new state reaches the other threads: the owner writes it to a shared double
+// buffer, then a barrier. A warp per lane stores its outputs to global memory straight away; a
+// block per lane gathers them in a shared ring of 2 x DENSE_KO steps that it writes to global
+// memory every DENSE_KO steps (coalesced, away from the per-step barrier; docs/guide/dense.md).
+constexpr int DENSE_KO = 32;
 
-template<typename T, int C, bool WARP, int X>
+template<typename T, int C, bool WARP>
 struct DenseStep {
     const DenseGroup& d;
-    T* hbuf;   // X != 1: 2 * N2 per lane
-    T* obuf;   // X == 2: 2 * DENSE_KO * N2 per lane
+    T* hbuf;   // 2 * N2 per lane
+    T* obuf;   // block per lane: 2 * DENSE_KO * N2
     T* Hl;
-    int n, N2, P, steps, reverse, diag;
+    int n, N2, P, steps, reverse;
     bool owner;
-    T hr[C];   // X == 1: this thread's columns of the state
     int cur;
 
     __device__ __forceinline__ DenseStep(const DenseGroup& d_, T* h_, T* o_, T* H_, const T* h0, int has_h0,
-                                         int n_, int N2_, int P_, int steps_, int rev_, int diag_, bool owner_)
-        : d(d_), hbuf(h_), obuf(o_), Hl(H_), n(n_), N2(N2_), P(P_), steps(steps_), reverse(rev_), diag(diag_),
-          owner(owner_), cur(0) {
-        if constexpr (X == 1) {
-            #pragma unroll
-            for (int k = 0; k < C; ++k) {
-                const int c = d.c0 + k;
-                hr[k] = (has_h0 && c < n) ? h0[d.lane * n + c] : T(0);
-            }
-        } else {
-            for (int i = d.g; i < 2 * N2; i += d.G) hbuf[i] = (has_h0 && i < n) ? h0[d.lane * n + i] : T(0);
-        }
+                                         int n_, int N2_, int P_, int steps_, int rev_, bool owner_)
+        : d(d_), hbuf(h_), obuf(o_), Hl(H_), n(n_), N2(N2_), P(P_), steps(steps_), reverse(rev_), owner(owner_),
+          cur(0) {
+        for (int i = d.g; i < 2 * N2; i += d.G) hbuf[i] = (has_h0 && i < n) ? h0[d.lane * n + i] : T(0);
     }
 
     // init + this thread's share of (A[t] @ h)[r]
-    __device__ __forceinline__ T dot(const T (&a)[C], T init) {
-        if constexpr (X == 1) {
-            T s4[4] = {init, T(0), T(0), T(0)};
-            #pragma unroll
-            for (int k = 0; k < C; ++k) s4[k & 3] += a[k] * hr[k];
-            return (s4[0] + s4[1]) + (s4[2] + s4[3]);
-        } else {
-            return dense_dot<T, C>(a, hbuf + cur * N2 + d.c0, init);
-        }
-    }
+    __device__ __forceinline__ T dot(const T (&a)[C], T init) { return dense_dot<T, C>(a, hbuf + cur * N2 + d.c0, init); }
 
     // v: the new state's row r (every thread of the row holds it); publish it for step s + 1
     __device__ __forceinline__ void finish(T v, int s) {
         const long long t = reverse ? steps - 1 - s : s;
-        if constexpr (X == 1) {
-            if (owner && !(diag & 1)) Hl[t * n + d.r] = v;
-            #pragma unroll
-            for (int k = 0; k < C; ++k) {
-                const int c = d.c0 + k;
-                const T x = dense_shfl(v, (c * P) & 31);
-                hr[k] = c < n ? x : T(0);  // padded columns stay 0 even when h is not finite
-            }
-        } else {
-            if (owner) {
-                if (X == 0 && !(diag & 1)) Hl[t * n + d.r] = v;
-                if (X == 2) obuf[(s % (2 * DENSE_KO)) * N2 + d.r] = v;
-                hbuf[(1 - cur) * N2 + d.r] = v;
-            }
-            dense_barrier<WARP>();
-            cur ^= 1;
-            if (X == 2 && ((s + 1) % DENSE_KO == 0 || s + 1 == steps) && !(diag & 1)) {
-                const int s0 = s - s % DENSE_KO, count = s - s0 + 1;
-                const T* src = obuf + ((s0 / DENSE_KO) & 1) * DENSE_KO * N2;
-                for (int idx = d.g; idx < count * n; idx += d.G) {
-                    const int j = idx / n, i = idx - j * n;
-                    const long long tj = reverse ? steps - 1 - (s0 + j) : s0 + j;
-                    Hl[tj * n + i] = src[j * N2 + i];
-                }
+        if (owner) {
+            if (WARP) Hl[t * n + d.r] = v;
+            else obuf[(s % (2 * DENSE_KO)) * N2 + d.r] = v;
+            hbuf[(1 - cur) * N2 + d.r] = v;
+        }
+        dense_barrier<WARP>();
+        cur ^= 1;
+        if (!WARP && ((s + 1) % DENSE_KO == 0 || s + 1 == steps)) {
+            const int s0 = s - s % DENSE_KO, count = s - s0 + 1;
+            const T* src = obuf + ((s0 / DENSE_KO) & 1) * DENSE_KO * N2;
+            for (int idx = d.g; idx < count * n; idx += d.G) {
+                const int j = idx / n, i = idx - j * n;
+                const long long tj = reverse ? steps - 1 - (s0 + j) : s0 + j;
+                Hl[tj * n + i] = src[j * N2 + i];
             }
         }
     }
 };
 
-// Shared memory bytes per lane besides the A/b rings (the host computes the same).
-__host__ __device__ constexpr int dense_state_elems(int X, int N2) {
-    return X == 1 ? 0 : (X == 2 ? 2 * N2 + 2 * DENSE_KO * N2 : 2 * N2);
-}
+// Shared memory elements per lane besides the A/b rings (the host computes the same).
+__host__ __device__ constexpr int dense_state_elems(bool warp, int N2) { return warp ? 2 * N2 : 2 * N2 + 2 * DENSE_KO * N2; }
 
 // Shared memory: ring of A (D stages x NU units x blockDim.x threads), ring of b (D x blockDim.x),
-// then per lane the state (and output ring), dense_state_elems(X, N2) elements.
-template<typename T, int C, int U, int D, bool WARP, int X>
+// then per lane the state (and output ring), dense_state_elems(WARP, N2) elements.
+template<typename T, int C, int U, int D, bool WARP>
 __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane, long long a_time,
                                       const T* __restrict__ B, T* __restrict__ H,
                                       const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P, int diag,
+                                      int steps, int n, int reverse, int lanes, int P,
                                       int cdiv, long long a_in, long long x_out, int t_total) {
     constexpr int NU = C / U;
     static_assert(NU * U == C, "C is a multiple of U");
-    static_assert(WARP || X != 1, "shuffled state needs a warp per lane");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int NB = blockDim.x, tid = threadIdx.x;
     const DenseGroup d = dense_group<WARP>(lanes, P, C);
@@ -379,7 +334,7 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
     const int N2 = P * C;
     T* ringA = reinterpret_cast<T*>(smem_raw);
     T* ringB = ringA + (size_t)D * NU * NB * U;
-    T* state = ringB + (size_t)D * NB + (WARP ? (tid >> 5) : 0) * dense_state_elems(X, N2);
+    T* state = ringB + (size_t)D * NB + (WARP ? (tid >> 5) : 0) * dense_state_elems(WARP, N2);
     const T* Al = A + q.a_off + (long long)d.r * n + d.c0;
     const T* Bl = B + q.x_off;
     const bool rv = d.r < n, owner = rv && d.c0 == 0;
@@ -407,9 +362,8 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
         if (s < steps) issue(s, s);
         dense_cp_commit();
     }
-    DenseStep<T, C, WARP, X> st(d, state, state + 2 * N2, H + q.x_off, h0, has_h0,
-                                n, N2, P, steps, reverse, diag, owner);
-    if (X != 1) dense_barrier<WARP>();
+    DenseStep<T, C, WARP> st(d, state, state + 2 * N2, H + q.x_off, h0, has_h0, n, N2, P, steps, reverse, owner);
+    dense_barrier<WARP>();
     int stage = 0, fill = D - 1;
     for (int s = 0; s < steps; ++s) {
         if (s + D - 1 < steps) issue(s + D - 1, fill);
@@ -437,15 +391,14 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
 // the loop unrolled by D so that every buffer index is static): no shared-memory round trip
 // for A, at D * C elements of registers per thread. The host checks the register count
 // against the group size (Function.max_threads_per_block).
-template<typename T, int C, int U, int D, bool WARP, int X>
+template<typename T, int C, int U, int D, bool WARP>
 __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane, long long a_time,
                                       const T* __restrict__ B, T* __restrict__ H,
                                       const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P, int diag,
+                                      int steps, int n, int reverse, int lanes, int P,
                                       int cdiv, long long a_in, long long x_out, int t_total) {
     constexpr int NU = C / U;
     static_assert(NU * U == C, "C is a multiple of U");
-    static_assert(WARP || X != 1, "shuffled state needs a warp per lane");
     extern __shared__ __align__(16) unsigned char smem_raw[];
     const int tid = threadIdx.x;
     const DenseGroup d = dense_group<WARP>(lanes, P, C);
@@ -453,7 +406,7 @@ __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane,
     const DenseLane q = dense_lane(d.lane, cdiv, a_lane, a_in, x_out, steps, n, t_total);
     steps = q.steps;
     const int N2 = P * C;
-    T* state = reinterpret_cast<T*>(smem_raw) + (WARP ? (tid >> 5) : 0) * dense_state_elems(X, N2);
+    T* state = reinterpret_cast<T*>(smem_raw) + (WARP ? (tid >> 5) : 0) * dense_state_elems(WARP, N2);
     const T* Al = A + q.a_off + (long long)d.r * n + d.c0;
     const T* Bl = B + q.x_off;
     const bool rv = d.r < n, owner = rv && d.c0 == 0;
@@ -491,9 +444,8 @@ __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane,
     for (int j = 0; j < D; ++j) {
         if (j < steps) load(abuf[j], bbuf[j], j);
     }
-    DenseStep<T, C, WARP, X> st(d, state, state + 2 * N2, H + q.x_off, h0, has_h0,
-                                n, N2, P, steps, reverse, diag, owner);
-    if (X != 1) dense_barrier<WARP>();
+    DenseStep<T, C, WARP> st(d, state, state + 2 * N2, H + q.x_off, h0, has_h0, n, N2, P, steps, reverse, owner);
+    dense_barrier<WARP>();
     for (int s0 = 0; s0 < steps; s0 += D) {
         #pragma unroll
         for (int j = 0; j < D; ++j) {
@@ -505,91 +457,6 @@ __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane,
             }
         }
     }
-}
-
-// A block per lane with A[t] (n x n contiguous, n * n * sizeof(T) a multiple of 16 bytes) brought
-// by the bulk copy engine (cp.async.bulk, one copy of the whole matrix per step issued by thread 0,
-// completing on an mbarrier per stage): the copies do not occupy the threads' load/store path.
-// Thread 0 refills a stage only after the step barrier that follows its last reader, so X is 0
-// or 2 (a barrier every step). b still comes through cp.async (owner threads).
-__device__ __forceinline__ void dense_mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void dense_mbar_wait(unsigned bar, unsigned phase) {
-    asm volatile("{\n.reg .pred P1;\nWAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n"
-                 "@P1 bra DONE;\nbra WAIT;\nDONE:\n}\n" :: "r"(bar), "r"(phase) : "memory");
-}
-
-__device__ __forceinline__ void dense_bulk_copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(bar), "r"(bytes) : "memory");
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
-                 :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
-}
-
-// Shared memory: D mbarriers (16-byte padded), D stages of n * n (A), D x blockDim.x (b), state.
-template<typename T, int C, int D, int X>
-__global__ void dense_sequential_bulk(const T* __restrict__ A, long long a_lane, long long a_time,
-                                      const T* __restrict__ B, T* __restrict__ H,
-                                      const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P, int diag,
-                                      int cdiv, long long a_in, long long x_out, int t_total) {
-    static_assert(X != 1, "the refill relies on a barrier every step");
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    const int NB = blockDim.x, tid = threadIdx.x;
-    const DenseGroup d = dense_group<false>(lanes, P, C);
-    const DenseLane q = dense_lane(d.lane, cdiv, a_lane, a_in, x_out, steps, n, t_total);
-    steps = q.steps;
-    const int N2 = P * C, nn = n * n;
-    const unsigned bars = dense_smem_addr(smem_raw);
-    T* ringA = reinterpret_cast<T*>(smem_raw + ((D * 8 + 15) / 16) * 16);
-    T* ringB = ringA + (size_t)D * nn;
-    T* state = ringB + (size_t)D * NB;
-    const T* Al = A + q.a_off;
-    const T* Bl = B + q.x_off;
-    const bool rv = d.r < n, owner = rv && d.c0 == 0;
-    const unsigned bytes = nn * sizeof(T);
-    auto issue = [&](int s, int stage) {
-        const long long t = reverse ? steps - 1 - s : s;
-        if (tid == 0) dense_bulk_copy(dense_smem_addr(ringA + (size_t)stage * nn), Al + t * a_time, bytes, bars + 8 * stage);
-        if (owner) dense_cp_async<sizeof(T)>(ringB + stage * NB + tid, Bl + t * n + d.r, true);
-    };
-    if (tid == 0) {
-        for (int i = 0; i < D; ++i) dense_mbar_init(bars + 8 * i, 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    #pragma unroll 1
-    for (int s = 0; s < D - 1; ++s) {
-        if (s < steps) issue(s, s);
-        dense_cp_commit();
-    }
-    DenseStep<T, C, false, X> st(d, state, state + 2 * N2, H + q.x_off, h0, has_h0,
-                                 n, N2, P, steps, reverse, diag, owner);
-    __syncthreads();
-    int stage = 0, fill = D - 1;
-    unsigned phase = 0;
-    const bool full_row = rv && d.c0 + C <= n;
-    for (int s = 0; s < steps; ++s) {
-        if (s + D - 1 < steps) issue(s + D - 1, fill);
-        dense_cp_commit();
-        dense_cp_wait<D - 1>();
-        dense_mbar_wait(bars + 8 * stage, phase);
-        T a[C];
-        const T* src = ringA + (size_t)stage * nn + (size_t)d.r * n + d.c0;
-        if (full_row && (n * sizeof(T)) % 16 == 0) {
-            dense_load<T, C>(a, src);
-        } else {
-            #pragma unroll
-            for (int k = 0; k < C; ++k) a[k] = (rv && d.c0 + k < n) ? src[k] : T(0);
-        }
-        const T bv = owner ? ringB[stage * NB + tid] : T(0);
-        st.finish(dense_row_sum(st.dot(a, bv), P), s);
-        stage = stage + 1 == D ? 0 : stage + 1;
-        fill = fill + 1 == D ? 0 : fill + 1;
-        phase ^= (stage == 0);
-    }
-    dense_cp_wait<0>();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -836,22 +703,7 @@ __device__ __forceinline__ int dense_swz(int r, int k) {
 }
 
 // ---- warpgroup MMA (sm_90a only: NVRTC's -arch=sm_90a defines __CUDA_ARCH_FEAT_SM90_ALL)
-// wgmma.mma_async m64n64k8 TF32 (PTX ISA 8.0): the block's 4 warps multiply their 64 x 8 A
-// fragment (registers, the mma.m16n8k8 layout per warp) by an 8 x 64 B held in shared memory, and
-// accumulate 64 x 64 in registers laid out as four m16n8 accumulators per warp and n-tile, so that
-// the index maps of dense_pi hold unchanged. B is K-major without swizzle: core matrices of 8 rows
-// (n) x 16 bytes (4 k) stored whole, 128 bytes apart along k and 2048 apart along n (k = 64). The
-// H200 agreed with a float64 product in that layout and not with the two offsets swapped
-// (2026-11-22 00:29 UTC, 7.9e-4 relative error: TF32 rounding).
-__device__ __forceinline__ int dense_cm(int np, int kp) {  // word offset of B element (n, k)
-    return (np & 7) * 4 + (kp & 3) + (kp >> 2) * 32 + (np >> 3) * 512;
-}
-
-__device__ __forceinline__ unsigned long long dense_wg_desc(const void* p) {
-    return (unsigned long long)((dense_smem_addr(p) & 0x3FFFF) >> 4) | ((128ull >> 4) << 16) | ((2048ull >> 4) << 32);
-}
-
-// The operands of a warpgroup MMA m64n64 with A from registers (dense_wg_mma, dense_h16_mma): the
+// The operands of a warpgroup MMA m64n64 with A from registers (dense_h16_mma): the
 // 32 float accumulators of d, A's 4 registers, B's descriptor, and whether to accumulate.
 #define DENSE_WG_D "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
                    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
@@ -863,21 +715,6 @@ __device__ __forceinline__ unsigned long long dense_wg_desc(const void* p) {
       "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),            \
       "+f"(d[7][2]), "+f"(d[7][3])                                                                         \
     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(ACC)
-
-// d = a b (ACC = 0) or d += a b (ACC = 1), issued asynchronously: the operands' registers must
-// stay untouched until dense_wg_wait.
-template<int ACC>
-__device__ __forceinline__ void dense_wg_mma(float (&d)[8][4], const unsigned (&a)[4], unsigned long long desc) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-                 "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-                 DENSE_WG_D
-                 "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-                 DENSE_WG_OPERANDS);
-#else
-    __trap();  // the host compiles this path for sm_90a only
-#endif
-}
 
 __device__ __forceinline__ void dense_wg_fence() {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -922,243 +759,10 @@ __device__ __forceinline__ void dense_hold(X (&x)[R][C]) {
     }
 }
 
-// Row swizzles of a step's A[t] in shared memory: dense_swz for the mma.sync kernel; for the
-// wgmma kernel 16-byte piece q of row r sits at q ^ f(r), f(r) = bit 0 of r plus bits 2-3 of r
-// times 2, so that the split pass's 8-lane phases (8 rows r = dense_pi(j, c, e) for c, e over
-// 0..3, 0..1, one piece each) hit 8 different bank groups.
-template<int N, int WG>
-__device__ __forceinline__ int dense_sw(int r, int k) {
-    if constexpr (WG > 0) {
-        const int f = (r & 1) | ((r >> 1) & 6);
-        return r * N + ((((k >> 2) ^ f)) << 2) + (k & 3);
-    } else {
-        return dense_swz<N>(r, k);
-    }
-}
-
-// Blocks per SM the registers must allow. Binds at N = 64 only (128 threads a block; 64 and 32
-// threads allow 255 registers at 4 blocks): 128 registers with some spills, 4 blocks of 4 warps per
-// SM, ran the (8, 4096, 64) products pass in 461 us against 559-560 at 2 and 3 blocks (168-176
-// registers), H200 2026-11-21 ~13:58 UTC (tools/gpu_dense_chunked.sh, CHUNK_VARIANTS): Nsight Compute
-// had found that kernel latency-bound at 8 warps per SM (4.4 cycles between a warp's instructions,
-// issue slots 43% busy, tensor pipe 28%).
-#ifndef DENSE_MMA_MINB
-#define DENSE_MMA_MINB 4
-#endif
-// 1: the main TF32 products summed per k-tile in float32 (sa_mma_tf32_fresh), 0: one tensor-core
-// accumulation chain per output tile (measured on the H200 at n = 64, row sums 0.99, non-negative:
-// 1.56e-5 relative error, over float32's 1e-5)
-#ifndef DENSE_MMA_FRESH
-#define DENSE_MMA_FRESH 1
-#endif
-// Parts of the warpgroup products kernel's step, as bits (the default: all; benchmarks time each):
-//   1: e <- A[t] e + b[t] inside the split pass, from the A[t] values the pass holds in registers
-//      (before: a pass of its own after the step's MMAs were issued, whose shared-memory loads and
-//      FMAs ptxas interleaved with the MMA issue, delaying it: Nsight Compute, H200, 2026-11-22
-//      05:49 UTC, 34% of the step's stall samples in that stretch);
-//   2 (WG = 2, with 1): the main products' pairs and the small products in alternating commit groups, so
-//      that the tensor pipe holds the next group while a pair is summed (before: each pair waited for
-//      the pipe to drain, 12% of the samples);
-//   4: A[t]'s copies issued from per-thread offsets computed once, unrolled over the rows (before:
-//      swizzled 64-bit addresses recomputed per row in a loop, at the loop head with 22%).
-// Products pass at (8, 4096, 64), H200, medians of 20 (2026-11-22 05:55-06:00 UTC, two rounds each):
-// 0: 285-287 us; 1: 269; 1 + 4: 269; 1 + 2: 263; all: 255 (06:00 UTC, with the split pass's loads
-// and e's FMA chains shortened: 249.5 against 287).
-#ifndef DENSE_WG_OPT
-#define DENSE_WG_OPT 7
-#endif
-// One step of dense_chunk_products_mma<64, D, WG> on warpgroup MMAs: X <- X A[t]^T (X's TF32
-// pieces ah, al come split from d; d receives the new X) and e <- A[t] e + b[t]. split: A[t] is new
-// in shared memory (every step, or once for a time-invariant A).
-template<int WG>
-__device__ __forceinline__ void dense_wg_step(float (&d)[8][4], unsigned (&ah)[8][4], unsigned (&al)[8][4],
-                                              const float* Ax, const float* eo, float* en, const float* bx,
-                                              unsigned* Bh, unsigned* Bl, bool split, int tid, int w, int g, int c) {
-    constexpr int N = 64, CH = WG == 2 ? 1 : 8 / WG;  // accumulators of the main products
-    // PIPE returns before the separate e pass: it needs E_SPLIT (bit 2 alone skipped e: wrong results)
-    constexpr bool E_SPLIT = DENSE_WG_OPT & 1, PIPE = WG == 2 && (DENSE_WG_OPT & 3) == 3;
-    if (split || E_SPLIT) {
-        // thread unit u = tid + 128 i, i = 0, 1: B row np (n & 7 = u & 7, n >> 3 = u >> 5) and k pieces
-        // 4a + m, m = 0..3: the values A[t][r][16a + 4c + m], c = 0..3, which are one 64-byte run of
-        // row r = pi_n(np). Both units share a = bits 3-4 of tid. Both units' loads first (ILP).
-        const int a = (tid >> 3) & 3;
-        int np[2], r[2];
-        float v[2][4][4];
-        #pragma unroll
-        for (int i = 0; i < 2; ++i) {
-            const int u = tid + 128 * i;
-            np[i] = (u & 7) | ((u >> 5) << 3);
-            r[i] = dense_pi(np[i] >> 3, (np[i] >> 1) & 3, np[i] & 1);
-            #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const float4 x = *reinterpret_cast<const float4*>(Ax + dense_sw<N, WG>(r[i], 16 * a + 4 * q));
-                v[i][q][0] = x.x, v[i][q][1] = x.y, v[i][q][2] = x.z, v[i][q][3] = x.w;
-            }
-        }
-        if constexpr (E_SPLIT) {
-            // row r of A[t] times e: this unit's 16 columns in four short FMA chains, then the row's
-            // four units (lanes 8 apart in this warp)
-            float part[2][4];
-            #pragma unroll
-            for (int q = 0; q < 4; ++q) {
-                const float4 ev = *reinterpret_cast<const float4*>(eo + 16 * a + 4 * q);
-                #pragma unroll
-                for (int i = 0; i < 2; ++i) {
-                    part[i][q] = __fmaf_rn(v[i][q][3], ev.w, __fmaf_rn(v[i][q][2], ev.z,
-                                 __fmaf_rn(v[i][q][1], ev.y, __fmul_rn(v[i][q][0], ev.x))));
-                }
-            }
-            float row[2];
-            #pragma unroll
-            for (int i = 0; i < 2; ++i) row[i] = (part[i][0] + part[i][1]) + (part[i][2] + part[i][3]);
-            #pragma unroll
-            for (int i = 0; i < 2; ++i) row[i] += __shfl_xor_sync(0xffffffffu, row[i], 8);
-            #pragma unroll
-            for (int i = 0; i < 2; ++i) row[i] += __shfl_xor_sync(0xffffffffu, row[i], 16);
-            #pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                if (a == 0) en[r[i]] = row[i] + bx[r[i]];
-            }
-        }
-        if (split) {
-            #pragma unroll
-            for (int i = 0; i < 2; ++i) {
-                #pragma unroll
-                for (int m = 0; m < 4; ++m) {
-                    uint4 h, l;
-                    sa_tf32_split(v[i][0][m], h.x, l.x);
-                    sa_tf32_split(v[i][1][m], h.y, l.y);
-                    sa_tf32_split(v[i][2][m], h.z, l.z);
-                    sa_tf32_split(v[i][3][m], h.w, l.w);
-                    const int off = dense_cm(np[i], 4 * (4 * a + m));
-                    *reinterpret_cast<uint4*>(Bh + off) = h;
-                    *reinterpret_cast<uint4*>(Bl + off) = l;
-                }
-            }
-            dense_fence_async_smem();
-            __syncthreads();
-        }
-    }
-    float small[8][4], big[CH][8][4];
-    if constexpr (PIPE) {
-        // Commit groups in turn: pair 0 of the main products (into big[0]), then the small products'
-        // k-tiles 0-1 (small); for p = 1..3: wait until only the latest group runs, add pair p - 1 to
-        // d in float32, issue pair p and small's k-tiles 2p, 2p + 1. Each pair is still one fresh
-        // tensor-core accumulation of two k-tiles, summed in float32 (the same rounding as below).
-        const unsigned long long dh = dense_wg_desc(Bh), dl = dense_wg_desc(Bl);
-        dense_wg_fence();
-        dense_wg_mma<0>(big[0], ah[0], dh);
-        dense_wg_mma<1>(big[0], ah[1], dh + 16);
-        dense_wg_commit();
-        dense_wg_mma<0>(small, al[0], dh);
-        dense_wg_mma<1>(small, ah[0], dl);
-        dense_wg_mma<1>(small, al[1], dh + 16);
-        dense_wg_mma<1>(small, ah[1], dl + 16);
-        dense_wg_commit();
-        #pragma unroll
-        for (int p = 1; p < 4; ++p) {
-            dense_wg_wait<1>();
-            dense_hold(big[0]);
-            #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                #pragma unroll
-                for (int q = 0; q < 4; ++q) d[j][q] = p == 1 ? big[0][j][q] : d[j][q] + big[0][j][q];
-            }
-            dense_wg_fence();
-            dense_wg_mma<0>(big[0], ah[2 * p], dh + 32 * p);
-            dense_wg_mma<1>(big[0], ah[2 * p + 1], dh + 32 * p + 16);
-            dense_wg_commit();
-            dense_wg_mma<1>(small, al[2 * p], dh + 32 * p);
-            dense_wg_mma<1>(small, ah[2 * p], dl + 32 * p);
-            dense_wg_mma<1>(small, al[2 * p + 1], dh + 32 * p + 16);
-            dense_wg_mma<1>(small, ah[2 * p + 1], dl + 32 * p + 16);
-            dense_wg_commit();
-        }
-        dense_wg_wait<0>();
-        dense_hold(small);
-        dense_hold(big[0]);
-        dense_hold(ah);
-        dense_hold(al);
-        #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-            #pragma unroll
-            for (int q = 0; q < 4; ++q) d[j][q] = (d[j][q] + big[0][j][q]) + small[j][q];
-        }
-        return;
-    }
-    const unsigned long long dh = dense_wg_desc(Bh), dl = dense_wg_desc(Bl);
-    dense_wg_fence();
-    #pragma unroll
-    for (int j = 0; j < 8; ++j) {  // k-tile j: 256 bytes further along k (descriptor units of 16 bytes)
-        if (j == 0) {
-            dense_wg_mma<0>(small, al[j], dh + 16 * j);
-        } else {
-            dense_wg_mma<1>(small, al[j], dh + 16 * j);
-        }
-        dense_wg_mma<1>(small, ah[j], dl + 16 * j);
-        if (WG == 2 && j >= 2) continue;  // WG = 2: pairs 1..3 come after, one at a time
-        if (j % WG == 0) {
-            dense_wg_mma<0>(big[j / WG], ah[j], dh + 16 * j);
-        } else {
-            dense_wg_mma<1>(big[j / WG], ah[j], dh + 16 * j);
-        }
-    }
-    dense_wg_commit();
-    // e <- A[t] e + b[t] meanwhile: warp w owns rows dense_pi(j, g / 2, g % 2) of n-tiles j = 2w, 2w + 1
-    #pragma unroll
-    for (int jj = 0; jj < (E_SPLIT ? 0 : 2); ++jj) {
-        const int r = dense_pi(2 * w + jj, g >> 1, g & 1);
-        float part = 0.f;
-        #pragma unroll
-        for (int i = 0; i < N / 16; ++i) {
-            const float4 v = *reinterpret_cast<const float4*>(Ax + dense_sw<N, WG>(r, 16 * i + 4 * c));
-            const float4 ev = *reinterpret_cast<const float4*>(eo + 16 * i + 4 * c);
-            part = __fmaf_rn(v.x, ev.x, part);
-            part = __fmaf_rn(v.y, ev.y, part);
-            part = __fmaf_rn(v.z, ev.z, part);
-            part = __fmaf_rn(v.w, ev.w, part);
-        }
-        part += __shfl_xor_sync(0xffffffffu, part, 1);
-        part += __shfl_xor_sync(0xffffffffu, part, 2);
-        if (c == 0) en[r] = part + bx[r];
-    }
-    if constexpr (WG == 2) {
-        // one accumulator pair more than 8 k-tiles' chains need: big[0] takes k-tile pair p = 1..3 in
-        // turn once the pair before it is summed into small in float32 (one tensor-core accumulate
-        // per pair, as mma.sync's fresh products have; small's own chain is 2^-11 of the result)
-        #pragma unroll
-        for (int p = 1; p < 4; ++p) {
-            dense_wg_wait();
-            dense_hold(small);
-            dense_hold(big[0]);
-            #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                #pragma unroll
-                for (int q = 0; q < 4; ++q) small[j][q] += big[0][j][q];
-            }
-            dense_wg_fence();
-            dense_wg_mma<0>(big[0], ah[2 * p], dh + 32 * p);
-            dense_wg_mma<1>(big[0], ah[2 * p + 1], dh + 32 * p + 16);
-            dense_wg_commit();
-        }
-    }
-    dense_wg_wait();
-    dense_hold(small);
-    #pragma unroll
-    for (int k = 0; k < CH; ++k) dense_hold(big[k]);
-    dense_hold(ah);
-    dense_hold(al);
-    #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-        #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            float x = big[0][j][q];
-            #pragma unroll
-            for (int k = 1; k < CH; ++k) x += big[k][j][q];
-            d[j][q] = x + small[j][q];
-        }
-    }
-}
+// Blocks per SM the registers of dense_chunk_products_mma must allow. Binds at N = 64 only (128
+// threads a block; 64 and 32 threads allow 255 registers at 4 blocks): 128 registers with some
+// spills, 4 blocks of 4 warps per SM, beat 2 and 3 blocks of 168-176 registers (docs/guide/dense.md).
+constexpr int DENSE_MMA_MINB = 4;
 
 // The (lane o, chunk ch) of a tensor-core products block (C blocks per lane, uniform per block)
 // and the slot its map goes to: that of the chunk after it in the scan's order. The terminal chunk
@@ -1190,26 +794,18 @@ __device__ __forceinline__ void dense_chunk_entry(float* P, float* E, const floa
     for (int r = tid; r < n; r += nth) E[r] = h0 ? h0[r] : 0.f;
 }
 
-// WG > 0 (N = 64, sm_90a): the step's products on warpgroup MMAs instead (dense_wg_mma). A split
-// pass turns A[t] into its TF32 pieces once per step, written as wgmma's B in the relabelled
-// order: element (n, k) of B is A[t][pi_n(n)][pi_k(k)] with pi_n(8j + 2c + e) = pi_k(8j + 4e + c) =
-// dense_pi(j, c, e). The main products run in chains of WG k-tiles on the tensor cores, summed in
-// float32; the two small ones in one chain; e's FMAs run on the CUDA cores meanwhile.
-template<int N, int D, int WG = 0>
-__global__ void __launch_bounds__(2 * N, WG == 0 ? DENSE_MMA_MINB : WG == 4 ? 2 : 3)
+template<int N, int D>
+__global__ void __launch_bounds__(2 * N, DENSE_MMA_MINB)
 dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long long a_time,
                          const float* __restrict__ B, const float* __restrict__ h0, long long h0_lane,
                          int has_h0, float* __restrict__ Pout, float* __restrict__ Eout,
                          int lanes, int C, int L, int steps, int n, int reverse, int G, int vec) {
     static_assert(N % 16 == 0 && N <= 64 && D >= 2, "N = 16, 32 or 64; D >= 2");
-    static_assert(WG == 0 || (N == 64 && (WG == 8 || WG == 4 || WG == 2)), "warpgroup MMA: N = 64, chains of 8, 4 or 2 k-tiles");
     constexpr int MW = N / 16, NT = N / 8, KP = N / 16, NTH = 32 * MW;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     float* As = reinterpret_cast<float*>(smem_raw);  // D stages of N x N (swizzled rows)
     float* bs = As + D * N * N;                       // D stages of N
     float* es = bs + D * N;                           // e double buffer, 2 x N
-    unsigned* Bhi = reinterpret_cast<unsigned*>(es + 2 * N);  // WG: hi and lo of A[t] as wgmma's B
-    unsigned* Blo = Bhi + N * N;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
 
     const DenseChunk chunk(A, a_lane, B, lanes, C, L, steps, n, reverse);
@@ -1223,34 +819,20 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
     __syncthreads();
 
     // Copies: a thread takes a fixed 16-byte column piece (vec) or column, rows strided.
-    // Warpgroup kernel (DENSE_WG_OPT & 4): its rows r0 + 8i and their swizzled pieces, computed once.
-    // dense_sw<64, WG>(r0 + 8i, 4q) = (r0 + 8i) 64 + 4 (q ^ f0 ^ 4 (i & 1)), f0 = (r0 & 1) | ((r0 >> 1) & 2).
-    constexpr bool LEAN = WG > 0 && (DENSE_WG_OPT & 4);
-    const int lq = tid % 16, lr0 = tid / 16, lf0 = (lr0 & 1) | ((lr0 >> 1) & 2);
-    const int lcol_even = 4 * (lq ^ lf0), lcol_odd = 4 * (lq ^ lf0 ^ 4), lsrc = lr0 * n + 4 * lq;
     auto issue_a = [&](long long t, int stage) {
         const float* src = Al + t * a_time;
         float* dst = As + stage * N * N;
-        if (LEAN && vec) {
-            if (4 * lq < n) {
-                const float* sp = src + lsrc;
-                float* dp = dst + lr0 * N;
-                #pragma unroll
-                for (int i = 0; i < N / 8; ++i) {
-                    if (lr0 + 8 * i < n) dense_cp_async<16>(dp + 8 * N * i + (i & 1 ? lcol_odd : lcol_even), sp + 8 * i * n, true);
-                }
-            }
-        } else if (vec) {
+        if (vec) {
             constexpr int Q = N / 4, RS = NTH / Q;
             const int q = tid % Q;
             if (4 * q < n) {
-                for (int r = tid / Q; r < n; r += RS) dense_cp_async<16>(dst + dense_sw<N, WG>(r, 4 * q), src + r * n + 4 * q, true);
+                for (int r = tid / Q; r < n; r += RS) dense_cp_async<16>(dst + dense_swz<N>(r, 4 * q), src + r * n + 4 * q, true);
             }
         } else {
             constexpr int RS = NTH / N;
             const int k = tid % N;
             if (k < n) {
-                for (int r = tid / N; r < n; r += RS) dense_cp_async<4>(dst + dense_sw<N, WG>(r, k), src + r * n + k, true);
+                for (int r = tid / N; r < n; r += RS) dense_cp_async<4>(dst + dense_swz<N>(r, k), src + r * n + k, true);
             }
         }
     };
@@ -1279,10 +861,10 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
             #pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const int i0 = dense_pi(j, c, 0), i1 = dense_pi(j, c, 1), m = 16 * w + g;
-                d[j][0] = Ax[dense_sw<N, WG>(i0, m)];
-                d[j][1] = Ax[dense_sw<N, WG>(i1, m)];
-                d[j][2] = Ax[dense_sw<N, WG>(i0, m + 8)];
-                d[j][3] = Ax[dense_sw<N, WG>(i1, m + 8)];
+                d[j][0] = Ax[dense_swz<N>(i0, m)];
+                d[j][1] = Ax[dense_swz<N>(i1, m)];
+                d[j][2] = Ax[dense_swz<N>(i0, m + 8)];
+                d[j][3] = Ax[dense_swz<N>(i1, m + 8)];
             }
             if (tid < N) es[tid] = bx[tid];
             continue;
@@ -1297,9 +879,7 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
             sa_tf32_split(d[j][3], ah[j][3], al[j][3]);
         }
         float* en = es + (s & 1) * N;
-        if constexpr (WG > 0) {
-            dense_wg_step<WG>(d, ah, al, Ax, eo, en, bx, Bhi, Blo, varying || s == 1, tid, w, g, c);
-        } else {
+        {
             #pragma unroll
             for (int j = 0; j < NT; ++j) {
                 const int r = dense_pi(j, g >> 1, g & 1);  // the row of A[t] for output slot g of n-tile j
@@ -1314,23 +894,16 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
                     sa_tf32_split(v.y, bh[1], bl[1]);
                     sa_tf32_split(v.z, bh[2], bl[2]);
                     sa_tf32_split(v.w, bh[3], bl[3]);
-                    if (DENSE_MMA_FRESH) {
-                        // main terms: a fresh product per k-tile, summed in float32 (round to nearest)
-                        float p0[4], p1[4];
-                        sa_mma_tf32_fresh(p0, ah[2 * i], bh[0], bh[1]);
-                        sa_mma_tf32_fresh(p1, ah[2 * i + 1], bh[2], bh[3]);
-                        #pragma unroll
-                        for (int q = 0; q < 4; ++q) big[q] += p0[q] + p1[q];
-    #if SA_TF32_SPLIT
-                        sa_mma_tf32(small, al[2 * i], bh[0], bh[1]);
-                        sa_mma_tf32(small, ah[2 * i], bl[0], bl[1]);
-                        sa_mma_tf32(small, al[2 * i + 1], bh[2], bh[3]);
-                        sa_mma_tf32(small, ah[2 * i + 1], bl[2], bl[3]);
-    #endif
-                    } else {
-                        sa_mma_3xtf32(big, small, ah[2 * i], al[2 * i], bh[0], bh[1], bl[0], bl[1]);
-                        sa_mma_3xtf32(big, small, ah[2 * i + 1], al[2 * i + 1], bh[2], bh[3], bl[2], bl[3]);
-                    }
+                    // main terms: a fresh product per k-tile, summed in float32 (round to nearest)
+                    float p0[4], p1[4];
+                    sa_mma_tf32_fresh(p0, ah[2 * i], bh[0], bh[1]);
+                    sa_mma_tf32_fresh(p1, ah[2 * i + 1], bh[2], bh[3]);
+                    #pragma unroll
+                    for (int q = 0; q < 4; ++q) big[q] += p0[q] + p1[q];
+                    sa_mma_tf32(small, al[2 * i], bh[0], bh[1]);
+                    sa_mma_tf32(small, ah[2 * i], bl[0], bl[1]);
+                    sa_mma_tf32(small, al[2 * i + 1], bh[2], bh[3]);
+                    sa_mma_tf32(small, ah[2 * i + 1], bl[2], bl[3]);
                     if (mine) {  // columns 16i + 4c .. 16i + 4c + 3 of this row times e
                         const float4 ev = *reinterpret_cast<const float4*>(eo + 16 * i + 4 * c);
                         part = __fmaf_rn(v.x, ev.x, part);
@@ -1372,7 +945,7 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
 }
 
 // ---- Products on FP16 pieces (sm_90a): dense_chunk_products_h16<D>, N = 64 ----------------------
-// The same pass as dense_chunk_products_mma<64, D, WG> (X <- X A[t]^T over a chunk, e <- A[t] e +
+// The same pass as dense_chunk_products_mma<64, D> (X <- X A[t]^T over a chunk, e <- A[t] e +
 // b[t]), with each float32 operand split into two half-precision pieces instead of two TF32 ones:
 // x = hi + 2^-11 lo, hi = f16(x), lo = f16((x - hi) 2^11), and X A^T = Xh Bh + 2^-11 (Xh Bl + Xl Bh)
 // with the lo lo term dropped, as in 3xTF32: both keep 11 + 11 significant bits, but wgmma's
@@ -1770,155 +1343,6 @@ dense_chunk_products_h16(const float* __restrict__ A, long long a_lane, long lon
             dense_h16_store_p(P, d, R0, R1, n, w, g, c);
             __syncthreads();  // e of the last step (written before the loop's last barrier or above)
             for (int r = tid; r < n; r += NTH) E[r] = es[((len - 1) & 1) * N + r];
-        }
-    }
-}
-
-// ---- Warp-specialized products on FP16 pieces (sm_90a): dense_chunk_products_ws<D, NB> -------------
-// dense_chunk_products_h16's step split between two warpgroups of one block (256 threads): warpgroup
-// 0 consumes (the running product's pieces, the MMAs, their sum: dense_h16_x_pieces, _issue,
-// _retire, _sum), warpgroup 1 produces (A[t]'s copies through a D-stage ring, its split into one of
-// NB buffers of B pieces with e <- A[t] e + b[t]: dense_h16_split_a). A buffer changes hands on
-// mbarriers: full[i], which the producer's 128 threads arrive on once its pieces, column scales and
-// flag are written (pieces fenced for the async proxy), and empty[i], which the consumer's 128
-// threads arrive on once their MMAs have read it. In the single-warpgroup kernel every step ran the
-// two in turn, with two block barriers (Nsight Compute, H200, 2026-11-22 07:33 UTC, (8, 4096, 64):
-// 56% of issue slots busy, no warp eligible in 44% of cycles). Registers move to the consumer
-// (setmaxnreg; 2 blocks per SM).
-#ifndef DENSE_WS_PREG
-#define DENSE_WS_PREG 96
-#endif
-
-__device__ __forceinline__ void dense_mbar_arrive(unsigned bar) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(bar) : "memory");
-}
-
-// The producer warpgroup's own barrier (named barrier 1, its 128 threads), and its OR reduction
-__device__ __forceinline__ void dense_ws_sync() { asm volatile("bar.sync 1, 128;\n" ::: "memory"); }
-
-__device__ __forceinline__ int dense_ws_or(int x) {
-    int r;
-    asm volatile("{\n.reg .pred p, q;\nsetp.ne.b32 p, %1, 0;\nbar.red.or.pred q, 1, 128, p;\nselp.b32 %0, 1, 0, q;\n}\n"
-                 : "=r"(r) : "r"(x) : "memory");
-    return r;
-}
-
-template<int REGS, bool INC>
-__device__ __forceinline__ void dense_setmaxnreg() {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if constexpr (INC) asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(REGS));
-    else asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(REGS));
-#endif
-}
-
-template<int D, int NB>
-__global__ void __launch_bounds__(256, 2)
-dense_chunk_products_ws(const float* __restrict__ A, long long a_lane, long long a_time,
-                        const float* __restrict__ B, const float* __restrict__ h0, long long h0_lane,
-                        int has_h0, float* __restrict__ Pout, float* __restrict__ Eout,
-                        int lanes, int C, int L, int steps, int n, int reverse, int G, int vec) {
-    static_assert(D >= 2 && NB >= 2 && NB <= 4, "a ring of at least 2 steps, 2 to 4 B buffers");
-    constexpr int N = 64, PW = N * N / 2;
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    unsigned* Bp = reinterpret_cast<unsigned*>(smem_raw);      // NB buffers x (hi, lo) pieces of B
-    float* As = reinterpret_cast<float*>(Bp + NB * 2 * PW);    // D stages of N x N (swizzled rows)
-    float* bs = As + D * N * N;                                 // D stages of N
-    float* es = bs + D * N;                                     // e double buffer, 2 x N
-    float* cs = es + 2 * N;                                     // 2^sigma of B's rows, NB x N
-    int* fl = reinterpret_cast<int*>(cs + NB * N);              // whether any row was scaled, NB (4 words)
-    unsigned long long* bars = reinterpret_cast<unsigned long long*>(fl + 4);  // full[NB], empty[NB]
-    const int tid = threadIdx.x, wg = tid >> 7, t7 = tid & 127;
-    const int w = t7 >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
-
-    const DenseChunk chunk(A, a_lane, B, lanes, C, L, steps, n, reverse);
-    const long long o = chunk.o;
-    const int start = chunk.start, len = chunk.len;
-    const bool varying = a_time != 0;
-
-    for (int i = tid; i < D * N * N + D * N + 2 * N + NB * N + 4; i += 256) As[i] = 0.f;  // zero padding
-    if (tid == 0) {
-        for (int i = 0; i < 2 * NB; ++i) dense_mbar_init(dense_smem_addr(bars + i), 128);
-    }
-    auto issue = [&](int s, int stage) {  // producer threads
-        const long long t = reverse ? start + len - 1 - s : start + s;
-        if (varying) dense_h16_copy_a(chunk.Al + t * a_time, As + stage * N * N, n, vec, t7);
-        if (t7 < n) dense_cp_async<4>(bs + stage * N + t7, chunk.Bl + t * n + t7, true);
-    };
-    __syncthreads();
-    if (wg == 1) {
-        if (!varying && len > 0) dense_h16_copy_a(chunk.Al, As, n, vec, t7);
-        #pragma unroll 1
-        for (int s = 0; s < D; ++s) {  // group s holds step s
-            if (s < len) issue(s, s);
-            dense_cp_commit();
-        }
-    }
-    float d[8][4];
-    int R0 = 0, R1 = 0;  // exponents of X's rows 16w + g and 16w + g + 8 (X = 2^R d)
-    if (len > 0) {  // X = A[t]^T, e = b[t]
-        if (wg == 1) dense_cp_wait<D - 1>();
-        __syncthreads();
-        if (wg == 0) {
-            #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                const int k0 = 8 * j + 2 * c, m = 16 * w + g;
-                d[j][0] = As[dense_h16_sw(k0, m)];
-                d[j][1] = As[dense_h16_sw(k0 + 1, m)];
-                d[j][2] = As[dense_h16_sw(k0, m + 8)];
-                d[j][3] = As[dense_h16_sw(k0 + 1, m + 8)];
-            }
-        } else if (t7 < N) {
-            es[t7] = bs[t7];
-        }
-    }
-    __syncthreads();  // step 0's ring slot is free; e of step 0 is written
-    // Step s >= 1 uses B buffer (s - 1) % NB for the u-th time, u = (s - 1) / NB: mbarrier phase u.
-    if (wg == 1) {
-        dense_setmaxnreg<DENSE_WS_PREG, false>();
-        #pragma unroll 1
-        for (int s = 1; s < len; ++s) {
-            const int buf = (s - 1) % NB, u = (s - 1) / NB;
-            dense_cp_wait<D - 2>();  // this thread's copies of step s (groups 0 .. s of D + s - 1)
-            dense_ws_sync();         // everyone's; everyone is done with step s - 1 (its slot, e)
-            if (s - 1 + D < len) issue(s - 1 + D, (s - 1) % D);
-            dense_cp_commit();
-            if (u > 0) dense_mbar_wait(dense_smem_addr(bars + NB + buf), (u - 1) & 1);  // read by step s - NB
-            const bool scaled = dense_h16_split_a(As + (varying ? s % D : 0) * N * N, bs + (s % D) * N,
-                                                  es + ((s - 1) & 1) * N, es + (s & 1) * N, Bp + buf * 2 * PW,
-                                                  Bp + buf * 2 * PW + PW, cs + buf * N, t7);
-            dense_fence_async_smem();
-            const int any = dense_ws_or(scaled);
-            if (t7 == 0) fl[buf] = any;
-            dense_mbar_arrive(dense_smem_addr(bars + buf));
-        }
-        dense_cp_wait<0>();
-        dense_ws_sync();  // e of the last step
-        if (o < lanes && !chunk.terminal) {
-            float* E = Eout + ((long long)o * C + chunk.slot) * n;
-            for (int r = t7; r < n; r += 128) E[r] = es[((len - 1) & 1) * N + r];
-        }
-        return;
-    }
-    dense_setmaxnreg<256 - DENSE_WS_PREG, true>();
-    #pragma unroll 1
-    for (int s = 1; s < len; ++s) {
-        const int buf = (s - 1) % NB, u = (s - 1) / NB;
-        unsigned xh[4][4], xl[4][4], xu[2][4];
-        float small[8][4];
-        dense_h16_x_pieces(d, R0, R1, xh, xl, xu, w);
-        dense_mbar_wait(dense_smem_addr(bars + buf), u & 1);
-        dense_h16_issue(d, small, xh, xl, xu, Bp + buf * 2 * PW);
-        dense_h16_retire(d, small, xh, xl, xu);
-        dense_h16_sum(d, small, cs + buf * N, fl[buf] != 0, c);
-        dense_mbar_arrive(dense_smem_addr(bars + NB + buf));  // after the sum: it read cs and fl
-    }
-    if (o < lanes) {
-        float* P = Pout + ((long long)o * C + chunk.slot) * n * n;
-        float* E = Eout + ((long long)o * C + chunk.slot) * n;
-        if (chunk.terminal) {
-            dense_chunk_entry(P, E, has_h0 ? h0 + o * h0_lane : nullptr, n, t7, 128);
-        } else {
-            dense_h16_store_p(P, d, R0, R1, n, w, g, c);
         }
     }
 }

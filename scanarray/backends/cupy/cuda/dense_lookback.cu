@@ -73,11 +73,6 @@ __device__ __forceinline__ T lb_shfl_idx(T v, int src) {
     memcpy(&v, w, sizeof(T));
     return v;
 }
-__device__ __forceinline__ long long lb_clock() {
-    long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
 
 __device__ __forceinline__ unsigned lb_saddr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
 
@@ -143,13 +138,9 @@ __device__ __forceinline__ void lb_stcg(T* p, T v) {
 #define LB_SPIN_LIMIT (1u << 24)
 #endif
 
-// Maps of the look-back in flight (registers) where a map takes <= 10 registers per lane. H200,
-// 2026-11-21 11:00 and 11:08 UTC, (64, 1024, 16) float32 back to back: 4 -> 0.099 / 0.101 ms,
-// 6 -> 0.100 / 0.105 ms, 8 -> 0.112 ms (162 registers: fewer blocks per SM); the apply phase stayed
-// ~4-5 us per tile whatever the depth. Another depth: _cupy_dense.LOOKBACK_DEPTH (benchmarks).
-#ifndef LB_DEPTH
-#define LB_DEPTH 4
-#endif
+// Maps of the look-back in flight (registers) where a map takes <= 10 registers per lane: 4 (6 was
+// no faster, 8 took registers enough to cost resident blocks; docs/guide/dense.md).
+constexpr int LB_DEPTH = 4;
 
 // Status word of a tile: (epoch << 2) | state, state 0 = nothing yet, 1 = aggregate, 2 = inclusive.
 enum { LB_X = 0, LB_A = 1, LB_P = 2 };
@@ -384,19 +375,7 @@ __device__ __forceinline__ void lb_wait(int pending) {
 // fragment (no shuffles between steps), (ii) a thread's four k values of A[t] are one 16-byte
 // piece, columns 4c .. 4c+3, and (iii) the two rows an 8-lane phase reads differ in parity, so the
 // 16-byte loads of row-major A[t] (rows 64 bytes apart) are free of bank conflicts.
-#ifndef LB_MMA
-#define LB_MMA 0
-#endif
 #include "tf32x3.cuh"
-// 1: the main TF32 products of each k-tile summed in float32 (round to nearest) rather than in one
-// tensor-core accumulation chain, which rounds toward zero (benchmarks: -DLB_MMA_FRESH=0)
-#ifndef LB_MMA_FRESH
-#define LB_MMA_FRESH 1
-#endif
-template<typename T, int N> struct LbMma { static constexpr bool on = false; };
-#if LB_MMA
-template<> struct LbMma<float, 16> { static constexpr bool on = true; };
-#endif
 
 __device__ __forceinline__ int lb_nu(int nt, int g) { return 2 * g + (nt ^ (g & 1)); }
 
@@ -477,18 +456,13 @@ __device__ __forceinline__ void lb_map_mma(int cnt, AOF Ar, BIAS bias, LANDED la
             float big[4] = {0.f, 0.f, 0.f, 0.f};
             #pragma unroll
             for (int kk = 0; kk < 2; ++kk) {
-                if (LB_MMA_FRESH) {  // the main products per k-tile, summed in float32 (tf32x3.cuh)
-                    float p[4];
-                    sa_mma_tf32_fresh(p, ah[kk], bh[kk][0], bh[kk][1]);
-                    #pragma unroll
-                    for (int r = 0; r < 4; ++r) big[r] += p[r];
-#if SA_TF32_SPLIT
-                    sa_mma_tf32(small, al[kk], bh[kk][0], bh[kk][1]);
-                    sa_mma_tf32(small, ah[kk], bl[kk][0], bl[kk][1]);
-#endif
-                } else {
-                    sa_mma_3xtf32(big, small, ah[kk], al[kk], bh[kk][0], bh[kk][1], bl[kk][0], bl[kk][1]);
-                }
+                // the main products per k-tile, summed in float32 (round to nearest: tf32x3.cuh)
+                float p[4];
+                sa_mma_tf32_fresh(p, ah[kk], bh[kk][0], bh[kk][1]);
+                #pragma unroll
+                for (int r = 0; r < 4; ++r) big[r] += p[r];
+                sa_mma_tf32(small, al[kk], bh[kk][0], bh[kk][1]);
+                sa_mma_tf32(small, ah[kk], bl[kk][0], bl[kk][1]);
             }
             #pragma unroll
             for (int r = 0; r < 4; ++r) d[nt][r] = big[r] + small[r];
@@ -518,61 +492,28 @@ __device__ __forceinline__ void lb_map_mma(int cnt, AOF Ar, BIAS bias, LANDED la
 // products, not latency, bounds it; kept for the smaller footprint (same speed, tested).
 // Workspace: 16-byte counter, then per tile a 16-byte status word and AGG + N elements (the
 // aggregate in published layout, then the inclusive state).
-// Resident warps per SM the register allocation must allow (-DLB_MINW, benchmarks: another module;
-// 0: the compiler's choice).
-#ifndef LB_MINW
-#define LB_MINW 0
-#endif
-#if LB_MINW > 0
-#define LB_BOUNDS(W) __launch_bounds__(32 * (W), LB_MINW / (W) > 1 ? LB_MINW / (W) : 1)
-#else
-#define LB_BOUNDS(W) __launch_bounds__(32 * (W))  // (an explicit minimum of 1 lets ptxas take ~1.6x the registers)
-#endif
-template<typename T, int N, int W>
-__global__ void LB_BOUNDS(W)
+// MMA: the sub-chunk maps on tensor cores (lb_map_mma: float32, N = 16, sm_80+), a warp each.
+// (No minimum of blocks per SM in the launch bounds: an explicit 1 lets ptxas take ~1.6x the registers.)
+template<typename T, int N, int W, bool MMA>
+__global__ void __launch_bounds__(32 * W)
 dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __restrict__ B, T* __restrict__ H,
                const T* __restrict__ h0, int has_h0, int steps, int n, int L, int C, int reverse, int ring, int fast,
-               char* ws, unsigned long long ctr_base, unsigned epoch, long long rec_bytes, long long* diag) {
+               char* ws, unsigned epoch, long long rec_bytes) {
+    static_assert(!MMA || (sizeof(T) == 4 && N == 16), "tensor-core maps: float32, N = 16");
     using G = LbGeom<T, N>;
     constexpr int V = G::V, SM = G::SM, MT = G::MT, AGG = G::AGG, NN = G::NN, NT = 32 * W;
-    constexpr bool MMA = LbMma<T, N>::on;    // tensor-core maps: a warp per sub-chunk
     constexpr int GT = MMA ? 32 : G::GT;     // threads per group (sub-chunk)
     constexpr int NG = NT / GT;  // groups (sub-chunks) per block
     extern __shared__ __align__(16) unsigned char lb_smem[];
-#if SCANARRAY_TILE_TICKETS == 1
-    __shared__ long long s_id;
-#endif
     __shared__ int s_bad, s_slow;
 
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     const int gi = tid / GT, gl = tid - gi * GT;  // group, thread in group
     const unsigned gmask = lb_gmask<GT>(lane);
-    // The chunk's place in the scan: with -DSCANARRAY_TILE_TICKETS=1 (as shipped:
-    // _cupy_dense.LOOKBACK_TICKETS) a ticket from the workspace's counter, so a chunk only waits
-    // on chunks that have started whatever order blocks start in; without it the block's index,
-    // as the diagonal scan's tiles (scan.cu, take_tile), with the counter still advanced, unwaited,
-    // so that ticket launches sharing the stream's workspace find the base the host expects.
-    // Neither was faster overall (H200, 2026-11-28: _cupy_dense.LOOKBACK_TICKETS).
-    if (tid == 0) {
-        s_bad = 0;
-#if SCANARRAY_TILE_TICKETS == 1
-        if (C > 1) s_id = (long long)(atomicAdd(reinterpret_cast<unsigned long long*>(ws), 1ull) - ctr_base);
-#else
-        if (C > 1) atomicAdd(reinterpret_cast<unsigned long long*>(ws), 1ull);
-#endif
-    }
+    // The chunk's place in the scan: its block's index, as the diagonal scan's tiles (scan.cu).
+    if (tid == 0) s_bad = 0;
     __syncthreads();
-#if SCANARRAY_TILE_TICKETS == 1
-    const long long id = C > 1 ? s_id : (long long)blockIdx.x;
-#else
     const long long id = (long long)blockIdx.x;
-#endif
-    // benchmarks only (diag != nullptr): globaltimer at the phase ends, look-back depth, SM
-    long long* dg = diag ? diag + id * 10 : nullptr;
-    auto mark = [&](int i) {
-        if (dg && tid == 0) dg[i] = lb_clock();
-    };
-    mark(0);
     const long long li = id / C;
     const int k = (int)(id - li * C);
     const int u0 = k * L;
@@ -654,7 +595,6 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         lb_wait(0);
     }
     __syncthreads();
-    mark(1);
 
     T* mb = gbuf + gi * MT;
     const T* q = nullptr;  // the chunk's aggregate (Mt layout), C > 1
@@ -724,7 +664,6 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         }
         if (bad) s_bad = 1;
         __syncthreads();
-        mark(2);
 
         // 3. the chunk's aggregate: group 0 composes the sub-chunk maps in order
         q = NG == 1 ? gbuf : qbuf + ((NG - 2) & 1) * MT;
@@ -755,7 +694,6 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             __syncthreads();
             if (tid == 0) lb_flag_put(flag(id), (epoch << 2) | LB_A);
         }
-        mark(3);
     } else if (tid == 0) {
         s_bad = 1;  // a single chunk: the loop itself
     }
@@ -785,9 +723,7 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
                 }
             }
             if (lane < N) hs[lane] = lb_ldcg(payload(id - 1 - found) + AGG + lane);
-            if (dg && lane == 0) dg[8] = found;
             __syncwarp();
-            mark(4);
             // the aggregates of tiles found-1 ... 0 back, read from L2 into registers, D in flight
             constexpr int D = G::D;
             int hc = 0;
@@ -828,7 +764,6 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         }
     }
     __syncthreads();
-    mark(5);
 
     // 5. the chunk's end state; 6. entering states of the sub-chunks (warp 0)
     int published = 0;  // (warp 0) whether this tile's P is out
@@ -870,7 +805,6 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         if (lane == 0) s_slow = slow;
     }
     __syncthreads();
-    mark(6);
 
     if (!s_slow) {
         // the sub-chunk's steps from its entering state (thread r < N of the group), h over b,
@@ -935,11 +869,5 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             const int m = e / N, i = e - m * N;
             if (i < n) Hg[(long long)m * n + i] = sb[e];
         }
-    }
-    if (dg && tid == 0) {
-        unsigned smid;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-        dg[9] = smid;
-        dg[7] = lb_clock();
     }
 }

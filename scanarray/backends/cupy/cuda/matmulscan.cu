@@ -186,12 +186,8 @@ template <int S> struct TileMma<S, double> {  // DMMA 8x8x4: 8 row-half x k-quar
     }
 };
 
-// The decay operand, read from the block's shared copy or computed from the chunk's 16
-// coefficients held in registers (entry (i, j): a[j+1] * ... * a[i] inside a radix-s group).
-template <typename ACC> struct SmemDecay {
-    const ACC (*D)[17];
-    __device__ __forceinline__ ACC operator()(int i, int j) const { return D[i][j]; }
-};
+// The decay operand computed from the chunk's 16 coefficients held in registers (entry (i, j):
+// a[j+1] * ... * a[i] inside a radix-s group).
 template <int S, typename ACC> struct RegDecay {
     ACC av[16];
     __device__ __forceinline__ ACC operator()(int i, int j) const {
@@ -233,7 +229,7 @@ __device__ __forceinline__ void load_chunk(const TB* b, long long t0, long long 
     }
 }
 
-// Steps 2-5 of one warp's 16-step x 8-column chunk, shared by both kernels: stage the chunk of
+// Steps 2-5 of one warp's 16-step x 8-column chunk, stage the chunk of
 // b (converted to ACC; zeros past the ends) and (next_pf) start loading the next chunk into pv,
 // so its latency overlaps this chunk's products, stores and the next barrier; then level 1 on
 // the tensor core (c = b + (D - I) @ b for the 16/s radix-s groups), level 2 (the states
@@ -310,86 +306,7 @@ __device__ __forceinline__ void warp_chunk(const TB* b, TB* out, long long t0, l
 
 // Grid: one block per (group, strip of 8*W lanes); W = blockDim.x / 32 <= 8.
 // Group index grp = g1 * n_g2 + g2; lane p of the group; time t. Strides are in elements.
-template <int S, typename TB, typename TA>
-__global__ void __launch_bounds__(256) matmulscan_kernel(
-    const TB* b, TB* out, const TA* a, const typename AccOf<TB>::type* init, int has_init,
-    long long T, long long P, long long n_g2, long long ncb, int time_fast, int prefetch,
-    long long sb1, long long sb2, long long sbt, long long sbp,
-    long long so1, long long so2, long long sot, long long sop,
-    long long sa1, long long sa2, long long sat) {
-    typedef typename AccOf<TB>::type ACC;
-    constexpr int NT = 16 / S;  // radix-s groups per 16-step chunk
-    __shared__ ACC sD[2][16][17];
-    __shared__ ACC sq[2][16];
-    __shared__ ACC sa[2][16];
-    __shared__ ACC sB[8][16 * 8];
-    __shared__ ACC sE[8][NT][8];
-    __shared__ ACC sC[8][8];
-
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
-    const int g = lane >> 2, t4 = lane & 3;
-    const long long grp = blockIdx.x / ncb, cb = blockIdx.x % ncb;
-    const long long g1 = grp / n_g2, g2 = grp % n_g2;
-    const long long col0 = cb * 8 * W + 8 * warp;
-    const bool active = col0 < P;
-    b += g1 * sb1 + g2 * sb2;
-    out += g1 * so1 + g2 * so2;
-    a += g1 * sa1 + g2 * sa2;
-    if (lane < 8) {
-        const long long col = col0 + lane;
-        sC[warp][lane] = (has_init && col < P) ? init[grp * P + col] : (ACC)0;
-    }
-    ACC* Bs = sB[warp];
-    ACC pv[4];
-    if (prefetch && active) load_chunk<TB, ACC>(b, 0, T, P, col0, sbt, sbp, lane, time_fast, pv);
-
-    const long long nch = (T + 15) / 16;
-    for (long long ch = 0; ch < nch; ++ch) {
-        const int buf = ch & 1;
-        const long long t0 = ch * 16;
-        // 1. the decay blocks of this chunk, built by the whole block (all warps share a). The
-        //    16 coefficients are loaded at once (independent loads, one latency), not in chains.
-        int bad_a = 0;
-        ACC av[16];
-#pragma unroll
-        for (int k = 0; k < 16; ++k) av[k] = a_at<TA, ACC>(a, t0 + k, T, sat);
-        for (int idx = threadIdx.x; idx < 256 + 16; idx += blockDim.x) {
-            if (idx < 256) {
-                const int i = idx >> 4, j = idx & 15;
-                ACC v = 0;
-                if (j < i && (i / S) == (j / S)) {
-                    v = 1;
-#pragma unroll
-                    for (int k = 1; k < 16; ++k)
-                        if (k > j && k <= i) v *= av[k];
-                }
-                sD[buf][i][j] = v;
-            } else {
-                const int i = idx - 256, ts = (i / S) * S;
-                ACC v = 1;
-#pragma unroll
-                for (int k = 0; k < 16; ++k)
-                    if (k >= ts && k <= i) v *= av[k];
-                sq[buf][i] = v;
-                const ACC ai = a_at<TA, ACC>(a, t0 + i, T, sat);
-                sa[buf][i] = ai;
-                bad_a |= !finite_acc(ai);
-            }
-        }
-        // Double-buffered decay: one barrier per chunk; it also ORs the non-finite flags of a.
-        bad_a = __syncthreads_or(bad_a);
-        if (!active) continue;
-
-        // 2.-5. this warp's chunk (see warp_chunk)
-        if (!prefetch) load_chunk<TB, ACC>(b, t0, T, P, col0, sbt, sbp, lane, time_fast, pv);
-        warp_chunk<S, TB>(b, out, t0, T, P, col0, sbt, sbp, sot, sop, lane, time_fast,
-                          prefetch && ch + 1 < nch, bad_a, pv, Bs, sC[warp], sE[warp], SmemDecay<ACC>{sD[buf]},
-                          [&](int i) { return sq[buf][i]; }, [&](int r) { return sa[buf][r]; });
-        __syncwarp();
-    }
-}
-
-// The same scan with no block-wide step: every warp is on its own. Lane l holds a[t0 + l % 16]
+// Every warp is on its own (no block-wide step). Lane l holds a[t0 + l % 16]
 // (loaded one chunk ahead), the 16 coefficients reach every lane through __shfl_sync, and each lane
 // computes the decay entries of its own mma fragments in registers: no shared decay matrix and no
 // __syncthreads per chunk, so a warp never waits for the slowest warp of its block.

@@ -293,87 +293,14 @@ __device__ __forceinline__ void prefetch_steps_l2(const T* p, i64 dir, i64 t0, i
   }
 }
 
-// Tile index of a look-back kernel. As in CUB's single-pass scan (cub/agent/agent_scan.cuh:
-// "Blocks are launched in increasing order, so just assign one tile per block"), the tile is the
-// block's index: NVIDIA GPUs start a grid's blocks in index order, so the predecessors a tile
-// waits on have all started. The alternative, a ticket from the workspace's atomic counter
-// (-DSCANARRAY_TILE_TICKETS=1, which _config.CUPY_TILE_TICKETS selects), does not rely on that
-// order but puts the counter's round trip before each tile's first load. Kernel only, float32,
-// tickets against the block index (H200, 2026-11-28 15:24 UTC, benchmarks/diag_lookback.py,
-// three rounds; docs/gpu.md, "Tile index"): time-major (65536,4096) 3691-3722 against 3846-3899
-// GB/s, (16384,16384) 3769-3777 against 3830-3841, one row of 2**24 2490-2508 against 2581-2603;
-// equal within 0.5% on one row of 2**28 and on (262144,1024). A build that waits for its ticket
-// but takes the block's index is as slow as the tickets: the wait costs, not the order. The
-// counter still advances here, with no thread waiting for it, so that ticket launches sharing the
-// stream's workspace find the base the host expects.
-__device__ __forceinline__ i64 take_tile(char* ws, u64 ctr_base, i64 KT, i64& s_id) {
-#if SCANARRAY_TILE_TICKETS == 1
-  if (KT > 1) {
-    if (threadIdx.x == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
-    __syncthreads();
-    return s_id;
-  }
-#elif SCANARRAY_TILE_TICKETS == 2
-  // diagnostic build (benchmarks/diag_lookback.py): the ticket taken and waited for, the tile
-  // still the block's index. The ticket must be read: a ticket stored and never read let the
-  // compiler drop the store and, with it, the wait (the build of 2026-11-28 14:34 UTC timed that).
-  if (KT > 1) {
-    if (threadIdx.x == 0) s_id = (i64)(atomicAdd(reinterpret_cast<u64*>(ws), 1ull) - ctr_base);
-    __syncthreads();
-    if (s_id < 0) return s_id;  // never taken
-  }
-#else
-  if (KT > 1 && threadIdx.x == 0) atomicAdd(reinterpret_cast<u64*>(ws), 1ull);
-#endif
-  return (i64)blockIdx.x;
-}
-
-// Tiles ahead (in tile order: the tickets of the measurements below, block indices since
-// take_tile took the block's index) whose bytes a tile of rows_tiles / rows_staged asks L2 to fetch
-// (prefetch_l2) on rows of several tiles; 0: none. One row
-// of 2**28 float32 (rows_staged, kernel only; H200, 2026-11-28 11:53-11:55 UTC,
-// benchmarks/diag_lookback.py): 3106-3153 GB/s without, 3441-3505 with 64-256 tickets ahead (flat
-// over that range). rows_wide prefetching its own tile one or two ahead (a build of 3f4d952,
-// SCANARRAY_WIDE_L2PF): 3410 / 2954 against 3703 on (2,256,65536), as its next loads follow
-// within a few microseconds anyway and the prefetch competes; it has none.
-#ifndef SCANARRAY_ROWS_L2PF
-#define SCANARRAY_ROWS_L2PF 128
-#endif
-
-// Diagnostic builds only (benchmarks/diag_lookback.py compiles them with -DSCANARRAY_LB_DIAG=n).
-#ifndef SCANARRAY_LB_DIAG
-#define SCANARRAY_LB_DIAG 0
-#endif
-#if SCANARRAY_LB_DIAG == 2
-}  // namespace scanarray
-extern "C" __device__ unsigned long long scanarray_lb_diag[512];
-namespace scanarray {
-#endif
-// Diagnostic build 4 (benchmarks/diag_timeline.py): a timeline of every look-back tile, stamped
-// by thread 0 (global timer in slots 0-7, the SM's clock in 8-15, the SM in 16, look-back depth
-// and polls in 17-18, the global timer when each of the first 5 look-back rounds came back in
-// 19-23).
-constexpr int TL_SLOTS = 24;
-#if SCANARRAY_LB_DIAG == 4
-}  // namespace scanarray
-extern "C" __device__ unsigned long long* scanarray_lb_tl;
-namespace scanarray {
-__device__ __forceinline__ void tl_stamp(i64 id, int slot) {
-  u64 g, c;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c));
-  scanarray_lb_tl[id * TL_SLOTS + slot] = g;
-  scanarray_lb_tl[id * TL_SLOTS + 8 + slot] = c;
-}
-#define TL_STAMP(id, slot)                        \
-  do {                                            \
-    if (threadIdx.x == 0) tl_stamp((id), (slot)); \
-  } while (0)
-#else
-#define TL_STAMP(id, slot) \
-  do {                     \
-  } while (0)
-#endif
+// Tile index of a look-back kernel: the block's index, as in CUB's single-pass scan
+// (cub/agent/agent_scan.cuh: "Blocks are launched in increasing order, so just assign one tile per
+// block"): NVIDIA GPUs start a grid's blocks in index order, so the predecessors a tile waits on
+// have all started.
+// Tiles ahead whose bytes a look-back tile of rows_tiles / rows_staged asks L2 to fetch
+// (prefetch_l2): by the time a block reaches that tile its loads find L2, so tiles publish sooner
+// and spend less of their life waiting on the look-back (docs/guide/gpu.md).
+constexpr int ROWS_L2_AHEAD = 128;
 
 // Look-back of the rows kernel: 32 predecessors per round, up to LB_ROUNDS rounds kept.
 constexpr int LB_ROUNDS = 8;
@@ -461,32 +388,9 @@ __device__ __forceinline__ C lookback_entering(const Status<C>& status, TileShar
       sh.lb[32 * r + lane] = y;
       pm = __ballot_sync(0xffffffffu, st == ST_P);
       if (pm) found = 32 * r + __ffs(pm) - 1;
-#if SCANARRAY_LB_DIAG == 4
-      if (lane == 0 && polls == 1 && r < 5) {  // when each of the first rounds came back
-        u64 g;
-        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
-        scanarray_lb_tl[(row0 + k) * TL_SLOTS + 19 + r] = g;
-      }
-#endif
     }
   }
   __syncwarp();
-#if SCANARRAY_LB_DIAG == 2
-  // diagnostic build: histograms of the look-back depth and of the polling rounds
-  if (lane == 0) {
-    atomicAdd(&scanarray_lb_diag[found < 255 ? found : 255], 1ull);
-    atomicAdd(&scanarray_lb_diag[256 + (polls < 255 ? polls : 255)], 1ull);
-  }
-#endif
-#if SCANARRAY_LB_DIAG == 4
-  if (lane == 0) {
-    scanarray_lb_tl[(row0 + k) * TL_SLOTS + 17] = (u64)found;
-    scanarray_lb_tl[(row0 + k) * TL_SLOTS + 18] = (u64)polls;
-  }
-#endif
-#if SCANARRAY_LB_DIAG == 3
-  if (lane == 0) found = found > 0 ? 0 : found;  // diagnostic build: no serial apply, wrong results
-#endif
   if (lane == 0) {
     // Apply the aggregates in order, as each tile applies its own to its entering state:
     // the result is bit-identical to the state tile k-1 publishes, whichever P was found,
@@ -535,14 +439,12 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
   bool bad;
   Pair<C> pre[NV];
   Pair<C> tot = d.prefixes(pre, lane, bad);
-  if (LB) TL_STAMP(id, 2);
   bad = __any_sync(0xffffffffu, bad);
   if (lane == 0) {
     sh.warp[w] = tot;
     sh.bad[w] = bad;
   }
   __syncthreads();
-  if (LB) TL_STAMP(id, 3);
 
   if (w == 0) {
     Pair<C> agg;
@@ -555,16 +457,9 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
       // A tile whose steps hold a non-finite value never publishes an aggregate (composition
       // would turn the loop's infinities into NaN); its successors wait for its exact state.
       if (!tile_bad && finite(agg.A) && finite(agg.B) && lane == 0) status.publish_agg(id, agg, epoch);
-      TL_STAMP(id, 4);
-#if SCANARRAY_LB_DIAG == 1
-      // diagnostic build (benchmarks/diag_lookback.py): no look-back at all, wrong results
-      if (false) {
-#else
       {
-#endif
       hin = lookback_entering<C, NW>(status, sh, row0, k, lane, epoch, h0, has_h0, row, st0, lb0);
       }
-      TL_STAMP(id, 5);
     }
     int slow = tile_bad || !finite(hin);
     if (!slow) {
@@ -573,7 +468,6 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
         slow = 1;  // overflow inside the tile: let the exact replay decide what the loop gives
       } else if (LB && k + 1 < KT && lane == 0) {
         status.publish_inc(id, hout, epoch);
-        TL_STAMP(id, 6);
       }
     }
     if (lane == 0) {
@@ -586,7 +480,6 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
 
   if (!sh.slow) {
     d.write(pre, apply(sh.warp[w], hin), po, sto, tw, T, vec_o);
-    if (LB) TL_STAMP(id, 7);
     return;
   }
 
@@ -757,10 +650,9 @@ __device__ __forceinline__ void stage_groups(const TA* pa, const TB* pb, i64 sta
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, bool LB, bool STG>
 __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T,
                                           i64 sta, i64 stb, i64 sto, int vec_a, int vec_b, int vec_o,
-                                          SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+                                          SCAN_LANE_PARAMS, char* ws, u32 epoch, i64 KT) {
   constexpr int ITEMS = G * NV;
   constexpr int TILE = NT * ITEMS;
-  __shared__ i64 s_id;
   __shared__ TileShared<C, NT / 32> sh;
   __shared__ Vec<TB, G> s_b[STG ? NV * NT : 1];
   __shared__ Vec<TA, G> s_a[(STG && !AC) ? NV * NT : 1];
@@ -770,43 +662,24 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
   Status<C> status;
   status.init(ws + 16);
 
-#if SCANARRAY_LB_DIAG == 4
-  u64 g0, c0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g0));
-  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0));
-#endif
-  const i64 id = LB ? take_tile(ws, ctr_base, KT, s_id) : (i64)blockIdx.x;
-#if SCANARRAY_LB_DIAG == 4
-  if (LB && tid == 0) {
-    u32 sm;
-    asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
-    scanarray_lb_tl[id * TL_SLOTS + 0] = g0;
-    scanarray_lb_tl[id * TL_SLOTS + 8] = c0;
-    scanarray_lb_tl[id * TL_SLOTS + 16] = sm;
-  }
-  if (LB) TL_STAMP(id, 1);
-#endif
+  const i64 id = blockIdx.x;  // the tile (see "Tile index" above)
   i64 k = 0;
   const i64 row = LB ? divmod(id, KT, k) : id;
   i64 oa, ob, oo;
   lm.offsets(row, oa, ob, oo);
   const TA* pa = a + oa;
   const TB* pb = b + ob;
-#if SCANARRAY_ROWS_L2PF > 0
-  // The tile SCANARRAY_ROWS_L2PF tickets ahead (in this row or a later one; one tile a block),
-  // into L2: by the time a block takes that ticket its loads find L2, so tiles publish sooner and
-  // spend less of their life waiting on the look-back (see prefetch_l2 and docs/gpu.md).
-  if (LB && tid == 0 && id + SCANARRAY_ROWS_L2PF < (i64)gridDim.x && (sta == 1 || sta == -1 || AC) &&
+  // The tile ROWS_L2_AHEAD blocks ahead (in this row or a later one) into L2.
+  if (LB && tid == 0 && id + ROWS_L2_AHEAD < (i64)gridDim.x && (sta == 1 || sta == -1 || AC) &&
       (stb == 1 || stb == -1)) {
     i64 k2;
-    const i64 row2 = divmod(id + SCANARRAY_ROWS_L2PF, KT, k2);
+    const i64 row2 = divmod(id + ROWS_L2_AHEAD, KT, k2);
     i64 oa2, ob2, oo2;
     lm.offsets(row2, oa2, ob2, oo2);
     const i64 t0 = k2 * (i64)TILE, t1 = t0 + TILE < T ? t0 + TILE : T;
     if (!AC) prefetch_steps_l2(a + oa2, sta, t0, t1);
     prefetch_steps_l2(b + ob2, stb, t0, t1);
   }
-#endif
 
   const i64 tw = k * (i64)TILE + (i64)w * 32 * ITEMS + (i64)lane * G;
   C a_val = Num<C>::one();
@@ -830,17 +703,17 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, bool LB = true>
 __global__ void __launch_bounds__(NT, MINB)
     rows_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u32 epoch, i64 KT) {
   rows_tile<TA, TB, TO, C, NT, G, NV, AC, LB, false>(a, b, out, h0, has_h0, T, sta, stb, sto, vec_a, vec_b, vec_o,
-                                                     SCAN_LANE_ARGS, ws, ctr_base, epoch, KT);
+                                                     SCAN_LANE_ARGS, ws, epoch, KT);
 }
 
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
 __global__ void __launch_bounds__(NT, MINB)
     rows_staged(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u32 epoch, i64 KT) {
   rows_tile<TA, TB, TO, C, NT, G, NV, AC, true, true>(a, b, out, h0, has_h0, T, sta, stb, sto, vec_a, vec_b, vec_o,
-                                                      SCAN_LANE_ARGS, ws, ctr_base, epoch, KT);
+                                                      SCAN_LANE_ARGS, ws, epoch, KT);
 }
 
 // --------------------------------------------------------------------------------------- rows_block
@@ -860,12 +733,7 @@ struct BlockRowShared {
     const int tile_bad = scan_warp_totals<C, NW>(warp, bad, lane, agg);
     const C hin = h[cur];
     const C hout = apply(agg, hin);
-#ifdef SCANARRAY_WIDE_NOSLOW
-    // diagnostic build (benchmarks/diag_wide.py): no exact replay, wrong on non-finite data
-    const int sl = 0 * tile_bad;
-#else
     const int sl = tile_bad || !finite(hin) || !finite(hout);
-#endif
     if (lane == 0) {
       slow = sl;
       h[cur ^ 1] = sl ? hin : hout;
@@ -1027,10 +895,6 @@ __global__ void __launch_bounds__(NT, MINB)
 
   int cur = 0;
   for (i64 tbase = 0; tbase < T; tbase += TILE, cur ^= 1) {
-#ifdef SCANARRAY_WIDE_TOPBAR
-    // diagnostic build (benchmarks/diag_wide.py): the barrier this loop had before 2026-11-28
-    if (tbase) __syncthreads();
-#endif
     // No barrier before the loads: every read of the previous tile's shared state (sh.warp[w],
     // sh.h[cur], sh.slow) happens before the reader reaches this tile's first barrier in
     // exchange(), and the only write before that barrier is warp w's own sh.warp[w] and
@@ -1246,22 +1110,11 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, N
       if (has_h0) hin = h0[l];
     } else {
       if (!lane_bad && finite(agg.A) && finite(agg.B)) status.publish_agg(id * LW + lane, agg, epoch);
-#if SCANARRAY_LB_DIAG == 1
-      // diagnostic build (benchmarks/diag_lookback.py): no look-back at all, wrong results
-      if (false) {
-#else
       {
-#endif
       // Per-lane look-back, LBL_WIN predecessors per round trip (independent loads); the
       // aggregates are then applied in order (see rows_tiles: results independent of timing).
       int found = -1;
-#if SCANARRAY_LB_DIAG == 2
-      int spins = 0, rounds = 0;
-#endif
       for (int r = 0; r < LBL_ROUNDS && found < 0; ++r) {
-#if SCANARRAY_LB_DIAG == 2
-        ++rounds;
-#endif
         Pair<C> x[LBL_WIN];
         int st[LBL_WIN];
 #pragma unroll
@@ -1284,9 +1137,6 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, N
             const i64 j = k - 1 - (LBL_WIN * r + i);
             while (st[i] == ST_X) {
               st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
-#if SCANARRAY_LB_DIAG == 2
-              ++spins;
-#endif
             }
             sh.lb[LBL_WIN * r + i][lane] = x[i];
             if (st[i] == ST_P) found = LBL_WIN * r + i;
@@ -1301,15 +1151,6 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, N
         }
         sh.lb[found][lane] = x;
       }
-#if SCANARRAY_LB_DIAG == 2
-      // diagnostic build: histograms of the look-back depth (0-16), of the rounds (in 128 + n)
-      // and of the status reads that found a predecessor without its aggregate (in 256 + n)
-      if (lane == 0) {
-        atomicAdd(&scanarray_lb_diag[found], 1ull);
-        atomicAdd(&scanarray_lb_diag[128 + rounds], 1ull);
-        atomicAdd(&scanarray_lb_diag[256 + (spins < 255 ? spins : 255)], 1ull);
-      }
-#endif
       C h = sh.lb[found][lane].B;
       for (int i = found - 1; i >= 0; --i) h = apply(sh.lb[i][lane], h);
       if (!finite(h)) {
@@ -1340,7 +1181,7 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, N
 template <class TA, class TB, class TO, class C, int NW, int S, bool AC, int MINB, bool STG = false, int LW = 32>
 __global__ void __launch_bounds__(NW * 32, MINB)
     lanes_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-                SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+                SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u32 epoch, i64 KT) {
   static_assert(LW == 32 || LW == 16 || LW == 8, "lanes per tile: 32, 16 or 8");
   constexpr int NT = NW * 32;
   constexpr int NSEG = NT / LW;  // stretches of S steps along time, one per LW threads
@@ -1348,7 +1189,6 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   constexpr bool ST = STG && Stageable<TB>::value && (AC || Stageable<TA>::value);
   __shared__ TB s_xb[ST ? S * NT : 1];
   __shared__ TA s_xa[(ST && !AC) ? S * NT : 1];
-  __shared__ i64 s_id;
   __shared__ LanesShared<C, NSEG, LW> sh;
 
   SCAN_LANE_MAP;
@@ -1357,7 +1197,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   const bool first = LW == 32 ? w == 0 : tid < LW;  // the threads of stretch 0 (warp 0's first LW)
   Status<C> status;
   status.init(ws + 16);
-  const i64 id = take_tile(ws, ctr_base, KT, s_id);
+  const i64 id = blockIdx.x;  // the tile (see "Tile index" above)
   i64 g;
   const i64 k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
   const i64 l = g * LW + lane;
@@ -1483,7 +1323,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 template <class TA, class TB, class TO, class C, int NW, int S, int Q, int AK, int MINB, int LW = 32>
 __global__ void __launch_bounds__(NW * 32, MINB)
     lanes_vec(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-              SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u64 ctr_base, u32 epoch, i64 KT) {
+              SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u32 epoch, i64 KT) {
   static_assert(LW == 32 || LW == 16 || LW == 8, "lanes per tile: 32, 16 or 8");
   static_assert(Q >= 2 && LW % Q == 0, "lanes per thread: a divisor of the tile's lanes");
   constexpr int NT = NW * 32;
@@ -1491,14 +1331,13 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   constexpr int NSEG = NT / TPR;  // stretches of S steps along time
   constexpr int L = NSEG * S;
   constexpr bool AV = AK == 0 || AK == 2;  // a read as vectors
-  __shared__ i64 s_id;
   __shared__ LanesShared<C, NSEG, LW> sh;
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid / TPR, q0 = (tid % TPR) * Q;
   Status<C> status;
   status.init(ws + 16);
-  const i64 id = take_tile(ws, ctr_base, KT, s_id);
+  const i64 id = blockIdx.x;  // the tile (see "Tile index" above)
   i64 g;
   const i64 k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
   const i64 l0 = g * LW + q0;       // this thread's first lane; nlanes is a multiple of Q
