@@ -1,10 +1,9 @@
-// Dense sequential scan kernels of scanarray's CuPy backend (loaded by _cupy_dense.py).
-// CI compile-checks the real instantiations with SCANARRAY_NO_CUPY_COMPLEX defined, where
-// CuPy (and so complex.cuh) is absent.
-#ifndef SCANARRAY_NO_CUPY_COMPLEX
-#include <cupy/complex.cuh>
-#endif
+// Dense scans h[t] = A[t] @ h[t-1] + b[t] of scanarray's CuPy backend (loaded by dense.py):
+// the sequential kernels and the chunk products of the `chunked` method (docs/guide/dense.md).
+#include "common.cuh"
 #include "tf32x3.cuh"
+
+namespace scanarray {
 
 // One block per lane; thread i owns row i of the state, which lives in shared
 // memory, double-buffered so that one barrier per step suffices. A is
@@ -125,7 +124,7 @@ __global__ void dense_sequential_staged(const T* __restrict__ A, long long a_lan
 }
 
 // ---------------------------------------------------------------------------------------------
-// Latency-bound sequential kernels (issue 6, second round). The kernels above spend one
+// Latency-bound sequential kernels. The kernels above spend one
 // __syncthreads and a dependent global load per step; these keep A[t] several steps in flight
 // and split each row of A[t] @ h over P adjacent threads so that a step's critical path is
 // C multiply-adds (C = columns per thread), log2 P shuffles and one barrier.
@@ -141,62 +140,11 @@ __global__ void dense_sequential_staged(const T* __restrict__ A, long long a_lan
 // U: elements per copy unit, 16 / sizeof(T) when rows are 16-byte aligned (n % U == 0 and
 // C % U == 0, checked by the host), else 1. D: steps in flight.
 
-__device__ __forceinline__ unsigned dense_smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
-// cp.async of BYTES (4, 8 or 16) bytes; src-size 0 zero-fills the destination without reading.
-template<int BYTES>
-__device__ __forceinline__ void dense_cp_async(void* dst, const void* src, bool valid) {
-    const unsigned d = dense_smem_addr(dst);
-    const int n = valid ? BYTES : 0;
-    if constexpr (BYTES == 16) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(d), "l"(src), "r"(n) : "memory");
-    } else {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" :: "r"(d), "l"(src), "n"(BYTES), "r"(n)
-                     : "memory");
-    }
-}
-
-__device__ __forceinline__ void dense_cp_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-
-template<int N>
-__device__ __forceinline__ void dense_cp_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory"); }
-
-// Shuffle any 4-byte-multiple type (complex: its two parts) word by word.
-template<typename T>
-__device__ __forceinline__ T dense_shfl_xor(T v, int off) {
-    static_assert(sizeof(T) % 4 == 0, "4-byte words");
-    constexpr int W = sizeof(T) / 4;
-    int w[W];
-    memcpy(w, &v, sizeof(T));
-    #pragma unroll
-    for (int i = 0; i < W; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], off);
-    memcpy(&v, w, sizeof(T));
-    return v;
-}
-
-// K elements from src into registers: 16-byte loads when K * sizeof(T) is a multiple of 16
-// (src is then 16-byte aligned by construction), else element by element.
-template<typename T, int K>
-__device__ __forceinline__ void dense_load(T (&dst)[K], const T* src) {
-    if constexpr ((K * sizeof(T)) % 16 == 0) {
-        #pragma unroll
-        for (int i = 0; i < int(K * sizeof(T) / 16); ++i) {
-            const uint4 raw = reinterpret_cast<const uint4*>(src)[i];
-            memcpy(reinterpret_cast<char*>(dst) + 16 * i, &raw, 16);
-        }
-    } else {
-        #pragma unroll
-        for (int k = 0; k < K; ++k) dst[k] = src[k];
-    }
-}
-
 // init + sum_k a[k] h[k] over C columns with four independent partial sums, h from shared memory.
 template<typename T, int C>
 __device__ __forceinline__ T dense_dot(const T (&a)[C], const T* hv, T init) {
     T hr[C];
-    dense_load<T, C>(hr, hv);
+    vload<T, C, 16>(hr, hv);
     T s[4] = {init, T(0), T(0), T(0)};
     #pragma unroll
     for (int k = 0; k < C; ++k) s[k & 3] += a[k] * hr[k];
@@ -259,7 +207,7 @@ template<typename T>
 __device__ __forceinline__ T dense_row_sum(T v, int P) {
     #pragma unroll
     for (int off = 16; off > 0; off >>= 1) {
-        if (off < P) v += dense_shfl_xor(v, off);
+        if (off < P) v += shfl_xor(v, off);
     }
     return v;
 }
@@ -317,12 +265,14 @@ __host__ __device__ constexpr int dense_state_elems(bool warp, int N2) { return 
 
 // Shared memory: ring of A (D stages x NU units x blockDim.x threads), ring of b (D x blockDim.x),
 // then per lane the state (and output ring), dense_state_elems(WARP, N2) elements.
+// (the parameters of both latency-bound kernels: dense_lane has the lane geometry)
+#define DENSE_SEQ_PARAMS                                                                                   \
+    const T *__restrict__ A, long long a_lane, long long a_time, const T *__restrict__ B, T *__restrict__ H, \
+        const T *__restrict__ h0, int has_h0, int steps, int n, int reverse, int lanes, int P, int cdiv,     \
+        long long a_in, long long x_out, int t_total
+
 template<typename T, int C, int U, int D, bool WARP>
-__global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane, long long a_time,
-                                      const T* __restrict__ B, T* __restrict__ H,
-                                      const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P,
-                                      int cdiv, long long a_in, long long x_out, int t_total) {
+__global__ void dense_sequential_ring(DENSE_SEQ_PARAMS) {
     constexpr int NU = C / U;
     static_assert(NU * U == C, "C is a multiple of U");
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -351,29 +301,29 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
             #pragma unroll
             for (int q = 0; q < NU; ++q) {
                 const bool ok = rv && d.c0 + q * U < n;
-                dense_cp_async<U * sizeof(T)>(ringA + ((size_t)(stage * NU + q) * NB + tid) * U,
+                cp_async_zfill<U * sizeof(T)>(ringA + ((size_t)(stage * NU + q) * NB + tid) * U,
                                               ok ? (const void*)(Al + t * a_time + q * U) : (const void*)A, ok);
             }
         }
-        if (owner) dense_cp_async<sizeof(T)>(ringB + stage * NB + tid, Bl + t * n + d.r, true);
+        if (owner) cp_async_zfill<sizeof(T)>(ringB + stage * NB + tid, Bl + t * n + d.r, true);
     };
     #pragma unroll 1
     for (int s = 0; s < D - 1; ++s) {
         if (s < steps) issue(s, s);
-        dense_cp_commit();
+        cp_async_commit();
     }
     DenseStep<T, C, WARP> st(d, state, state + 2 * N2, H + q.x_off, h0, has_h0, n, N2, P, steps, reverse, owner);
     dense_barrier<WARP>();
     int stage = 0, fill = D - 1;
     for (int s = 0; s < steps; ++s) {
         if (s + D - 1 < steps) issue(s + D - 1, fill);
-        dense_cp_commit();
-        dense_cp_wait<D - 1>();  // step s's group has landed (each thread reads only its own copies)
+        cp_async_commit();
+        cp_async_wait<D - 1>();  // step s's group has landed (each thread reads only its own copies)
         if (varying) {
             #pragma unroll
             for (int q = 0; q < NU; ++q) {
                 T u[U];
-                dense_load<T, U>(u, ringA + ((size_t)(stage * NU + q) * NB + tid) * U);
+                vload<T, U, 16>(u, ringA + ((size_t)(stage * NU + q) * NB + tid) * U);
                 #pragma unroll
                 for (int e = 0; e < U; ++e) a[q * U + e] = u[e];
             }
@@ -384,7 +334,7 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
         stage = stage + 1 == D ? 0 : stage + 1;
         fill = fill + 1 == D ? 0 : fill + 1;
     }
-    dense_cp_wait<0>();
+    cp_async_wait<0>();
 }
 
 // The same mapping with the D steps in flight held in registers (loads issued D steps ahead,
@@ -392,11 +342,7 @@ __global__ void dense_sequential_ring(const T* __restrict__ A, long long a_lane,
 // for A, at D * C elements of registers per thread. The host checks the register count
 // against the group size (Function.max_threads_per_block).
 template<typename T, int C, int U, int D, bool WARP>
-__global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane, long long a_time,
-                                      const T* __restrict__ B, T* __restrict__ H,
-                                      const T* __restrict__ h0, int has_h0,
-                                      int steps, int n, int reverse, int lanes, int P,
-                                      int cdiv, long long a_in, long long x_out, int t_total) {
+__global__ void dense_sequential_regs(DENSE_SEQ_PARAMS) {
     constexpr int NU = C / U;
     static_assert(NU * U == C, "C is a multiple of U");
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -422,7 +368,7 @@ __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane,
             for (int q = 0; q < NU; ++q) {
                 T u[U];
                 if (rv && d.c0 + q * U < n) {
-                    dense_load<T, U>(u, src + q * U);
+                    vload<T, U, 16>(u, src + q * U);
                 } else {
                     #pragma unroll
                     for (int e = 0; e < U; ++e) u[e] = T(0);
@@ -460,7 +406,7 @@ __global__ void dense_sequential_regs(const T* __restrict__ A, long long a_lane,
 }
 
 // ---------------------------------------------------------------------------------------------
-// Chunked method (issue 6, third round): the transition product of a chunk of L steps and its end
+// Chunked method: the transition product of a chunk of L steps and its end
 // state from a zero entering state, for every (lane, chunk) at once. With M = [P | e] (n x (n+1)),
 // M_0 = [I | 0] and M <- A[t] @ M + [0 | b[t]] over the chunk's steps, P = A[last] ... A[first] and
 // e = the chunk's end state from zero (Blelloch 1990, "Prefix sums and their applications", the
@@ -503,50 +449,6 @@ __host__ __device__ inline int dense_chunk_group_elems(int n, int R, int D, int 
     const int NP = (n + R - 1) / R * R, NCP = (n + R) / R * R;
     return dense_round_up(D * NP * dense_chunk_lda(NP, V), V) + dense_round_up(D * NP, V)
            + dense_round_up(NP * NCP, V);
-}
-
-// N elements between shared memory and registers in 16-byte, 8-byte or element units (aligned by
-// construction); memcpy keeps the register arrays in registers.
-template<typename T, int N>
-__device__ __forceinline__ void dense_vload(T (&dst)[N], const T* src) {
-    if constexpr ((N * sizeof(T)) % 16 == 0) {
-        #pragma unroll
-        for (int i = 0; i < int(N * sizeof(T) / 16); ++i) {
-            const uint4 w = reinterpret_cast<const uint4*>(src)[i];
-            memcpy(reinterpret_cast<char*>(dst) + 16 * i, &w, 16);
-        }
-    } else if constexpr ((N * sizeof(T)) % 8 == 0) {
-        #pragma unroll
-        for (int i = 0; i < int(N * sizeof(T) / 8); ++i) {
-            const uint2 w = reinterpret_cast<const uint2*>(src)[i];
-            memcpy(reinterpret_cast<char*>(dst) + 8 * i, &w, 8);
-        }
-    } else {
-        #pragma unroll
-        for (int i = 0; i < N; ++i) dst[i] = src[i];
-    }
-}
-
-template<typename T, int N>
-__device__ __forceinline__ void dense_vstore(T* dst, const T (&src)[N]) {
-    if constexpr ((N * sizeof(T)) % 16 == 0) {
-        #pragma unroll
-        for (int i = 0; i < int(N * sizeof(T) / 16); ++i) {
-            uint4 w;
-            memcpy(&w, reinterpret_cast<const char*>(src) + 16 * i, 16);
-            reinterpret_cast<uint4*>(dst)[i] = w;
-        }
-    } else if constexpr ((N * sizeof(T)) % 8 == 0) {
-        #pragma unroll
-        for (int i = 0; i < int(N * sizeof(T) / 8); ++i) {
-            uint2 w;
-            memcpy(&w, reinterpret_cast<const char*>(src) + 8 * i, 8);
-            reinterpret_cast<uint2*>(dst)[i] = w;
-        }
-    } else {
-        #pragma unroll
-        for (int i = 0; i < N; ++i) dst[i] = src[i];
-    }
 }
 
 template<typename T, int R, int D>
@@ -593,31 +495,31 @@ __global__ void dense_chunk_products(const T* __restrict__ A, long long a_lane, 
             const int units = n * n / V;
             for (int u = tt; u < units; u += NT) {
                 const int e = u * V, r = e / n, k = e - r * n;
-                dense_cp_async<16>(dst + r * NPA + k, src + e, true);
+                cp_async_zfill<16>(dst + r * NPA + k, src + e, true);
             }
         } else {
             for (int e = tt; e < n * n; e += NT) {
                 const int r = e / n, k = e - r * n;
-                dense_cp_async<sizeof(T)>(dst + r * NPA + k, src + e, true);
+                cp_async_zfill<sizeof(T)>(dst + r * NPA + k, src + e, true);
             }
         }
     };
     auto issue = [&](int s, int stage) {
         const long long t = reverse ? start + len - 1 - s : start + s;
         if (varying) issue_a(t, stage);
-        for (int r = tt; r < n; r += NT) dense_cp_async<sizeof(T)>(bs + stage * NP + r, Bl + t * n + r, true);
+        for (int r = tt; r < n; r += NT) cp_async_zfill<sizeof(T)>(bs + stage * NP + r, Bl + t * n + r, true);
     };
     if (!varying && len > 0) issue_a(0, 0);
     #pragma unroll 1
     for (int s = 0; s < D - 1; ++s) {
         if (s < len) issue(s, s);
-        dense_cp_commit();
+        cp_async_commit();
     }
     const bool ecol = c0 <= n && n < c0 + R;  // this thread's tile holds the e column
     for (int s = 0; s < L; ++s) {
         if (s + D - 1 < len) issue(s + D - 1, (s + D - 1) % D);
-        dense_cp_commit();
-        dense_cp_wait<D - 1>();
+        cp_async_commit();
+        cp_async_wait<D - 1>();
         __syncthreads();  // step s's A and b have landed for every thread; M of step s - 1 is written
         T acc[R][R];
         const bool live = s < len;
@@ -642,9 +544,9 @@ __global__ void dense_chunk_products(const T* __restrict__ A, long long a_lane, 
             for (int k0 = 0; k0 < NP; k0 += KV) {
                 T a[R][KV], m[KV][R];
                 #pragma unroll
-                for (int i = 0; i < R; ++i) dense_vload<T, KV>(a[i], Ax + (ti + NR * i) * NPA + k0);
+                for (int i = 0; i < R; ++i) vload<T, KV>(a[i], Ax + (ti + NR * i) * NPA + k0);
                 #pragma unroll
-                for (int kk = 0; kk < KV; ++kk) dense_vload<T, R>(m[kk], Ms + (k0 + kk) * NCP + c0);
+                for (int kk = 0; kk < KV; ++kk) vload<T, R>(m[kk], Ms + (k0 + kk) * NCP + c0);
                 #pragma unroll
                 for (int kk = 0; kk < KV; ++kk) {
                     #pragma unroll
@@ -658,10 +560,10 @@ __global__ void dense_chunk_products(const T* __restrict__ A, long long a_lane, 
         __syncthreads();  // every read of M and of this stage is done
         if (live) {
             #pragma unroll
-            for (int i = 0; i < R; ++i) dense_vstore<T, R>(Ms + (ti + NR * i) * NCP + c0, acc[i]);
+            for (int i = 0; i < R; ++i) vstore<T, R>(Ms + (ti + NR * i) * NCP + c0, acc[i]);
         }
     }
-    dense_cp_wait<0>();
+    cp_async_wait<0>();
     __syncthreads();
     if (gid < total) {
         const int slot = reverse ? (c == 0 ? C - 1 : c - 1) : (c == C - 1 ? 0 : c + 1);
@@ -677,9 +579,9 @@ __global__ void dense_chunk_products(const T* __restrict__ A, long long a_lane, 
 
 // ------------------------------------------------------------------ chunk products on tensor cores
 // float32, n up to N = 16 * MW (MW = 1, 2, 4 warps; sm_80+): the products pass of `chunked` with
-// dense_chunk_products' arguments and outputs (G = 1: a block per (lane, chunk)). The SIMT kernel
-// above does T n^3 multiply-adds at about 1e10 per ms at n = 64: 833 us of the 1.1 ms at
-// (8, 4096, 64) (H200, docs/dense.md; 468 us here). Here warp w carries rows 16w .. 16w + 15 of the transposed product
+// dense_chunk_products' arguments and outputs (G = 1: a block per (lane, chunk)); the SIMT kernel
+// above does about 1e10 multiply-adds per ms at n = 64. Here warp w carries rows 16w .. 16w + 15 of
+// the transposed product
 // X = P^T in mma.sync m16n8k8 accumulators, X <- X A[t]^T, three TF32 products per multiply
 // (tf32x3.cuh), and the end state e <- A[t] e + b[t] by float32 FMAs beside it (warp w owns rows
 // 16w .. 16w + 15 of e; e passes between warps through a shared double buffer).
@@ -771,6 +673,7 @@ constexpr int DENSE_MMA_MINB = 4;
 // Al, Bl: the lane's A and b (lane 0's past the last lane, whose blocks run no steps).
 struct DenseChunk {
     long long o;
+    int lanes_;
     int ch, start, len, slot;
     bool terminal;
     const float* Al;
@@ -778,6 +681,7 @@ struct DenseChunk {
     __device__ __forceinline__ DenseChunk(const float* A, long long a_lane, const float* B, int lanes, int C, int L,
                                           int steps, int n, int reverse) {
         o = blockIdx.x / C;
+        lanes_ = lanes;
         Al = A + (o < lanes ? o : 0) * a_lane;
         Bl = B + (o < lanes ? o : 0) * (long long)steps * n;
         ch = static_cast<int>(blockIdx.x - o * C);
@@ -786,13 +690,20 @@ struct DenseChunk {
         len = (o < lanes && !terminal) ? min(L, steps - start) : 0;
         slot = reverse ? (terminal ? C - 1 : ch - 1) : (terminal ? 0 : ch + 1);
     }
+    // Whether the block writes its map (P: n x n, E: n, at its slot of Pout and Eout); the terminal
+    // chunk writes the map entering the first chunk there instead: P = 0, E = h0 (0 where null).
+    __device__ __forceinline__ bool outputs(float* Pout, float* Eout, int C, int n, const float* h0, int tid, int nth,
+                                            float*& P, float*& E) const {
+        if (o >= lanes_) return false;
+        P = Pout + ((long long)o * C + slot) * n * n;
+        E = Eout + ((long long)o * C + slot) * n;
+        if (!terminal) return true;
+        for (int e = tid; e < n * n; e += nth) P[e] = 0.f;
+        for (int r = tid; r < n; r += nth) E[r] = h0 ? h0[r] : 0.f;
+        return false;
+    }
 };
 
-// The map entering the first chunk: P = 0, E = the initial state (h0, or 0 where null)
-__device__ __forceinline__ void dense_chunk_entry(float* P, float* E, const float* h0, int n, int tid, int nth) {
-    for (int e = tid; e < n * n; e += nth) P[e] = 0.f;
-    for (int r = tid; r < n; r += nth) E[r] = h0 ? h0[r] : 0.f;
-}
 
 template<int N, int D>
 __global__ void __launch_bounds__(2 * N, DENSE_MMA_MINB)
@@ -826,35 +737,35 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
             constexpr int Q = N / 4, RS = NTH / Q;
             const int q = tid % Q;
             if (4 * q < n) {
-                for (int r = tid / Q; r < n; r += RS) dense_cp_async<16>(dst + dense_swz<N>(r, 4 * q), src + r * n + 4 * q, true);
+                for (int r = tid / Q; r < n; r += RS) cp_async_zfill<16>(dst + dense_swz<N>(r, 4 * q), src + r * n + 4 * q, true);
             }
         } else {
             constexpr int RS = NTH / N;
             const int k = tid % N;
             if (k < n) {
-                for (int r = tid / N; r < n; r += RS) dense_cp_async<4>(dst + dense_swz<N>(r, k), src + r * n + k, true);
+                for (int r = tid / N; r < n; r += RS) cp_async_zfill<4>(dst + dense_swz<N>(r, k), src + r * n + k, true);
             }
         }
     };
     auto issue = [&](int s, int stage) {
         const long long t = reverse ? start + len - 1 - s : start + s;
         if (varying) issue_a(t, stage);
-        if (tid < n) dense_cp_async<4>(bs + stage * N + tid, Bl + t * n + tid, true);
+        if (tid < n) cp_async_zfill<4>(bs + stage * N + tid, Bl + t * n + tid, true);
     };
     if (!varying && len > 0) issue_a(0, 0);
     #pragma unroll 1
     for (int s = 0; s < D - 1; ++s) {
         if (s < len) issue(s, s);
-        dense_cp_commit();
+        cp_async_commit();
     }
 
     float d[NT][4];
     #pragma unroll 1
     for (int s = 0; s < len; ++s) {
-        dense_cp_wait<D - 2>();
+        cp_async_wait<D - 2>();
         __syncthreads();  // step s has landed for every thread; every warp is done with step s - 1
         if (s + D - 1 < len) issue(s + D - 1, (s + D - 1) % D);
-        dense_cp_commit();
+        cp_async_commit();
         const float* Ax = As + (varying ? s % D : 0) * N * N;
         const float* bx = bs + (s % D) * N;
         if (s == 0) {  // X = A[t]^T, e = b[t]
@@ -922,25 +833,20 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
             }
         }
     }
-    dense_cp_wait<0>();
+    cp_async_wait<0>();
     __syncthreads();
-    if (o < lanes) {
-        float* P = Pout + ((long long)o * C + chunk.slot) * n * n;
-        float* E = Eout + ((long long)o * C + chunk.slot) * n;
-        if (chunk.terminal) {
-            dense_chunk_entry(P, E, has_h0 ? h0 + o * h0_lane : nullptr, n, tid, NTH);
-        } else {
-            // P[j][m] = X[m][j]
+    float *P, *E;
+    if (chunk.outputs(Pout, Eout, C, n, has_h0 ? h0 + o * h0_lane : nullptr, tid, NTH, P, E)) {
+        // P[j][m] = X[m][j]
+        #pragma unroll
+        for (int j = 0; j < NT; ++j) {
             #pragma unroll
-            for (int j = 0; j < NT; ++j) {
-                #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int col = dense_pi(j, c, q & 1), m = 16 * w + g + 8 * (q >> 1);
-                    if (col < n && m < n) P[col * n + m] = d[j][q];
-                }
+            for (int q = 0; q < 4; ++q) {
+                const int col = dense_pi(j, c, q & 1), m = 16 * w + g + 8 * (q >> 1);
+                if (col < n && m < n) P[col * n + m] = d[j][q];
             }
-            for (int r = tid; r < n; r += NTH) E[r] = es[((len - 1) & 1) * N + r];
         }
+        for (int r = tid; r < n; r += NTH) E[r] = es[((len - 1) & 1) * N + r];
     }
 }
 
@@ -973,7 +879,7 @@ dense_chunk_products_mma(const float* __restrict__ A, long long a_lane, long lon
 __device__ __forceinline__ int dense_h16_cm(int n, int k) { return (n & 7) * 8 + (k & 7) + (k >> 3) * 64 + (n >> 3) * 512; }
 
 __device__ __forceinline__ unsigned long long dense_h16_desc(const void* p) {
-    return (unsigned long long)((dense_smem_addr(p) & 0x3FFFF) >> 4) | ((128ull >> 4) << 16) | ((1024ull >> 4) << 32);
+    return (unsigned long long)((smem_addr(p) & 0x3FFFF) >> 4) | ((128ull >> 4) << 16) | ((1024ull >> 4) << 32);
 }
 
 // Rows of A[t] in shared memory: 16-byte piece q of row r at q ^ (r & 7), so that the split
@@ -996,7 +902,7 @@ __device__ __forceinline__ float2 dense_h16_unpack(unsigned p) {
 // x = hi + 2^-11 lo for a pair scaled into |x| < 4 (x - hi is exact in float32, and so is its
 // scaling). Scaling lo up keeps entries far below their row's largest: with lo = x - hi unscaled
 // (FP16 spacing 2^-24 near zero), rows and columns scaled by 10^-3 .. 10^3 lost 4.4e-5 relative
-// error (H200, 2026-11-22 07:17 UTC); scaled, 2^-35 of the row's largest.
+// error; scaled, 2^-35 of the row's largest.
 __device__ __forceinline__ void dense_h16_split(float x0, float x1, unsigned& hi, unsigned& lo) {
     hi = dense_h16_pack(x0, x1);
     const float2 h = dense_h16_unpack(hi);
@@ -1037,8 +943,8 @@ __device__ __forceinline__ void dense_h16_mma(float (&d)[8][4], const unsigned (
 // data shows): d <- the main products of k-tiles 0-1; small <- the 8 cross products (2^11 times a
 // sum 2^-11 of the result's size), then the main products of k-tiles 2-3 with 2^11 hi pieces of X
 // (exact in FP16), so that small's truncations come at the result's size only twice. Same-sign
-// data (row sums 0.99, (4, 1024, 64), H200 2026-11-22 07:19 UTC): 3.97e-6 relative error; all 4
-// main k-tiles in one chain: 1.06e-5, over float32's 1e-5.
+// data (row sums 0.99): 4e-6 relative error; all 4 main k-tiles in one chain: 1.1e-5, over
+// float32's 1e-5 (docs/guide/dense.md).
 
 // A[t]'s copies by 128 threads into a ring stage (rows swizzled as dense_h16_sw): thread t takes
 // 16-byte piece t % 16 of rows t / 16 + 8i (its swizzled place (t % 16) ^ (t / 16) the same for
@@ -1050,20 +956,20 @@ __device__ __forceinline__ void dense_h16_copy_a(const float* src, float* dst, i
         const float* sp = src + lr0 * N + 4 * lq;
         float* dp = dst + lr0 * N + 4 * (lq ^ lr0);
         #pragma unroll
-        for (int i = 0; i < N / 8; ++i) dense_cp_async<16>(dp + 8 * N * i, sp + 8 * N * i, true);
+        for (int i = 0; i < N / 8; ++i) cp_async_zfill<16>(dp + 8 * N * i, sp + 8 * N * i, true);
     } else if (vec) {
         if (4 * lq < n) {
             const float* sp = src + lr0 * n + 4 * lq;
             float* dp = dst + lr0 * N + 4 * (lq ^ lr0);
             #pragma unroll
             for (int i = 0; i < N / 8; ++i) {
-                if (lr0 + 8 * i < n) dense_cp_async<16>(dp + 8 * N * i, sp + 8 * i * n, true);
+                if (lr0 + 8 * i < n) cp_async_zfill<16>(dp + 8 * N * i, sp + 8 * i * n, true);
             }
         }
     } else {
         const int k = t % N;
         if (k < n) {
-            for (int r = t / N; r < n; r += 2) dense_cp_async<4>(dst + dense_h16_sw(r, k), src + r * n + k, true);
+            for (int r = t / N; r < n; r += 2) cp_async_zfill<4>(dst + dense_h16_sw(r, k), src + r * n + k, true);
         }
     }
 }
@@ -1268,30 +1174,28 @@ dense_chunk_products_h16(const float* __restrict__ A, long long a_lane, long lon
 
     const DenseChunk chunk(A, a_lane, B, lanes, C, L, steps, n, reverse);
     const long long o = chunk.o;
-    const int start = chunk.start, len = chunk.len;
+    const int len = chunk.len;
     const bool varying = a_time != 0;
-    const float* Al = chunk.Al;
-    const float* Bl = chunk.Bl;
 
     for (int i = tid; i < D * N * N + D * N + 4 * N; i += NTH) As[i] = 0.f;  // zero padding
     __syncthreads();
 
     auto issue = [&](int s, int stage) {
-        const long long t = reverse ? start + len - 1 - s : start + s;
-        if (varying) dense_h16_copy_a(Al + t * a_time, As + stage * N * N, n, vec, tid);
-        if (tid < n) dense_cp_async<4>(bs + stage * N + tid, Bl + t * n + tid, true);
+        const long long t = reverse ? chunk.start + len - 1 - s : chunk.start + s;
+        if (varying) dense_h16_copy_a(chunk.Al + t * a_time, As + stage * N * N, n, vec, tid);
+        if (tid < n) cp_async_zfill<4>(bs + stage * N + tid, chunk.Bl + t * n + tid, true);
     };
-    if (!varying && len > 0) dense_h16_copy_a(Al, As, n, vec, tid);
+    if (!varying && len > 0) dense_h16_copy_a(chunk.Al, As, n, vec, tid);
     #pragma unroll 1
     for (int s = 0; s < D; ++s) {  // group s holds step s
         if (s < len) issue(s, s);
-        dense_cp_commit();
+        cp_async_commit();
     }
 
     float d[8][4];
     int R0 = 0, R1 = 0;  // exponents of X's rows 16w + g and 16w + g + 8 (X = 2^R d)
     if (len > 0) {  // X = A[t]^T, e = b[t]
-        dense_cp_wait<D - 1>();
+        cp_async_wait<D - 1>();
         __syncthreads();
         #pragma unroll
         for (int j = 0; j < 8; ++j) {
@@ -1307,10 +1211,10 @@ dense_chunk_products_h16(const float* __restrict__ A, long long a_lane, long lon
     // landed; every thread is done with step s's ring slot, which takes step s + D)
     int scaled_next = 0;
     auto split_next = [&](int s) {
-        dense_cp_wait<D - 2>();
+        cp_async_wait<D - 2>();
         __syncthreads();
         if (s + D < len) issue(s + D, s % D);
-        dense_cp_commit();
+        cp_async_commit();
         const int nb = (s + 1) & 1;
         const bool scaled = dense_h16_split_a(As + (varying ? (s + 1) % D : 0) * N * N, bs + ((s + 1) % D) * N,
                                               es + (s & 1) * N, es + nb * N, Bp + nb * 2 * PW, Bp + nb * 2 * PW + PW,
@@ -1333,16 +1237,13 @@ dense_chunk_products_h16(const float* __restrict__ A, long long a_lane, long lon
         dense_h16_retire(d, small, xh, xl, xu);
         dense_h16_sum(d, small, cs + (s & 1) * N, scaled_cur, c);
     }
-    dense_cp_wait<0>();
-    if (o < lanes) {
-        float* P = Pout + ((long long)o * C + chunk.slot) * n * n;
-        float* E = Eout + ((long long)o * C + chunk.slot) * n;
-        if (chunk.terminal) {
-            dense_chunk_entry(P, E, has_h0 ? h0 + o * h0_lane : nullptr, n, tid, NTH);
-        } else {
-            dense_h16_store_p(P, d, R0, R1, n, w, g, c);
-            __syncthreads();  // e of the last step (written before the loop's last barrier or above)
-            for (int r = tid; r < n; r += NTH) E[r] = es[((len - 1) & 1) * N + r];
-        }
+    cp_async_wait<0>();
+    float *P, *E;
+    if (chunk.outputs(Pout, Eout, C, n, has_h0 ? h0 + o * h0_lane : nullptr, tid, NTH, P, E)) {
+        dense_h16_store_p(P, d, R0, R1, n, w, g, c);
+        __syncthreads();  // e of the last step (written before the loop's last barrier or above)
+        for (int r = tid; r < n; r += NTH) E[r] = es[((len - 1) & 1) * N + r];
     }
 }
+
+}  // namespace scanarray

@@ -1,23 +1,21 @@
 // Dense scan h[t] = A[t] @ h[t-1] + b[t] in ONE launch for small n (n <= 32): chunk products and a
-// decoupled look-back (issue 6, CuPy dense method "lookback"; loaded by _cupy_dense.py).
+// decoupled look-back (the CuPy dense method "lookback", loaded by dense.py; docs/guide/dense.md).
 //
-// One block of W warps per (lane, chunk of L steps), tile index from the workspace's atomic
-// counter (so a tile only waits on tiles that already started, whatever the block scheduling).
+// One block of W warps per (lane, chunk of L steps), its block's index the chunk's place in the scan.
 //   1. The block stages its chunk's b[t] in shared memory with cp.async (16-byte copies where
 //      n == N); A[t] (zero-padded to N = the next power of two >= max(n, 4)) streams through a
 //      ring of `ring` (1, 2, 4 or 8) matrices per group, refilled as the group's steps consume it.
 //   2. Group g (16 threads for N <= 16, a warp for N = 32; NG groups) takes sub-chunk g (about
 //      L / NG steps) and computes its affine map M_g = [P_g | e_g] (P_g the product of its A[t],
 //      e_g its end state from zero): one N x (N + 1) product per step, each thread an RI x RJ
-//      register tile plus one row of e, k in 16-byte pieces. float32 at N = 16 with -DLB_MMA=1:
-//      a warp per sub-chunk, the product on tensor cores in 3xTF32 (lb_map_mma, below).
+//      register tile plus one row of e, k in 16-byte pieces. With MMA (float32, N = 16): a warp per
+//      sub-chunk, the product on tensor cores in 3xTF32 (lb_map_mma, below).
 //   3. Group 0 composes the NG maps into the chunk's aggregate Q = M_{NG-1} o ... o M_0 and the
 //      block publishes it (status A) unless it is non-finite.
-//   4. Decoupled look-back (Merrill & Garland, NVR-2016-002; the status words carry the call's
-//      epoch as scan.cuh's do, so the workspace is never cleared): warp 0 polls the flags of the
-//      32 nearest predecessors until one shows its inclusive state (P) with no empty status
-//      before it, then applies the aggregates in between in order (matvecs only, read from L2
-//      into registers several maps ahead) to that state: the entering state h_in.
+//   4. Decoupled look-back (lookback.cuh): warp 0 finds the nearest predecessor that shows its
+//      inclusive state (P) with every nearer one showing its aggregate, then applies the
+//      aggregates in between in order (matvecs only, read from L2 into registers several maps
+//      ahead) to that state: the entering state h_in.
 //   5. h_end = Q h_in is published (status P) by the same function successors use to apply Q,
 //      so every tile's entering state is bit-identical whichever P its look-back found.
 //   6. Warp 0 carries h_in through the sub-chunk maps (NG - 1 matvecs) and every group reruns
@@ -30,128 +28,14 @@
 // end state is non-finite, never publishes an aggregate; it replays its steps from the exact
 // entering state with one warp (the loop itself) and publishes the state it ends in, so its
 // successors always progress and only ever build on the loop's own state there.
-#ifndef SCANARRAY_NO_CUPY_COMPLEX
-#include <cupy/complex.cuh>
-#endif
+#include "lookback.cuh"
+#include "tf32x3.cuh"
 
-// ------------------------------------------------------------------ arithmetic (explicit FMAs)
-// The look-back recomputes published states with lb_apply; bit-identical results across runs
-// rely on identical rounding, hence fused multiply-adds spelled out rather than contracted.
-__device__ __forceinline__ float lb_fma(float a, float b, float c) { return __fmaf_rn(a, b, c); }
-__device__ __forceinline__ double lb_fma(double a, double b, double c) { return __fma_rn(a, b, c); }
-__device__ __forceinline__ bool lb_finite(float x) { return isfinite(x); }
-__device__ __forceinline__ bool lb_finite(double x) { return isfinite(x); }
-#ifndef SCANARRAY_NO_CUPY_COMPLEX
-template<typename R>
-__device__ __forceinline__ complex<R> lb_fma(complex<R> a, complex<R> b, complex<R> c) {
-    const R re = lb_fma(a.real(), b.real(), lb_fma(-a.imag(), b.imag(), c.real()));
-    const R im = lb_fma(a.real(), b.imag(), lb_fma(a.imag(), b.real(), c.imag()));
-    return complex<R>(re, im);
-}
-template<typename R>
-__device__ __forceinline__ bool lb_finite(complex<R> x) { return isfinite(x.real()) && isfinite(x.imag()); }
-#endif
-
-// ------------------------------------------------------------------ memory helpers
-template<typename T>
-__device__ __forceinline__ T lb_shfl_xor(T v, int off) {
-    constexpr int K = sizeof(T) / 4;
-    int w[K];
-    memcpy(w, &v, sizeof(T));
-    #pragma unroll
-    for (int i = 0; i < K; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], off);
-    memcpy(&v, w, sizeof(T));
-    return v;
-}
-template<typename T>
-__device__ __forceinline__ T lb_shfl_idx(T v, int src) {
-    constexpr int K = sizeof(T) / 4;
-    int w[K];
-    memcpy(w, &v, sizeof(T));
-    #pragma unroll
-    for (int i = 0; i < K; ++i) w[i] = __shfl_sync(0xffffffffu, w[i], src);
-    memcpy(&v, w, sizeof(T));
-    return v;
-}
-
-__device__ __forceinline__ unsigned lb_saddr(const void* p) { return static_cast<unsigned>(__cvta_generic_to_shared(p)); }
-
-// cp.async of BYTES (4, 8 or 16) bytes global -> shared
-template<int BYTES>
-__device__ __forceinline__ void lb_cp(void* dst, const void* src) {
-    const unsigned d = lb_saddr(dst);
-    if constexpr (BYTES == 16) {
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" :: "r"(d), "l"(src) : "memory");
-    } else {
-        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" :: "r"(d), "l"(src), "n"(BYTES) : "memory");
-    }
-}
-
-// K elements (K * sizeof(T) a multiple of 16, src 16-byte aligned) from shared memory
-template<typename T, int K>
-__device__ __forceinline__ void lb_ld(T (&dst)[K], const T* src) {
-    static_assert((K * sizeof(T)) % 16 == 0, "16-byte pieces");
-    #pragma unroll
-    for (int i = 0; i < int(K * sizeof(T) / 16); ++i) {
-        const uint4 raw = reinterpret_cast<const uint4*>(src)[i];
-        memcpy(reinterpret_cast<char*>(dst) + 16 * i, &raw, 16);
-    }
-}
-
-template<typename T>
-__device__ __forceinline__ T lb_ldcg(const T* p) {
-    T v;
-    if constexpr (sizeof(T) == 4) {
-        const float x = __ldcg(reinterpret_cast<const float*>(p));
-        memcpy(&v, &x, 4);
-    } else if constexpr (sizeof(T) == 8) {
-        const double x = __ldcg(reinterpret_cast<const double*>(p));
-        memcpy(&v, &x, 8);
-    } else {
-        const double2 x = __ldcg(reinterpret_cast<const double2*>(p));
-        memcpy(&v, &x, 16);
-    }
-    return v;
-}
-
-template<typename T>
-__device__ __forceinline__ void lb_stcg(T* p, T v) {
-    if constexpr (sizeof(T) == 4) {
-        float x;
-        memcpy(&x, &v, 4);
-        __stcg(reinterpret_cast<float*>(p), x);
-    } else if constexpr (sizeof(T) == 8) {
-        double x;
-        memcpy(&x, &v, 8);
-        __stcg(reinterpret_cast<double*>(p), x);
-    } else {
-        double2 x;
-        memcpy(&x, &v, 16);
-        __stcg(reinterpret_cast<double2*>(p), x);
-    }
-}
-
-// Polls of one look-back before giving up with a launch error (__trap) instead of hanging: a
-// predecessor always publishes within microseconds (it started before this tile, see the tile
-// counter), so reaching this (about 2^24 L2 round trips, seconds) means a broken invariant.
-#ifndef LB_SPIN_LIMIT
-#define LB_SPIN_LIMIT (1u << 24)
-#endif
+namespace scanarray {
 
 // Maps of the look-back in flight (registers) where a map takes <= 10 registers per lane: 4 (6 was
 // no faster, 8 took registers enough to cost resident blocks; docs/guide/dense.md).
 constexpr int LB_DEPTH = 4;
-
-// Status word of a tile: (epoch << 2) | state, state 0 = nothing yet, 1 = aggregate, 2 = inclusive.
-enum { LB_X = 0, LB_A = 1, LB_P = 2 };
-__device__ __forceinline__ void lb_flag_put(unsigned* p, unsigned v) {
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" :: "l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ unsigned lb_flag_get(const unsigned* p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 
 // ------------------------------------------------------------------ geometry
 // An affine map [P | e] is kept transposed ("Mt"): row j < N holds column j of P, row N holds e,
@@ -159,7 +43,7 @@ __device__ __forceinline__ unsigned lb_flag_get(const unsigned* p) {
 // A group of GT threads (16 for N <= 16: two groups per warp; a warp for N = 32) computes one
 // product per step: thread (ri, cj) owns rows ri*RI .. ri*RI+RI-1 of columns cj, cj + NCJ, ...
 // and, where cj < RI, row ri*RI + cj of e. The products are bound by shared-memory wavefronts
-// (measured on the H200: a warp per product with 4 x 2 tiles spent 8 of a tile's 24 us there), so
+// (a warp per product with 4 x 2 tiles spent 8 of a tile's 24 us there), so
 // the tiles are as large as the registers allow: 4 x 4 at N = 16, 4 x 8 at N = 32.
 template<typename T, int N>
 struct LbGeom {
@@ -189,21 +73,6 @@ __device__ __forceinline__ unsigned lb_gmask(int lane) {
     return GT == 32 ? 0xffffffffu : (0xffffu << (lane & 16));
 }
 
-template<typename T, int K>
-__device__ __forceinline__ void lb_st(T* dst, const T (&src)[K]) {
-    if constexpr ((K * sizeof(T)) % 16 == 0) {
-        #pragma unroll
-        for (int i = 0; i < int(K * sizeof(T) / 16); ++i) {
-            uint4 raw;
-            memcpy(&raw, reinterpret_cast<const char*>(src) + 16 * i, 16);
-            reinterpret_cast<uint4*>(dst)[i] = raw;
-        }
-    } else {
-        #pragma unroll
-        for (int k = 0; k < K; ++k) dst[k] = src[k];
-    }
-}
-
 // Mout = Ar Min + [0 | bias] by one group (g = thread in group, gmask its mask): Ar row-major
 // N x N (rows N apart), Min/Mout in Mt layout; Mout may be Min (the group syncs between its reads
 // and its stores: one map buffer per group instead of two).
@@ -226,16 +95,16 @@ __device__ __forceinline__ void lb_product(const T* Ar, const T* bias, const T* 
     for (int k0 = 0; k0 < N; k0 += V) {
         T a[RI][V], m[RJ][V], y[V];
         #pragma unroll
-        for (int r = 0; r < RI; ++r) lb_ld<T, V>(a[r], Ar + (ri * RI + r) * N + k0);
+        for (int r = 0; r < RI; ++r) vload<T, V, 16>(a[r], Ar + (ri * RI + r) * N + k0);
         #pragma unroll
-        for (int c = 0; c < RJ; ++c) lb_ld<T, V>(m[c], Min + (cj + c * NCJ) * SM + k0);
-        lb_ld<T, V>(y, Min + N * SM + k0);
+        for (int c = 0; c < RJ; ++c) vload<T, V, 16>(m[c], Min + (cj + c * NCJ) * SM + k0);
+        vload<T, V, 16>(y, Min + N * SM + k0);
         #pragma unroll
         for (int v = 0; v < V; ++v) {
             #pragma unroll
             for (int c = 0; c < RJ; ++c) {
                 #pragma unroll
-                for (int r = 0; r < RI; ++r) acc[c][r] = lb_fma(a[r][v], m[c][v], acc[c][r]);
+                for (int r = 0; r < RI; ++r) acc[c][r] = fmadd(a[r][v], m[c][v], acc[c][r]);
             }
         }
         // e: row ri*RI + cj of A is one of this thread's rows (selected, not loaded again)
@@ -244,7 +113,7 @@ __device__ __forceinline__ void lb_product(const T* Ar, const T* bias, const T* 
             T x = a[0][v];
             #pragma unroll
             for (int r = 1; r < RI; ++r) x = (cj == r) ? a[r][v] : x;
-            ae[v] = lb_fma(x, y[v], ae[v]);
+            ae[v] = fmadd(x, y[v], ae[v]);
         }
     }
     T s = T(0);
@@ -255,7 +124,7 @@ __device__ __forceinline__ void lb_product(const T* Ar, const T* bias, const T* 
     }
     __syncwarp(gmask);  // every read of Min done (Mout may be Min)
     #pragma unroll
-    for (int c = 0; c < RJ; ++c) lb_st<T, RI>(Mout + (cj + c * NCJ) * SM + ri * RI, acc[c]);
+    for (int c = 0; c < RJ; ++c) vstore<T, RI, 16>(Mout + (cj + c * NCJ) * SM + ri * RI, acc[c]);
     if (et) Mout[N * SM + ri * RI + cj] = s;
 }
 
@@ -267,9 +136,9 @@ __device__ __forceinline__ void lb_take(const T* Mt, int S, int lane, T (&c)[LbG
     #pragma unroll
     for (int jj = 0; jj < G::JP; ++jj) {
         const T* q = Mt + (p * G::JP + jj) * S + r;
-        c[jj] = p < G::NPA ? (GLOBAL ? lb_ldcg(q) : *q) : T(0);
+        c[jj] = p < G::NPA ? (GLOBAL ? ldcg(q) : *q) : T(0);
     }
-    e = p == 0 ? (GLOBAL ? lb_ldcg(Mt + N * S + r) : Mt[N * S + r]) : T(0);
+    e = p == 0 ? (GLOBAL ? ldcg(Mt + N * S + r) : Mt[N * S + r]) : T(0);
 }
 
 // Row r of a map held as lb_take left it, applied to x (shared): every lane of the warp gets
@@ -282,12 +151,12 @@ __device__ __forceinline__ T lb_apply_regs(const T (&c)[LbGeom<T, N>::JP], T e, 
     T s[2] = {T(0), T(0)};
     if (p < G::NPA) {
         #pragma unroll
-        for (int jj = 0; jj < G::JP; ++jj) s[jj & 1] = lb_fma(c[jj], x[p * G::JP + jj], s[jj & 1]);
+        for (int jj = 0; jj < G::JP; ++jj) s[jj & 1] = fmadd(c[jj], x[p * G::JP + jj], s[jj & 1]);
     }
     T v = s[0] + s[1];
     #pragma unroll
-    for (int off = 16; off >= N; off >>= 1) v = v + lb_shfl_xor(v, off);
-    return lb_shfl_idx(e, lane % N) + v;
+    for (int off = 16; off >= N; off >>= 1) v = v + shfl_xor(v, off);
+    return shfl_idx(e, lane % N) + v;
 }
 
 // init + A[r] . x with A's row r contiguous (16-byte aligned) and x in shared memory.
@@ -298,10 +167,10 @@ __device__ __forceinline__ T lb_rowdot(const T* Arow, const T* x, T init) {
     #pragma unroll
     for (int k0 = 0; k0 < N; k0 += V) {
         T a[V], h[V];
-        lb_ld<T, V>(a, Arow + k0);
-        lb_ld<T, V>(h, x + k0);
+        vload<T, V, 16>(a, Arow + k0);
+        vload<T, V, 16>(h, x + k0);
         #pragma unroll
-        for (int v = 0; v < V; ++v) s[(k0 + v) & 3] = lb_fma(a[v], h[v], s[(k0 + v) & 3]);
+        for (int v = 0; v < V; ++v) s[(k0 + v) & 3] = fmadd(a[v], h[v], s[(k0 + v) & 3]);
     }
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
@@ -316,8 +185,8 @@ __device__ __forceinline__ float lb_rowdot_pair(const float* Arow, const float* 
     for (int m = 0; m < N / 4; ++m) {
         const float2 a = *reinterpret_cast<const float2*>(Arow + 4 * m + 2 * hf);
         const float2 y = *reinterpret_cast<const float2*>(x + 4 * m + 2 * hf);
-        s0 = lb_fma(a.x, y.x, s0);
-        s1 = lb_fma(a.y, y.y, s1);
+        s0 = fmadd(a.x, y.x, s0);
+        s1 = fmadd(a.y, y.y, s1);
     }
     const float p = s0 + s1;
     return p + __shfl_xor_sync(0xffffffffu, p, 1);
@@ -331,7 +200,7 @@ template<typename T, int N>
 __device__ __forceinline__ T lb_rowdot_g(const T* Arow, int n, const T* x, T init) {
     T s[4] = {init, T(0), T(0), T(0)};
     #pragma unroll
-    for (int kk = 0; kk < N; ++kk) s[kk & 3] = lb_fma(kk < n ? Arow[kk] : T(0), x[kk], s[kk & 3]);
+    for (int kk = 0; kk < N; ++kk) s[kk & 3] = fmadd(kk < n ? Arow[kk] : T(0), x[kk], s[kk & 3]);
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
@@ -341,32 +210,17 @@ template<typename T, int N>
 __device__ __forceinline__ T lb_rowdot_s(const T* row, int stride, const T* x, T init) {
     T s[4] = {init, T(0), T(0), T(0)};
     #pragma unroll
-    for (int kk = 0; kk < N; ++kk) s[kk & 3] = lb_fma(row[kk * stride], x[kk], s[kk & 3]);
+    for (int kk = 0; kk < N; ++kk) s[kk & 3] = fmadd(row[kk * stride], x[kk], s[kk & 3]);
     return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-__device__ __forceinline__ void lb_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-// wait until at most `pending` (0 .. 7) of this thread's most recent cp.async groups are in flight
-__device__ __forceinline__ void lb_wait(int pending) {
-    switch (pending) {
-        case 0: asm volatile("cp.async.wait_group 0;\n" ::: "memory"); break;
-        case 1: asm volatile("cp.async.wait_group 1;\n" ::: "memory"); break;
-        case 2: asm volatile("cp.async.wait_group 2;\n" ::: "memory"); break;
-        case 3: asm volatile("cp.async.wait_group 3;\n" ::: "memory"); break;
-        case 4: asm volatile("cp.async.wait_group 4;\n" ::: "memory"); break;
-        case 5: asm volatile("cp.async.wait_group 5;\n" ::: "memory"); break;
-        case 6: asm volatile("cp.async.wait_group 6;\n" ::: "memory"); break;
-        default: asm volatile("cp.async.wait_group 7;\n" ::: "memory"); break;
-    }
-}
-
 // ------------------------------------------------------------------ tensor-core chunk maps
-// float32 at N = 16 with -DLB_MMA=1 (sm_80+; _cupy_dense.lookback sets it): a warp per sub-chunk
+// float32 at N = 16 (sm_80+; dense.py's lookback chooses it): a warp per sub-chunk
 // carries the transposed product X = P^T in mma.sync m16n8k8 accumulators, X <- X A[t]^T, with
 // three TF32 products per multiply (hi*hi + hi*lo + lo*hi, the "3xTF32" split of CUTLASS's
 // OpMultiplyAddFastF32: float32-sized errors, not TF32's 10-bit mantissa; but the tensor core's
-// accumulation rounds toward zero, which on same-sign data adds up over a chunk: docs/dense.md,
-// "Full float32 precision"), and the end state e by float32 FMAs beside it. The SIMT products were
+// accumulation rounds toward zero, which on same-sign data adds up over a chunk: docs/guide/dense.md),
+// and the end state e by float32 FMAs beside it. The SIMT products were
 // bound by shared-memory wavefronts (each thread re-read its operands per step); here the product
 // stays in registers across steps and each step reads A[t] once, two 16-byte loads per thread.
 // Index maps (free because they only relabel the summation index): output column (n-tile nt,
@@ -375,7 +229,6 @@ __device__ __forceinline__ void lb_wait(int pending) {
 // fragment (no shuffles between steps), (ii) a thread's four k values of A[t] are one 16-byte
 // piece, columns 4c .. 4c+3, and (iii) the two rows an 8-lane phase reads differ in parity, so the
 // 16-byte loads of row-major A[t] (rows 64 bytes apart) are free of bank conflicts.
-#include "tf32x3.cuh"
 
 __device__ __forceinline__ int lb_nu(int nt, int g) { return 2 * g + (nt ^ (g & 1)); }
 
@@ -423,9 +276,9 @@ __device__ __forceinline__ void lb_map_mma(int cnt, AOF Ar, BIAS bias, LANDED la
         #pragma unroll
         for (int nt = 0; nt < 2; ++nt) {
             float s = v[nt].x * e4[0];
-            s = lb_fma(v[nt].y, e4[1], s);
-            s = lb_fma(v[nt].z, e4[2], s);
-            s = lb_fma(v[nt].w, e4[3], s);
+            s = fmadd(v[nt].y, e4[1], s);
+            s = fmadd(v[nt].z, e4[2], s);
+            s = fmadd(v[nt].w, e4[3], s);
             s += __shfl_xor_sync(0xffffffffu, s, 1);
             s += __shfl_xor_sync(0xffffffffu, s, 2);
             E[nt] = s + bb[nt];
@@ -486,19 +339,24 @@ __device__ __forceinline__ void lb_map_mma(int cnt, AOF Ar, BIAS bias, LANDED la
 // layout, the others turn row-major for the composition); two maps for the composition (2 MT);
 // per group a state double buffer (2 N).
 // Keeping only R steps of A instead of the chunk's L cuts a block's shared memory about in half
-// (48.9 -> 27.1 KB at N = 16, L = 32, W = 2, float32, R = 4: 8 blocks per SM instead of 4). Measured
-// on the H200 (docs/dense.md, "CuPy lookback"): twice the resident tiles barely shortened the
+// (48.9 -> 27.1 KB at N = 16, L = 32, W = 2, float32, R = 4: 8 blocks per SM instead of 4). Twice
+// the resident tiles barely shortened the
 // kernel (100 -> 94.5 us): a tile's maps phase took 20 us instead of 7.2, so the SM's rate of
 // products, not latency, bounds it; kept for the smaller footprint (same speed, tested).
-// Workspace: 16-byte counter, then per tile a 16-byte status word and AGG + N elements (the
-// aggregate in published layout, then the inclusive state).
+// Workspace: per tile a TileStatus of an LbRecord (lookback.cuh: a 16-byte flag word, then the
+// record).
+template<typename T, int N> struct alignas(16) LbRecord {
+    T agg[(N + 1) * N];  // the chunk's aggregate map, rows N apart (P's columns, then e)
+    T inc[N];            // the state at the chunk's end
+};
+
 // MMA: the sub-chunk maps on tensor cores (lb_map_mma: float32, N = 16, sm_80+), a warp each.
 // (No minimum of blocks per SM in the launch bounds: an explicit 1 lets ptxas take ~1.6x the registers.)
 template<typename T, int N, int W, bool MMA>
 __global__ void __launch_bounds__(32 * W)
 dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __restrict__ B, T* __restrict__ H,
                const T* __restrict__ h0, int has_h0, int steps, int n, int L, int C, int reverse, int ring, int fast,
-               char* ws, unsigned epoch, long long rec_bytes) {
+               char* ws, unsigned epoch) {
     static_assert(!MMA || (sizeof(T) == 4 && N == 16), "tensor-core maps: float32, N = 16");
     using G = LbGeom<T, N>;
     constexpr int V = G::V, SM = G::SM, MT = G::MT, AGG = G::AGG, NN = G::NN, NT = 32 * W;
@@ -525,8 +383,8 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
     T* gbuf = sb + L * N;
     T* qbuf = gbuf + NG * MT;
     T* sh = qbuf + 2 * MT;
-    auto flag = [&](long long p) { return reinterpret_cast<unsigned*>(ws + 16 + p * rec_bytes); };
-    auto payload = [&](long long p) { return reinterpret_cast<T*>(ws + 32 + p * rec_bytes); };
+    const TileStatus<LbRecord<T, N>> status(ws);
+    auto agg = [&](long long p) { return status.value(p)->agg; };
 
     // processing step s (0 .. Lk-1) -> staged slot (time t_lo + slot)
     auto slot = [&](int s) { return reverse ? Lk - 1 - s : s; };
@@ -548,22 +406,22 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
                 #pragma unroll
                 for (int k = 0; k < PT; ++k) {
                     const int u = gl + k * GT;
-                    if (P % GT == 0 || u < P) lb_cp<16>(dst + u * V, src + u * V);
+                    if (P % GT == 0 || u < P) cp_async<16>(dst + u * V, src + u * V);
                 }
             } else {
                 for (int e = gl; e < NN; e += GT) {
                     const int i2 = e / N, kk = e - i2 * N;
-                    if (i2 < n && kk < n) lb_cp<int(sizeof(T))>(dst + e, src + i2 * n + kk);
+                    if (i2 < n && kk < n) cp_async<int(sizeof(T))>(dst + e, src + i2 * n + kk);
                     else dst[e] = T(0);
                 }
             }
         }
-        lb_commit();
+        cp_async_commit();
     };
     auto aof = [&](int i) -> const T* { return inv ? sA : ringA + (i & (ring - 1)) * NN; };
     // ring position i has landed (ring - 1 younger groups may still fly) and the group sees it
     auto landed = [&]() {
-        lb_wait(ring - 1);
+        cp_async_wait(ring - 1);
         __syncwarp(gmask);
     };
 
@@ -571,28 +429,28 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
     const T* Bg = B + (li * steps + t_lo) * (long long)n;
     if (fast) {
         const int ub = Lk * N / V;
-        if (inv) for (int u = tid; u < NN / V; u += NT) lb_cp<16>(sA + u * V, Ag + u * V);
-        for (int u = tid; u < ub; u += NT) lb_cp<16>(sb + u * V, Bg + u * V);
+        if (inv) for (int u = tid; u < NN / V; u += NT) cp_async<16>(sA + u * V, Ag + u * V);
+        for (int u = tid; u < ub; u += NT) cp_async<16>(sb + u * V, Bg + u * V);
     } else {
         if (inv) {
             for (int e = tid; e < NN; e += NT) {
                 const int i = e / N, kk = e - i * N;
-                if (i < n && kk < n) lb_cp<int(sizeof(T))>(sA + e, Ag + (long long)i * n + kk);
+                if (i < n && kk < n) cp_async<int(sizeof(T))>(sA + e, Ag + (long long)i * n + kk);
                 else sA[e] = T(0);
             }
         }
         for (int e = tid; e < Lk * N; e += NT) {
             const int m = e / N, i = e - m * N;
-            if (i < n) lb_cp<int(sizeof(T))>(sb + e, Bg + (long long)m * n + i);
+            if (i < n) cp_async<int(sizeof(T))>(sb + e, Bg + (long long)m * n + i);
             else sb[e] = T(0);
         }
     }
-    lb_commit();
+    cp_async_commit();
     if (C > 1) {
         for (int i = 0; i < ring; ++i) fetch(i);
-        lb_wait(ring);  // b (the oldest group) is in
+        cp_async_wait(ring);  // b (the oldest group) is in
     } else {
-        lb_wait(0);
+        cp_async_wait(0);
     }
     __syncthreads();
 
@@ -637,7 +495,7 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             __syncwarp(gmask);
         }
         // the rerun's first ring of A: lands while the block composes and looks back
-        lb_wait(0);
+        cp_async_wait(0);
         __syncwarp(gmask);
         for (int i = 0; i < ring; ++i) fetch(i);
         // groups 1 .. NG-1: the map row-major (rows of P, then e), in place, for the composition;
@@ -649,7 +507,7 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         for (int u = 0; u < NE; ++u) {
             const int e = gl + u * GT, j = e / N, i = e - j * N;
             x[u] = e < (N + 1) * N ? mb[j * SM + i] : T(0);
-            bad |= !lb_finite(x[u]);
+            bad |= !finite(x[u]);
         }
         __syncwarp(gmask);
         if (gi > 0) {
@@ -680,19 +538,19 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
                 qi = qo;
             }
             bool qbad = false;
-            for (int e = gl; e < (N + 1) * N; e += CT) qbad |= !lb_finite(q[(e / N) * SM + e % N]);
+            for (int e = gl; e < (N + 1) * N; e += CT) qbad |= !finite(q[(e / N) * SM + e % N]);
             if (qbad) s_bad = 1;
         }
         __syncthreads();
         if (k > 0 && !s_bad) {  // publish the aggregate (16-byte L2 stores, then the flag)
-            T* pg = payload(id);
+            T* pg = agg(id);
             for (int u = tid; u < AGG / V; u += NT) {
                 const int e = u * V, j = e / N, i = e - j * N;
                 __stcg(reinterpret_cast<uint4*>(pg + e), *reinterpret_cast<const uint4*>(q + j * SM + i));
             }
             __threadfence();
             __syncthreads();
-            if (tid == 0) lb_flag_put(flag(id), (epoch << 2) | LB_A);
+            if (tid == 0) status.publish(id, ST_A, epoch);
         }
     } else if (tid == 0) {
         s_bad = 1;  // a single chunk: the loop itself
@@ -704,25 +562,11 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         if (tid < N) hs[tid] = (has_h0 && tid < n) ? h0[li * n + tid] : T(0);
     } else {
         if (w == 0) {
-            int found = -1;
-            unsigned polls = 0;
-            while (found < 0) {
-                if (++polls > LB_SPIN_LIMIT) __trap();
-                const int j = lane;
-                int st = LB_X;
-                if (j < k) {
-                    const unsigned f = lb_flag_get(flag(id - 1 - j));
-                    st = (f >> 2) == epoch ? int(f & 3u) : LB_X;
-                }
-                const unsigned live = j < k ? 1u : 0u;
-                const unsigned pm = __ballot_sync(0xffffffffu, live && st == LB_P);
-                const unsigned xm = __ballot_sync(0xffffffffu, live && st == LB_X);
-                if (pm) {
-                    const int f0 = __ffs(pm) - 1;
-                    if (!(xm & ((1u << f0) - 1u))) found = f0;  // no gap before the P
-                }
-            }
-            if (lane < N) hs[lane] = lb_ldcg(payload(id - 1 - found) + AGG + lane);
+            struct None {};
+            const int found = lookback_find<32, 1, 1, None>(
+                lane, ST_X, [&](int j, None&) { return j < k ? status.read(id - 1 - j, epoch) : (int)ST_A; },
+                [](int, None) {});
+            if (lane < N) hs[lane] = ldcg(status.value(id - 1 - found)->inc + lane);
             __syncwarp();
             // the aggregates of tiles found-1 ... 0 back, read from L2 into registers, D in flight
             constexpr int D = G::D;
@@ -731,7 +575,7 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             const int top = found - 1;
             #pragma unroll
             for (int d = 0; d < D; ++d) {
-                if (top - d >= 0) lb_take<T, N, true>(payload(id - 1 - (top - d)), N, lane, c[d], e[d]);
+                if (top - d >= 0) lb_take<T, N, true>(agg(id - 1 - (top - d)), N, lane, c[d], e[d]);
             }
             for (int base = top; base >= 0; base -= D) {
                 #pragma unroll
@@ -740,24 +584,18 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
                     if (idx >= 0) {
                         const T y = lb_apply_regs<T, N>(c[d], e[d], hs + hc * N, lane);
                         if (lane < N) hs[(1 - hc) * N + lane] = y;
-                        if (idx - D >= 0) lb_take<T, N, true>(payload(id - 1 - (idx - D)), N, lane, c[d], e[d]);
+                        if (idx - D >= 0) lb_take<T, N, true>(agg(id - 1 - (idx - D)), N, lane, c[d], e[d]);
                         __syncwarp();
                         hc ^= 1;
                     }
                 }
             }
             T h = lane < N ? hs[hc * N + lane] : T(0);
-            if (__any_sync(0xffffffffu, !lb_finite(h))) {
+            if (__any_sync(0xffffffffu, !finite(h))) {
                 // a non-finite state: only tile k-1's own (replayed) state is the loop's
-                if (lane == 0) {
-                    unsigned f, spins = 0;
-                    do {
-                        if (++spins > LB_SPIN_LIMIT) __trap();
-                        f = lb_flag_get(flag(id - 1));
-                    } while ((f >> 2) != epoch || (f & 3u) != LB_P);
-                }
+                if (lane == 0) status.wait_inclusive(id - 1, epoch);
                 __syncwarp();
-                h = lane < N ? lb_ldcg(payload(id - 1) + AGG + lane) : T(0);
+                h = lane < N ? ldcg(status.value(id - 1)->inc + lane) : T(0);
             }
             __syncwarp();
             if (lane < N) hs[lane] = h;
@@ -770,19 +608,19 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
     if (w == 0) {
         int slow = s_bad;
         if (!slow) {
-            const bool hb = lane < N && !lb_finite(hs[lane]);
+            const bool hb = lane < N && !finite(hs[lane]);
             slow = __any_sync(0xffffffffu, hb);
         }
         if (!slow) {
             T c[G::JP], e;
             lb_take<T, N, false>(q, SM, lane, c, e);
             const T he = lb_apply_regs<T, N>(c, e, hs, lane);
-            slow = __any_sync(0xffffffffu, !lb_finite(he));
+            slow = __any_sync(0xffffffffu, !finite(he));
             if (!slow && k + 1 < C) {
-                if (lane < N) lb_stcg(payload(id) + AGG + lane, he);
+                if (lane < N) stcg(status.value(id)->inc + lane, he);
                 __threadfence();
                 __syncwarp();
-                if (lane == 0) lb_flag_put(flag(id), (epoch << 2) | LB_P);
+                if (lane == 0) status.publish(id, ST_P, epoch);
                 published = 1;
             }
         }
@@ -798,7 +636,7 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
                                : lb_rowdot_s<T, N>(rg + lane * N, 1, xin, rg[NN + lane]);
                     sh[g * 2 * N + lane] = y;
                 }
-                slow |= __any_sync(0xffffffffu, !lb_finite(y));
+                slow |= __any_sync(0xffffffffu, !finite(y));
                 __syncwarp();
             }
         }
@@ -849,13 +687,13 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
             cur ^= 1;
         }
         if (k + 1 < C && !published) {  // (an entering state of a sub-chunk overflowed after Q h_in was out)
-            if (lane < N) lb_stcg(payload(id) + AGG + lane, sh[cur * N + lane]);
+            if (lane < N) stcg(status.value(id)->inc + lane, sh[cur * N + lane]);
             __threadfence();
             __syncwarp();
-            if (lane == 0) lb_flag_put(flag(id), (epoch << 2) | LB_P);
+            if (lane == 0) status.publish(id, ST_P, epoch);
         }
     }
-    lb_wait(0);  // (ring copies a non-finite replay left in flight)
+    cp_async_wait(0);  // (ring copies a non-finite replay left in flight)
     __syncthreads();
 
     // 7. the chunk's h
@@ -871,3 +709,5 @@ dense_lookback(const T* __restrict__ A, long long a_lane, int inv, const T* __re
         }
     }
 }
+
+}  // namespace scanarray

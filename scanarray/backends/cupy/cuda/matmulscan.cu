@@ -34,42 +34,15 @@
 // No headers: the matrix instructions are inline PTX, so NVRTC builds this without <mma.h>
 // (some CUDA installs ship NVRTC without crt/mma.h). Needs sm_80 or newer.
 
-typedef unsigned short sa_u16;
-struct sa_half { unsigned short x; };  // float16 storage
-struct sa_bf16 { unsigned short x; };  // bfloat16 storage
+#include "common.cuh"
+#include "tf32x3.cuh"
+
+namespace scanarray {
 
 template <typename T> struct AccOf { typedef float type; };
 template <> struct AccOf<double> { typedef double type; };
 
-// ------------------------------------------------------------------ loads, stores, conversions
-
-__device__ __forceinline__ float ld_acc(const float* p) { return *p; }
-__device__ __forceinline__ double ld_acc(const double* p) { return *p; }
-__device__ __forceinline__ float ld_acc(const sa_half* p) {
-    float f;
-    unsigned short h = p->x;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
-    return f;
-}
-__device__ __forceinline__ float ld_acc(const sa_bf16* p) { return __uint_as_float(((unsigned)p->x) << 16); }
-
-__device__ __forceinline__ void st_from(float* p, float v) { *p = v; }
-__device__ __forceinline__ void st_from(double* p, double v) { *p = v; }
-__device__ __forceinline__ void st_from(sa_half* p, float v) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    p->x = h;
-}
-__device__ __forceinline__ void st_from(sa_bf16* p, float v) {
-    unsigned short h;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    p->x = h;
-}
-
-__device__ __forceinline__ bool finite_acc(float x) { return (__float_as_uint(x) & 0x7f800000u) != 0x7f800000u; }
-__device__ __forceinline__ bool finite_acc(double x) {
-    return (((unsigned long long)__double_as_longlong(x)) & 0x7ff0000000000000ull) != 0x7ff0000000000000ull;
-}
+// ------------------------------------------------------------------ conversions
 
 __device__ __forceinline__ unsigned to_tf32(float x) {
     unsigned r;
@@ -105,14 +78,6 @@ __device__ __forceinline__ void mma_bf16(float* c, unsigned a0, unsigned a1, uns
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ void mma_tf32(float* c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
-                                         unsigned b0, unsigned b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ void mma_f64(double& c0, double& c1, double a, double b) {
     asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
                  : "+d"(c0), "+d"(c1)
@@ -137,9 +102,10 @@ template <int S> struct TileMma<S, float> {  // 3xTF32
             split_tf32(D(g + 8, k + t + 4), ah[3], al[3]);
             split_tf32(B[(k + t) * 8 + g], bh[0], bl[0]);
             split_tf32(B[(k + t + 4) * 8 + g], bh[1], bl[1]);
-            mma_tf32(c, al[0], al[1], al[2], al[3], bh[0], bh[1]);  // small terms first
-            mma_tf32(c, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
-            mma_tf32(c, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
+            float (&d)[4] = *reinterpret_cast<float(*)[4]>(c);
+            sa_mma_tf32(d, al, bh[0], bh[1]);  // small terms first
+            sa_mma_tf32(d, ah, bl[0], bl[1]);
+            sa_mma_tf32(d, ah, bh[0], bh[1]);
         }
     }
 };
@@ -157,13 +123,13 @@ __device__ __forceinline__ void tile_mma_bf16(float* c, const DA& D, const float
     if (SPLIT_B) mma_bf16(c, ah[0], ah[1], ah[2], ah[3], bl[0], bl[1]);
     mma_bf16(c, ah[0], ah[1], ah[2], ah[3], bh[0], bh[1]);
 }
-template <int S> struct TileMma<S, sa_bf16> {  // bf16 data is exact in one bf16 operand
+template <int S> struct TileMma<S, bf16_t> {  // bf16 data is exact in one bf16 operand
     template <typename DA>
     static __device__ __forceinline__ void run(float* c, const DA& D, const float* B, int g, int t) {
         tile_mma_bf16<S, false>(c, D, B, g, t);
     }
 };
-template <int S> struct TileMma<S, sa_half> {  // an f16 value is exact as bf16 hi + lo
+template <int S> struct TileMma<S, half_t> {  // an f16 value is exact as bf16 hi + lo
     template <typename DA>
     static __device__ __forceinline__ void run(float* c, const DA& D, const float* B, int g, int t) {
         tile_mma_bf16<S, true>(c, D, B, g, t);
@@ -212,7 +178,7 @@ template <int S, typename ACC> struct RegDecay {
 
 template <typename TA, typename ACC>
 __device__ __forceinline__ ACC a_at(const TA* a, long long t, long long T, long long sat) {
-    return t < T ? (ACC)ld_acc(a + t * sat) : (ACC)1;  // padding steps: a = 1, b = 0
+    return t < T ? To<ACC>::f(a[t * sat]) : (ACC)1;  // padding steps: a = 1, b = 0
 }
 
 // The 4 elements of a warp's 16 x 8 chunk that lane `lane` moves (zeros outside T x P).
@@ -225,7 +191,7 @@ __device__ __forceinline__ void load_chunk(const TB* b, long long t0, long long 
         const int r = time_fast ? (e & 15) : (e >> 3);
         const int cc = time_fast ? (e >> 4) : (e & 7);
         const long long t = t0 + r, col = col0 + cc;
-        pv[k] = (t < T && col < P) ? (ACC)ld_acc(b + t * sbt + col * sbp) : (ACC)0;
+        pv[k] = (t < T && col < P) ? To<ACC>::f(b[t * sbt + col * sbp]) : (ACC)0;
     }
 }
 
@@ -253,11 +219,11 @@ __device__ __forceinline__ void warp_chunk(const TB* b, TB* out, long long t0, l
         const int e = lane + 32 * k;
         const int r = time_fast ? (e & 15) : (e >> 3);
         const int cc = time_fast ? (e >> 4) : (e & 7);
-        bad |= !finite_acc(pv[k]);
+        bad |= !finite(pv[k]);
         Bs[r * 8 + cc] = pv[k];
     }
     if (next_pf) load_chunk<TB, ACC>(b, t0 + 16, T, P, col0, sbt, sbp, lane, time_fast, pv);
-    if (lane < 8) bad |= !finite_acc(sC[lane]);
+    if (lane < 8) bad |= !finite(sC[lane]);
     __syncwarp();
     const bool slow = __any_sync(0xffffffffu, bad) || bad_a;
     if (!slow) {
@@ -289,7 +255,7 @@ __device__ __forceinline__ void warp_chunk(const TB* b, TB* out, long long t0, l
             const int r = g + 8 * (k >> 1), cc = 2 * t4 + (k & 1);
             const long long t = t0 + r, col = col0 + cc;
             const ACC h = c[k] + ((k >> 1) ? q1 : q0) * sE[r / S][cc];
-            if (t < T && col < P) st_from(out + t * sot + col * sop, h);
+            if (t < T && col < P) put(out + t * sot + col * sop, h);
         }
     } else {
         if (lane < 8) {
@@ -297,7 +263,7 @@ __device__ __forceinline__ void warp_chunk(const TB* b, TB* out, long long t0, l
             ACC h = sC[lane];
             for (int r = 0; r < 16 && t0 + r < T; ++r) {
                 h = a_of(r) * h + Bs[r * 8 + lane];
-                if (col < P) st_from(out + (t0 + r) * sot + col * sop, h);
+                if (col < P) put(out + (t0 + r) * sot + col * sop, h);
             }
             sC[lane] = h;
         }
@@ -325,7 +291,6 @@ __global__ void __launch_bounds__(256, 3) matmulscan_warp_kernel(
     __shared__ ACC sA[8][16];
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, W = blockDim.x >> 5;
-    const int g = lane >> 2, t4 = lane & 3;
     const long long grp = blockIdx.x / ncb, cb = blockIdx.x % ncb;
     const long long g1 = grp / n_g2, g2 = grp % n_g2;
     const long long col0 = cb * 8 * W + 8 * warp;
@@ -351,7 +316,7 @@ __global__ void __launch_bounds__(256, 3) matmulscan_warp_kernel(
 #pragma unroll
         for (int k = 0; k < 16; ++k) dec.av[k] = __shfl_sync(0xffffffffu, a_cur, k);
         if (lane < 16) sA[warp][lane] = a_cur;
-        const bool bad_a = __any_sync(0xffffffffu, !finite_acc(a_cur));
+        const bool bad_a = __any_sync(0xffffffffu, !finite(a_cur));
 
         if (!prefetch) load_chunk<TB, ACC>(b, t0, T, P, col0, sbt, sbp, lane, time_fast, pv);
         warp_chunk<S, TB>(b, out, t0, T, P, col0, sbt, sbp, sot, sop, lane, time_fast,
@@ -360,3 +325,5 @@ __global__ void __launch_bounds__(256, 3) matmulscan_warp_kernel(
         __syncwarp();
     }
 }
+
+}  // namespace scanarray

@@ -1,4 +1,5 @@
-// Diagonal linear recurrences h[t] = a[t] * h[t-1] + b[t] on CUDA (scanarray's cupy backend).
+// Diagonal linear recurrences h[t] = a[t] * h[t-1] + b[t] on CUDA (scanarray's cupy backend;
+// docs/guide/gpu.md describes each kernel's use).
 //
 // Kernels (all templates over the storage types of a, b, out and the compute type C):
 //
@@ -7,8 +8,7 @@
 //             read once with coalesced vector loads (warp-striped: each thread holds NV groups of
 //             G consecutive steps), reduced to its pair (A, B), which is published; the tile then
 //             looks back over up to 32 predecessors per round trip (one warp, one status load per
-//             lane), and writes h once. Tiles take their index from an atomic counter, so a tile
-//             only ever waits on tiles that already run. Rows of one tile skip the look-back.
+//             lane; lookback.cuh), and writes h once. Rows of one tile skip the look-back.
 // rows_staged rows_tiles with the tile staged in shared memory (cp.async) instead of registers,
 //             so that more tiles per SM wait on their look-back (long rows, sm_90).
 // rows_block  many long rows: a block per row, looping along it; no look-back.
@@ -93,6 +93,18 @@ __device__ __forceinline__ bool group_bad(const C (&xa)[G], const C (&xb)[G]) {
   return acc != acc;
 }
 
+// warp_prefixes, and in `bad` whether any group of the warp holds a non-finite value.
+template <class C, int G, int NV>
+__device__ __forceinline__ Pair<C> warp_scan(const C (&xa)[NV][G], const C (&xb)[NV][G], Pair<C> (&pre)[NV], int lane,
+                                             bool& bad) {
+  bad = false;
+#pragma unroll
+  for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
+  const Pair<C> tot = warp_prefixes<C, G, NV>(xa, xb, pre, lane);
+  bad = __any_sync(FULL_MASK, bad);
+  return tot;
+}
+
 // All of one thread's NV groups of a and b. The vector path issues every load before any
 // value is used: a load behind a data-dependent branch or a register move would wait for the
 // previous one, and the kernel would stream at a fraction of the bandwidth.
@@ -167,8 +179,7 @@ __device__ __forceinline__ bool rows_vec(i64 T, i64 sta, i64 stb, int vec_a, int
 // A thread's NV groups of G steps starting at t + v * STRIDE * G, in a row for which rows_vec
 // holds: every vector load is issued before any is used, and groups past the row's end read its
 // first group and are masked (a = 1, b = 0). A load behind a branch per group waits for the one
-// before: rows_seg ran at 62-72% of the copy at every length that way, 74-98% with this (H200,
-// 2026-11-22 11:47 UTC); rows_warp's rows of 500 float32 steps at 66% (13:20 UTC).
+// before (short rows ran at 62-72% of the copy that way, 74-98% with this; docs/guide/gpu.md).
 template <class TA, class TB, class C, int G, int NV, int STRIDE, bool AC>
 __device__ __forceinline__ void load_masked(const TA* pa, const TB* pb, i64 stb, i64 t, i64 T, C a_val,
                                             C (&xa)[NV][G], C (&xb)[NV][G]) {
@@ -293,10 +304,6 @@ __device__ __forceinline__ void prefetch_steps_l2(const T* p, i64 dir, i64 t0, i
   }
 }
 
-// Tile index of a look-back kernel: the block's index, as in CUB's single-pass scan
-// (cub/agent/agent_scan.cuh: "Blocks are launched in increasing order, so just assign one tile per
-// block"): NVIDIA GPUs start a grid's blocks in index order, so the predecessors a tile waits on
-// have all started.
 // Tiles ahead whose bytes a look-back tile of rows_tiles / rows_staged asks L2 to fetch
 // (prefetch_l2): by the time a block reaches that tile its loads find L2, so tiles publish sooner
 // and spend less of their life waiting on the look-back (docs/guide/gpu.md).
@@ -305,26 +312,22 @@ constexpr int ROWS_L2_AHEAD = 128;
 // Look-back of the rows kernel: 32 predecessors per round, up to LB_ROUNDS rounds kept.
 constexpr int LB_ROUNDS = 8;
 
-// One round of look-back reads by a warp: lane j reads tile k-1-(32r+j) of the row starting at
-// status index row0, waiting while it shows nothing; x is (A, B) or, for P, (0, state).
+template <class C> using PairStatus = TileStatus<Pair<C>>;
+
+// Predecessor j (0: the nearest) of tile k of the row whose tile 0 has status index row0: its state
+// and its pair, or for P (0, state); before the row's start, the initial state (P) and identities.
 template <class C>
-__device__ __forceinline__ int lb_read(const Status<C>& status, i64 row0, i64 k, int r, int lane, u32 epoch,
-                                       const C* h0, int has_h0, i64 row, Pair<C>& x, bool wait = true) {
-  const i64 j = k - 1 - (32 * r + lane);
+__device__ __forceinline__ int lb_read(const PairStatus<C>& status, i64 row0, i64 k, int j, u32 epoch,
+                                       const C* h0, int has_h0, i64 row, Pair<C>& x) {
+  const i64 p = k - 1 - j;
   x = ident<C>();
-  int st;
-  if (j >= 0) {
-    do {
-      st = status.read(row0 + j, epoch, x);
-    } while (wait && st == ST_X);
-  } else if (j == -1) {
-    st = ST_P;
+  if (p >= 0) return status.read(row0 + p, epoch, x);
+  if (p == -1) {
     x.A = Num<C>::zero();
     x.B = has_h0 ? h0[row] : Num<C>::zero();
-  } else {
-    st = ST_A;
+    return ST_P;
   }
-  return st;
+  return ST_A;
 }
 
 // --------------------------------------------------------------------------------------- rows_tiles
@@ -369,27 +372,13 @@ template <class C, int NW> struct TileShared {
 // The state entering tile k of the row whose tile 0 has status index row0: one warp looks back
 // over the predecessors (st0, lb0: a first round read earlier without waiting, or ST_X).
 template <class C, int NW>
-__device__ __forceinline__ C lookback_entering(const Status<C>& status, TileShared<C, NW>& sh, i64 row0, i64 k,
+__device__ __forceinline__ C lookback_entering(const PairStatus<C>& status, TileShared<C, NW>& sh, i64 row0, i64 k,
                                                int lane, u32 epoch, const C* h0, int has_h0, i64 row, int st0,
                                                Pair<C> lb0) {
   sh.lb[lane] = lb0;
-  u32 pm = __ballot_sync(0xffffffffu, st0 == ST_P);
-  const u32 xm = __ballot_sync(0xffffffffu, st0 == ST_X);
-  int found = pm ? __ffs(pm) - 1 : -1;
-  if (found >= 0 && (xm & ((1u << found) - 1u))) found = -1;  // a gap before the P: read again
-  int polls = 0;
-  while (found < 0) {
-    ++polls;
-    // Deeper rounds; if none of 32 * LB_ROUNDS predecessors knows its state yet, poll again
-    // from the nearest one (a P appears as the tiles ahead finish).
-    for (int r = 0; r < LB_ROUNDS && found < 0; ++r) {
-      Pair<C> y;
-      const int st = lb_read(status, row0, k, r, lane, epoch, h0, has_h0, row, y);
-      sh.lb[32 * r + lane] = y;
-      pm = __ballot_sync(0xffffffffu, st == ST_P);
-      if (pm) found = 32 * r + __ffs(pm) - 1;
-    }
-  }
+  const int found = lookback_find<32, 1, LB_ROUNDS, Pair<C>>(
+      lane, st0, [&](int j, Pair<C>& x) { return lb_read(status, row0, k, j, epoch, h0, has_h0, row, x); },
+      [&](int j, const Pair<C>& x) { sh.lb[j] = x; });
   __syncwarp();
   if (lane == 0) {
     // Apply the aggregates in order, as each tile applies its own to its entering state:
@@ -407,8 +396,7 @@ __device__ __forceinline__ C lookback_entering(const Status<C>& status, TileShar
     if (!finite(h)) {
       // Non-finite state: only tile k-1's own (exact, replayed) state is right.
       Pair<C> y;
-      while (status.read(row0 + k - 1, epoch, y) != ST_P) {
-      }
+      status.wait_inclusive(row0 + k - 1, epoch, y);
       h = y.B;
     }
     sh.hin = h;
@@ -421,7 +409,7 @@ __device__ __forceinline__ C lookback_entering(const Status<C>& status, TileShar
 // write h once. Tile `id` is tile k of row `row` (KT tiles per row, status index = id).
 template <class TO, class C, int NT, int G, int NV, bool LB, class Tile>
 __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& sh,
-                                               const Status<C>& status, i64 id, i64 row, i64 k, i64 KT,
+                                               const PairStatus<C>& status, i64 id, i64 row, i64 k, i64 KT,
                                                const C* h0, int has_h0, u32 epoch, TO* po, i64 sto, i64 tw, i64 T,
                                                int vec_o) {
   constexpr int NW = NT / 32;
@@ -434,7 +422,7 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
   // predecessor's.
   Pair<C> lb0;
   int st0 = ST_X;
-  if (LB && w == 0 && k > 0) st0 = lb_read(status, row0, k, 0, lane, epoch, h0, has_h0, row, lb0, false);
+  if (LB && w == 0 && k > 0) st0 = lb_read(status, row0, k, lane, epoch, h0, has_h0, row, lb0);
 
   bool bad;
   Pair<C> pre[NV];
@@ -456,7 +444,7 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
     } else {
       // A tile whose steps hold a non-finite value never publishes an aggregate (composition
       // would turn the loop's infinities into NaN); its successors wait for its exact state.
-      if (!tile_bad && finite(agg.A) && finite(agg.B) && lane == 0) status.publish_agg(id, agg, epoch);
+      if (!tile_bad && finite(agg.A) && finite(agg.B) && lane == 0) status.publish(id, ST_A, epoch, agg);
       {
       hin = lookback_entering<C, NW>(status, sh, row0, k, lane, epoch, h0, has_h0, row, st0, lb0);
       }
@@ -467,7 +455,7 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
       if (!finite(hout)) {
         slow = 1;  // overflow inside the tile: let the exact replay decide what the loop gives
       } else if (LB && k + 1 < KT && lane == 0) {
-        status.publish_inc(id, hout, epoch);
+        status.publish(id, ST_P, epoch, Pair<C>{Num<C>::zero(), hout});
       }
     }
     if (lane == 0) {
@@ -491,7 +479,7 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
     }
     __syncthreads();
   }
-  if (LB && tid == 0 && k + 1 < KT) status.publish_inc(id, sh.hin, epoch);
+  if (LB && tid == 0 && k + 1 < KT) status.publish(id, ST_P, epoch, Pair<C>{Num<C>::zero(), sh.hin});
   d.store_replayed(po, sto, tw, T, vec_o);
 }
 
@@ -499,40 +487,10 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
 // rows_tiles for rows of several tiles, with the tile staged in shared memory. In rows_tiles a
 // block holds its tile in registers from its loads to its writes, look-back included, and the
 // register file caps the tiles in flight per SM (4 x 4096 float32 steps): one row of 2**28 ran at
-// 100% of the copy bandwidth without the look-back and 74% with it (docs/gpu.md). Here each thread
+// 100% of the copy bandwidth without the look-back and 74% with it (docs/guide/gpu.md). Each thread
 // copies its groups into shared memory asynchronously (cp.async, sm_80+: no registers held while
 // the copies fly), reduces them from there, and reads them again to write h after the look-back,
 // so a block needs few registers and more tiles wait on their look-back at once.
-__device__ __forceinline__ u32 smem_addr(const void* p) {
-  u32 r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
-// Copy N bytes (4, 8 or 16, aligned) global -> shared without registers (.cg: L2 only, for 16).
-template <int N>
-__device__ __forceinline__ void cp_async(void* dst, const void* src) {
-#if __CUDA_ARCH__ >= 800
-  if (N == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(dst)), "l"(src) : "memory");
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(smem_addr(dst)), "l"(src), "n"(N) : "memory");
-  }
-#else
-  struct alignas(N) W { unsigned char x[N]; };
-  *reinterpret_cast<W*>(dst) = *reinterpret_cast<const W*>(src);
-#endif
-}
-__device__ __forceinline__ void cp_async_commit() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void cp_async_wait_all() {
-#if __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;" ::: "memory");
-#endif
-}
-
 // The tile in shared memory: slot v * NT + tid holds thread tid's group v of a and b as raw
 // vectors of the storage type (in memory order, so reversed for a time stride of -1). Each thread
 // reads only the slots it filled itself, so no barrier orders them. Steps past the row's end
@@ -626,8 +584,8 @@ __device__ __forceinline__ void stage_groups(const TA* pa, const TB* pb, i64 sta
     for (int v = 0; v < NV; ++v) {
       const i64 t0 = tw + v * 32 * G;
       const i64 off = stb == 1 ? t0 : -t0 - (G - 1);
-      cp_async<(NBV >= 4 ? NBV : 4)>(&sb[v * NT + tid], pb + off);
-      if (!AC) cp_async<(NAV >= 4 ? NAV : 4)>(&sa[v * NT + tid], pa + off);
+      cp_async<(NBV >= 4 ? NBV : 4), true>(&sb[v * NT + tid], pb + off);
+      if (!AC) cp_async<(NAV >= 4 ? NAV : 4), true>(&sa[v * NT + tid], pa + off);
     }
     cp_async_commit();
   } else {
@@ -659,10 +617,9 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
-  Status<C> status;
-  status.init(ws + 16);
+  const PairStatus<C> status(ws);
 
-  const i64 id = blockIdx.x;  // the tile (see "Tile index" above)
+  const i64 id = blockIdx.x;  // the tile (lookback.cuh)
   i64 k = 0;
   const i64 row = LB ? divmod(id, KT, k) : id;
   i64 oa, ob, oo;
@@ -819,12 +776,9 @@ __global__ void __launch_bounds__(NT, MINB)
       load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
     }
     have = prefetch(tbase + TILE);
-    bool bad = false;
-#pragma unroll
-    for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
+    bool bad;
     Pair<C> pre[NV];
-    Pair<C> tot = warp_prefixes<C, G, NV>(xa, xb, pre, lane);
-    bad = __any_sync(0xffffffffu, bad);
+    const Pair<C> tot = warp_scan<C, G, NV>(xa, xb, pre, lane, bad);
     __syncthreads();  // the previous tile is done with sh.warp
     const C hin = sh.exchange(cur, w, lane, lane == 0, tot, bad);
     if (!sh.slow) {
@@ -848,7 +802,7 @@ __global__ void __launch_bounds__(NT, MINB)
 // --------------------------------------------------------------------------------------- rows_wide
 // rows_wide's exact replay of a tile, warp after warp from the state at *s_hn, which carries it;
 // stores the tile. Out of line: inlined, its code cost the kernel's fast path 2.5% of the copy
-// (16 bytes of spills at 32 registers; H200, 2026-11-28, benchmarks/diag_wide.py).
+// (16 bytes of spills at 32 registers).
 // (The group is passed by value: taking the address of the kernel's arrays made it keep them in
 // local memory on every tile.)
 template <class C, int G> struct Steps { C a[1][G], b[1][G]; };
@@ -873,8 +827,7 @@ __device__ __noinline__ void rows_wide_replay(Steps<C, G> x, C* s_hn, TO* po, i6
 // the geometry of fpscan's kernel, two blocks a SM), looping along the row with the state carried
 // in shared memory. Lean on registers on purpose: at 32 a thread, rows_block at this geometry split
 // its 16-byte stores in two and ran at 52-62% of the copy, where this structure runs at 96-97% and
-// rows_block's own shape (128 threads x 16 steps) at 92-94% (H200, 2026-11-28;
-// benchmarks/diag_geometry.py, diag_wide.py). The driver sends other rows to rows_block.
+// rows_block's own shape (128 threads x 16 steps) at 92-94%. The driver sends other rows to rows_block.
 // DIR: the time stride of a and b (+1 or -1; the driver instantiates the one it needs).
 template <class TA, class TB, class TO, class C, int NT, int G, bool AC, int MINB, int DIR>
 __global__ void __launch_bounds__(NT, MINB)
@@ -900,8 +853,6 @@ __global__ void __launch_bounds__(NT, MINB)
     // exchange(), and the only write before that barrier is warp w's own sh.warp[w] and
     // sh.bad[w] (ordered after its lanes' reads by the __syncwarp below). So a warp that has
     // stored its groups issues its next loads without waiting for the block's slowest warp.
-    // (Kernels queued, H200, 2026-11-28 11:47 UTC, benchmarks/diag_wide.py: 0.0-0.2% faster
-    // than with a barrier here.)
     C xa[1][G], xb[1][G];
     const i64 t0 = tbase + (i64)tid * G;
     if (t0 + G <= T) {  // both vectors issued before either is used
@@ -977,12 +928,9 @@ __global__ void __launch_bounds__(NT, MINB)
     C xa[NV][G], xb[NV][G];
     const i64 tw = tbase + (i64)lane * G;
     load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
-    bool bad = false;
-#pragma unroll
-    for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
+    bool bad;
     Pair<C> pre[NV];
-    Pair<C> tot = warp_prefixes<C, G, NV>(xa, xb, pre, lane);
-    bad = __any_sync(0xffffffffu, bad);
+    const Pair<C> tot = warp_scan<C, G, NV>(xa, xb, pre, lane, bad);
     const C hout = apply(tot, hin);
     if (!bad && finite(hin) && finite(hout)) {
       write_groups<TO, C, G, NV>(xa, xb, pre, hin, po, sto, tw, T, vec_o);
@@ -999,10 +947,8 @@ __global__ void __launch_bounds__(NT, MINB)
 // ----------------------------------------------------------------------------------------- rows_seg
 // Many rows of at most S * G * NV steps (S < 32 lanes a row, a power of two): 32 / S rows a warp,
 // the scan confined to each row's S lanes. A warp per row (rows_warp) pays five shuffle rounds and
-// their compositions whatever the row's length; rows of 64 float32 steps stayed at ~55-59% of the
-// copy on an H200 with more rows' loads in flight or not (benchmarks/results/gpu_2026-11-22.md, I;
-// the per-row scan as the bound is inferred, not profiled); here a row of 64 takes two rounds over
-// 4 lanes (97% with the loads issued up front, J). Lane s of a row holds,
+// their compositions whatever the row's length (rows of 64 float32 steps stayed at 55-59% of the
+// copy that way); here a row of 64 takes two rounds over 4 lanes (97%). Lane s of a row holds,
 // for v < NV, the G steps starting at (v * S + s) * G. A warp any of whose rows holds a non-finite
 // value (or state) replays all its rows in order, lane after lane (exact; see the file's header).
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, int S, bool AC, int MINB>
@@ -1076,7 +1022,29 @@ __device__ __forceinline__ void cp_async_elem(S_* dst, const S_* src) {
   constexpr int AL = alignof(S_) > 16 ? 16 : alignof(S_);
 #pragma unroll
   for (int i = 0; i < (int)(sizeof(S_) / AL); ++i)
-    cp_async<AL>(reinterpret_cast<char*>(dst) + i * AL, reinterpret_cast<const char*>(src) + i * AL);
+    cp_async<AL, true>(reinterpret_cast<char*>(dst) + i * AL, reinterpret_cast<const char*>(src) + i * AL);
+}
+
+// The pair of a lane's S steps of a time-major tile (step s: get(s, a, b)); bad: whether one of
+// them is not finite.
+template <class C, int S, class Get>
+__device__ __forceinline__ Pair<C> stretch_pair(Get get, int& bad) {
+  float nf = 0.0f;
+  Pair<C> f;
+#pragma unroll
+  for (int s = 0; s < S; ++s) {
+    C ya, yb;
+    get(s, ya, yb);
+    nf = nf_acc(nf_acc(nf, ya), yb);
+    if (s == 0) {
+      f = Pair<C>{ya, yb};
+    } else {
+      f.B = ya * f.B + yb;
+      f.A = ya * f.A;
+    }
+  }
+  bad = nf != nf;
+  return f;
 }
 
 // The shared state of a time-major tile's look-back (lanes_tiles, lanes_vec).
@@ -1092,7 +1060,7 @@ template <class C, int NSEG, int LW> struct LanesShared {
 // time, publish the lane's end state, and leave its entering state in sh.h; sh.slow: some lane of
 // the tile must replay its steps. Returns whether this thread's lane must.
 template <class C, int NSEG, int LW>
-__device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, NSEG, LW>& sh, bool first, bool valid,
+__device__ __forceinline__ int lanes_resolve(const PairStatus<C>& status, LanesShared<C, NSEG, LW>& sh, bool first, bool valid,
                                              int lane, i64 id, i64 k, i64 g, i64 NG, i64 KT, i64 l, const C* h0,
                                              int has_h0, u32 epoch) {
   int slow_lane = 0;
@@ -1109,58 +1077,32 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, N
     if (k == 0) {
       if (has_h0) hin = h0[l];
     } else {
-      if (!lane_bad && finite(agg.A) && finite(agg.B)) status.publish_agg(id * LW + lane, agg, epoch);
-      {
+      if (!lane_bad && finite(agg.A) && finite(agg.B)) status.publish(id * LW + lane, ST_A, epoch, agg);
       // Per-lane look-back, LBL_WIN predecessors per round trip (independent loads); the
       // aggregates are then applied in order (see rows_tiles: results independent of timing).
-      int found = -1;
-      for (int r = 0; r < LBL_ROUNDS && found < 0; ++r) {
-        Pair<C> x[LBL_WIN];
-        int st[LBL_WIN];
-#pragma unroll
-        for (int i = 0; i < LBL_WIN; ++i) {
-          const i64 j = k - 1 - (LBL_WIN * r + i);
-          x[i] = ident<C>();
-          if (j >= 0) {
-            st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
-          } else if (j == -1) {
-            st[i] = ST_P;
-            x[i].A = Num<C>::zero();
-            x[i].B = has_h0 ? h0[l] : Num<C>::zero();
-          } else {
-            st[i] = ST_A;
-          }
-        }
-#pragma unroll
-        for (int i = 0; i < LBL_WIN; ++i) {
-          if (found < 0) {
-            const i64 j = k - 1 - (LBL_WIN * r + i);
-            while (st[i] == ST_X) {
-              st[i] = status.read((j * NG + g) * LW + lane, epoch, x[i]);
+      auto at = [&](i64 t) { return (t * NG + g) * LW + lane; };  // status of this lane at time tile t
+      const int found = lookback_find<1, LBL_WIN, LBL_ROUNDS, Pair<C>>(
+          lane, ST_X,
+          [&](int j, Pair<C>& x) {
+            const i64 p = k - 1 - j;
+            x = ident<C>();
+            if (p >= 0) return status.read(at(p), epoch, x);
+            if (p == -1) {
+              x.A = Num<C>::zero();
+              x.B = has_h0 ? h0[l] : Num<C>::zero();
+              return (int)ST_P;
             }
-            sh.lb[LBL_WIN * r + i][lane] = x[i];
-            if (st[i] == ST_P) found = LBL_WIN * r + i;
-          }
-        }
-      }
-      if (found < 0) {
-        found = LBL_WIN * LBL_ROUNDS - 1;
-        const i64 j = k - 1 - found;
-        Pair<C> x;
-        while (status.read((j * NG + g) * LW + lane, epoch, x) != ST_P) {
-        }
-        sh.lb[found][lane] = x;
-      }
+            return (int)ST_A;
+          },
+          [&](int j, const Pair<C>& x) { sh.lb[j][lane] = x; });
       C h = sh.lb[found][lane].B;
       for (int i = found - 1; i >= 0; --i) h = apply(sh.lb[i][lane], h);
       if (!finite(h)) {
         Pair<C> x;
-        while (status.read(((k - 1) * NG + g) * LW + lane, epoch, x) != ST_P) {
-        }
+        status.wait_inclusive(at(k - 1), epoch, x);
         h = x.B;
       }
       hin = h;
-      }
     }
     slow_lane = lane_bad || !finite(hin);
     if (!slow_lane) {
@@ -1168,7 +1110,7 @@ __device__ __forceinline__ int lanes_resolve(Status<C>& status, LanesShared<C, N
       if (!finite(hout)) {
         slow_lane = 1;
       } else if (k + 1 < KT) {
-        status.publish_inc(id * LW + lane, hout, epoch);
+        status.publish(id * LW + lane, ST_P, epoch, Pair<C>{Num<C>::zero(), hout});
       }
     }
   }
@@ -1195,18 +1137,12 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   // thread tid: lane tid % LW of the tile's LW lanes, stretch w = tid / LW along time
   const int tid = threadIdx.x, w = tid / LW, lane = tid & (LW - 1);
   const bool first = LW == 32 ? w == 0 : tid < LW;  // the threads of stretch 0 (warp 0's first LW)
-  Status<C> status;
-  status.init(ws + 16);
-  const i64 id = blockIdx.x;  // the tile (see "Tile index" above)
+  const PairStatus<C> status(ws);
   i64 g;
-  const i64 k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
+  const i64 id = blockIdx.x, k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
   const i64 l = g * LW + lane;
   const bool valid = l < nlanes;
-  i64 oa = 0, ob = 0, oo = 0;
-  if (valid) lm.offsets(l, oa, ob, oo);
-  const TA* pa = a + oa;
-  const TB* pb = b + ob;
-  TO* po = out + oo;
+  const auto [pa, pb, po] = lm.at(l, valid, a, b, out);
   const i64 t0 = k * (i64)L + (i64)w * S;
 
   C xa[ST ? 1 : S], xb[ST ? 1 : S];
@@ -1258,22 +1194,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
       xa[s] = AC ? a_val : (in ? To<C>::f(pa[t * sta]) : Num<C>::one());
     }
   }
-  float nf = 0.0f;
-  Pair<C> f;
-#pragma unroll
-  for (int s = 0; s < S; ++s) {
-    C ya, yb;
-    get(s, ya, yb);
-    nf = nf_acc(nf_acc(nf, ya), yb);
-    if (s == 0) {
-      f = Pair<C>{ya, yb};
-    } else {
-      f.B = ya * f.B + yb;
-      f.A = ya * f.A;
-    }
-  }
-  sh.f[w][lane] = f;
-  sh.bad[w][lane] = nf != nf;
+  sh.f[w][lane] = stretch_pair<C, S>(get, sh.bad[w][lane]);
   __syncthreads();
 
   int slow_lane = 0;
@@ -1282,35 +1203,33 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   }
   __syncthreads();
 
+  // step s of this thread's lane from h, stored
+  auto step = [&](int s, C& h) {
+    C ya, yb;
+    get(s, ya, yb);
+    h = ya * h + yb;
+    const i64 t = t0 + s;
+    if (valid && t < T) put(po + t * sto, h);
+  };
   if (!sh.slow) {
     C h = apply(sh.f[w][lane], sh.h[lane]);
 #pragma unroll
-    for (int s = 0; s < S; ++s) {
-      C ya, yb;
-      get(s, ya, yb);
-      h = ya * h + yb;
-      const i64 t = t0 + s;
-      if (valid && t < T) put(po + t * sto, h);
-    }
+    for (int s = 0; s < S; ++s) step(s, h);
     return;
   }
-  // Exact path: the stretches step one after another from the exact entering state.
+  // Exact path (non-finite data only): the stretches step one after another from the exact entering
+  // state. Kept rolled: unrolled, its code cost the fast path registers.
+#pragma unroll 1
   for (int i = 0; i < NSEG; ++i) {
     if (w == i) {
       C h = sh.h[lane];
 #pragma unroll
-      for (int s = 0; s < S; ++s) {
-        C ya, yb;
-        get(s, ya, yb);
-        h = ya * h + yb;
-        const i64 t = t0 + s;
-        if (valid && t < T) put(po + t * sto, h);
-      }
+      for (int s = 0; s < S; ++s) step(s, h);
       sh.h[lane] = h;
     }
     __syncthreads();
   }
-  if (first && valid && slow_lane && k + 1 < KT) status.publish_inc(id * LW + lane, sh.h[lane], epoch);
+  if (first && valid && slow_lane && k + 1 < KT) status.publish(id * LW + lane, ST_P, epoch, Pair<C>{Num<C>::zero(), sh.h[lane]});
 }
 
 // lanes_vec: lanes_tiles for lanes contiguous in memory and 16-byte aligned (time stride, outer
@@ -1335,19 +1254,13 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid / TPR, q0 = (tid % TPR) * Q;
-  Status<C> status;
-  status.init(ws + 16);
-  const i64 id = blockIdx.x;  // the tile (see "Tile index" above)
+  const PairStatus<C> status(ws);
   i64 g;
-  const i64 k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
-  const i64 l0 = g * LW + q0;       // this thread's first lane; nlanes is a multiple of Q
-  const bool valid = l0 < nlanes;
-  i64 oa = 0, ob = 0, oo = 0;
-  if (valid) lm.offsets(l0, oa, ob, oo);
-  const TA* pa = a + oa;
-  const TB* pb = b + ob;
-  TO* po = out + oo;
+  const i64 id = blockIdx.x, k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
   const i64 t0 = k * (i64)L + (i64)w * S;
+  const i64 l0 = g * LW + q0;  // this thread's first lane; nlanes is a multiple of Q
+  const bool valid = l0 < nlanes;
+  const auto [pa, pb, po] = lm.at(l0, valid, a, b, out);
 
   C xa[AK >= 2 ? 1 : S][AV ? Q : 1], xb[S][Q];
   if (AK >= 2) {  // constant in time: read once
@@ -1394,22 +1307,12 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   auto in_t = [&](int s_) { return t0 + s_ < T; };
 #pragma unroll
   for (int q = 0; q < Q; ++q) {
-    float nf = 0.0f;
-    Pair<C> f;
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      // steps beyond T read as the identity (a = 1, b = 0); a constant a must not enter them
-      const C ya = (AK >= 2 && !in_t(s)) ? Num<C>::one() : get_a(s, q), yb = xb[s][q];
-      nf = nf_acc(nf_acc(nf, ya), yb);
-      if (s == 0) {
-        f = Pair<C>{ya, yb};
-      } else {
-        f.B = ya * f.B + yb;
-        f.A = ya * f.A;
-      }
-    }
-    sh.f[w][q0 + q] = f;
-    sh.bad[w][q0 + q] = nf != nf;
+    // steps beyond T read as the identity (a = 1, b = 0); a constant a must not enter them
+    auto get = [&](int s, C& ya, C& yb) {
+      ya = (AK >= 2 && !in_t(s)) ? Num<C>::one() : get_a(s, q);
+      yb = xb[s][q];
+    };
+    sh.f[w][q0 + q] = stretch_pair<C, S>(get, sh.bad[w][q0 + q]);
   }
   __syncthreads();
 
@@ -1456,7 +1359,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     }
     __syncthreads();
   }
-  if (tid < LW && g * LW + tid < nlanes && slow_lane && k + 1 < KT) status.publish_inc(id * LW + tid, sh.h[tid], epoch);
+  if (tid < LW && g * LW + tid < nlanes && slow_lane && k + 1 < KT) status.publish(id * LW + tid, ST_P, epoch, Pair<C>{Num<C>::zero(), sh.h[tid]});
 }
 
 // ---------------------------------------------------------------------------------------------- seq

@@ -39,12 +39,6 @@ __device__ __forceinline__ void sa_mma_tf32(float (&d)[4], const unsigned (&a)[4
 // fresh per-tile products in float32 instead (round to nearest) leaves one truncation per tile of
 // about 1 / tiles of the sum (docs/guide/dense.md).
 __device__ __forceinline__ void sa_mma_tf32_fresh(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%10,%10,%10,%10};\n"
-                 : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
-#else
     d[0] = d[1] = d[2] = d[3] = 0.0f;
-#endif
+    sa_mma_tf32(d, a, b0, b1);
 }
