@@ -1142,7 +1142,10 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   const i64 id = blockIdx.x, k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
   const i64 l = g * LW + lane;
   const bool valid = l < nlanes;
-  const auto [pa, pb, po] = lm.at(l, valid, a, b, out);
+  const TA* pa;
+  const TB* pb;
+  TO* po;
+  lm.at(l, valid, a, b, out, pa, pb, po);
   const i64 t0 = k * (i64)L + (i64)w * S;
 
   C xa[ST ? 1 : S], xb[ST ? 1 : S];
@@ -1260,7 +1263,10 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   const i64 t0 = k * (i64)L + (i64)w * S;
   const i64 l0 = g * LW + q0;  // this thread's first lane; nlanes is a multiple of Q
   const bool valid = l0 < nlanes;
-  const auto [pa, pb, po] = lm.at(l0, valid, a, b, out);
+  const TA* pa;
+  const TB* pb;
+  TO* po;
+  lm.at(l0, valid, a, b, out, pa, pb, po);
 
   C xa[AK >= 2 ? 1 : S][AV ? Q : 1], xb[S][Q];
   if (AK >= 2) {  // constant in time: read once

@@ -66,17 +66,16 @@ struct LaneMap {
         oo += i * so[d];
       }
     }
-  }  // a, b, out at lane l (the arrays themselves where !valid)
-  template <class TA, class TB, class TO> struct Ptrs {
-    const TA* a;
-    const TB* b;
-    TO* out;
-  };
+  }
+  // pa, pb, po: a, b, out at lane l (the arrays themselves where !valid)
   template <class TA, class TB, class TO>
-  __device__ __forceinline__ Ptrs<TA, TB, TO> at(i64 l, bool valid, const TA* a, const TB* b, TO* out) const {
+  __device__ __forceinline__ void at(i64 l, bool valid, const TA* a, const TB* b, TO* out, const TA*& pa,
+                                     const TB*& pb, TO*& po) const {
     i64 oa = 0, ob = 0, oo = 0;
     if (valid) offsets(l, oa, ob, oo);
-    return Ptrs<TA, TB, TO>{a + oa, b + ob, out + oo};
+    pa = a + oa;
+    pb = b + ob;
+    po = out + oo;
   }
 };
 
