@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import math
 import numbers
 import operator
 
 import numpy as np
 
-from . import _registry
+from . import _bound, _registry
 from ._problem import Problem
 
 __all__ = ["linear_recurrence"]
@@ -121,20 +120,20 @@ def linear_recurrence(
     differently, so an element may be NaN where the loop gives an infinity or
     the reverse, and transition products that overflow can give NaN where the
     loop stays finite; ``method="sequential"`` follows the loop exactly
-    (docs/dense.md, "Growing systems").
+    (docs/guide/dense.md, "Growing systems").
 
     With ``dense=True`` on CuPy, the float32 chunk products of ``"lookback"``
     and ``"chunked"`` run on tensor cores as three TF32 products per multiply,
     which keeps float32-sized errors (7e-8 on mixed-sign data); on
     non-negative systems close to spectral radius 1 the tensor core's
     rounding toward zero adds up to about 2e-6 (radius 0.99) or 1.5e-5
-    (0.999), where ``method="sequential"`` stays at 7e-8 (docs/dense.md).
+    (0.999), where ``method="sequential"`` stays at 7e-8 (docs/guide/dense.md).
 
     On CuPy, a call that repeats an earlier call's signature (shapes, strides,
     dtypes and the other arguments; new data and addresses are fine) goes
     straight to the launch planned for it, after checking devices, alignment
     and overlaps: about 7 µs of host time per call instead of about 40 on
-    the H200 host measured (docs/gpu.md).
+    the H200 host measured (docs/guide/gpu.md).
 
     References
     ----------
@@ -169,18 +168,13 @@ def linear_recurrence(
            [ 0.,  1.],
            [-1.,  0.]])
     """
-    # --- a repeated call: the launch bound to its signature ---------------------
+    # --- a repeated call: the launches bound to its signature (_bound.py) ------------
     key = None
-    if FAST_CALLS and _KNOWN_ARRAY_TYPES.get(type(b)) == "cupy":
-        key = _fast_key(a, b, axis, chunk, initial, reverse, dense, dtype, out, backend, method)
-        try:
-            fast = _FAST.get(key)
-        except TypeError:  # an unhashable argument (a list for axis, say): no binding
-            key = fast = None
-        if fast is not None:
-            result = fast(a, b, initial, out)
-            if result is not None:
-                return result
+    bound = _BOUND.get(type(b))
+    if bound is not None:
+        result, key = bound.call(a, b, axis, chunk, initial, reverse, dense, dtype, out, backend, method)
+        if result is not None:
+            return result
 
     # --- torch and JAX arrays: their front-ends (imported only when such an array arrives) ---
     frontend = _frontend(a, b, initial, out)
@@ -326,58 +320,10 @@ def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, b
         xp.multiply(result, product[0], out=product[1])
     if key is not None and problem.bind is not None:
         # a bound call allocates its result as this one did (alloc: None when out was given)
-        fast = problem.bind(a, a is not a_arg, b, initial, result, alloc if out is None else None)
-        if fast is not None:
-            if len(_FAST) >= 1024:
-                _FAST.clear()
-            _FAST[key] = fast
+        _bound.CALLS.store(key, problem.bind(a, a is not a_arg, b, initial, result, alloc if out is None else None))
     if spec.writes_out:
         return result
     return xp.moveaxis(canonical, t_ax, axis)
-
-
-# --------------------------------------------------------------------------- repeated calls
-
-#: Whether repeated CuPy calls of one signature go straight to their bound launch (benchmarks
-#: set False to time the full path).
-FAST_CALLS = True
-#: signature -> bound launch (a backend's ``Problem.bind``); it returns None to refuse a call
-_FAST: dict = {}
-
-
-def _fast_key(a, b, axis, chunk, initial, reverse, dense, dtype, out, backend, method):
-    """The signature of a call (None where calls are not bound; it may be unhashable).
-
-    Everything validation, dtype rules and planning read from the arguments, except the
-    data pointers (the bound launch checks devices, alignment and overlaps itself). Types of
-    the scalar arguments are part of it: ``dense=0`` must still fail where ``False`` passed.
-    A Python scalar ``a`` is keyed by value (and the sign of a zero).
-    """
-    tb = type(b)
-    ta = type(a)
-    if ta is tb:
-        sa = (a.shape, a.strides, a.dtype)
-    elif ta is float:
-        sa = (a, math.copysign(1.0, a))
-    elif ta is int:
-        sa = a
-    else:
-        return None
-    so, sh = _array_sig(out, tb), _array_sig(initial, tb)
-    if so is False or sh is False:
-        return None
-    return (ta, sa, b.shape, b.strides, b.dtype, so, sh, type(axis), axis, type(chunk), chunk, type(reverse),
-            reverse, type(dense), dense, dtype, backend, method)
-
-
-def _array_sig(x, tb):
-    """``x``'s part of a signature: None for None, layout and dtype for an array of type ``tb``,
-    False for anything else (not bound)."""
-    if x is None:
-        return None
-    if type(x) is tb:
-        return (x.shape, x.strides, x.dtype)
-    return False
 
 
 # --------------------------------------------------------------------------- front-ends
@@ -500,6 +446,8 @@ def _library(x) -> str:
 _NAMESPACE_CACHE: dict = {}
 #: types seen as arrays of a supported library (filled by _namespace), and their kind
 _KNOWN_ARRAY_TYPES: dict = {}
+#: array types whose calls a backend binds to their launches (filled by _namespace)
+_BOUND: dict = {}
 
 
 def _namespace(a, b, initial):
@@ -517,6 +465,8 @@ def _namespace(a, b, initial):
         hit = _NAMESPACE_CACHE[key] = _resolve_namespace(a, b, initial, arrays)
         for x in arrays:
             _KNOWN_ARRAY_TYPES[type(x)] = hit[0]
+            if _registry.fast_call(hit[0]):
+                _BOUND[type(x)] = _bound.CALLS
     return hit
 
 

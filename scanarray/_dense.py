@@ -452,7 +452,7 @@ def chunked(xp, A, b, h0, dt, reverse=False, out=None, chunk=None):
 
     Like cyclic reduction it forms products of ``A`` over ``L`` steps: where
     they overflow it may return NaN where the loop has a finite value, never
-    a wrong finite number (docs/dense.md, "Growing systems").
+    a wrong finite number (docs/guide/dense.md, "Growing systems").
     """
     A, H, result = _prepare(xp, A, b, h0, dt, reverse, out)
     T, n = H.shape[-2], H.shape[-1]

@@ -19,7 +19,7 @@ import importlib
 import importlib.util
 from dataclasses import dataclass, field
 
-__all__ = ["BACKENDS", "BackendSpec", "available_backends", "load", "unavailable_reason"]
+__all__ = ["BACKENDS", "BackendSpec", "available_backends", "fast_call", "load", "unavailable_reason"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +46,9 @@ class BackendSpec:
     #: whether it writes ``Problem.mul_out = h * Problem.mul`` in the scan's own pass (the
     #: adjoint's ``grad_a = grad_b * h_prev``); otherwise the caller multiplies after the scan
     fuses_product: bool = False
+    #: whether it binds a call to its launches (``Problem.bind``), so that repeated calls of one
+    #: signature skip validation and planning (scanarray/_bound.py)
+    fast_call: bool = False
 
 
 # Order matters: for ``backend=None`` the first available backend that takes
@@ -78,6 +81,7 @@ BACKENDS: dict[str, BackendSpec] = {
             requires=("cupy",),
             extra="cupy",
             needs_gpu=True,
+            fast_call=True,
         ),
         BackendSpec(
             "numba_cuda",
@@ -155,6 +159,11 @@ def _gpu_reason() -> str | None:
     except Exception as exc:  # CUDARuntimeError when no driver is present
         return f"no CUDA device: {exc}"
     return None if count > 0 else "no CUDA device"
+
+
+def fast_call(kind: str) -> bool:
+    """Whether a backend for arrays of ``kind`` binds calls to their launches."""
+    return any(spec.fast_call and kind in spec.arrays for spec in BACKENDS.values())
 
 
 def load(name: str):

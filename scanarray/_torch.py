@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _api, _vjp
+from . import _api, _bound, _vjp
 from ._frameworks import Shaped, check_flags, cupy_view, device_count, external_stream, result_dtypes
 
 __all__ = ["linear_recurrence"]
@@ -319,7 +319,7 @@ def _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backen
 # --------------------------------------------------------------------------- repeated CUDA calls
 
 #: per signature of a CUDA call (torch shapes, strides, dtypes, arguments): the launch the public
-#: function bound to it (``scanarray._api._FAST``), fed device pointers directly. CuPy views cost
+#: function bound to it (``scanarray._bound.CALLS``), fed device pointers directly. CuPy views cost
 #: a few microseconds each; a small scan's whole bound launch costs about seven on the H200 host.
 _BOUND: dict = {}
 
@@ -372,9 +372,8 @@ def _bound_launch(a, b, axis, chunk, kw):
     """The launch the public function bound to this call's signature, or None (not bound, or a
     scanarray whose binding works otherwise: then every call takes the full path)."""
     try:
-        k = _api._fast_key(a, b, axis, chunk, kw["initial"], kw["reverse"], kw["dense"], kw["dtype"], kw["out"],
-                           kw["backend"], kw["method"])
-        return _api._FAST.get(k)
+        return _bound.CALLS.call(a, b, axis, chunk, kw["initial"], kw["reverse"], kw["dense"], kw["dtype"], kw["out"],
+                                 kw["backend"], kw["method"], run=False)[0]
     except Exception:  # noqa: BLE001 - an optimisation only
         return None
 

@@ -32,25 +32,25 @@ def _doctest_namespace(doctest_namespace):
 
 @pytest.fixture
 def count_full_path(monkeypatch):
-    """``count(module)``: counts calls that go through ``module.linear_recurrence`` (a CuPy backend
-    driver, the full path) rather than the launches bound to their signature, and starts with no
-    bound calls; returns the one-element list of the count."""
+    """``count(module, **options)``: counts calls that go through ``module.linear_recurrence`` (a
+    CuPy backend driver, the full path, called with ``options``) rather than the launches bound to
+    their signature, and starts with no bound calls; returns the one-element list of the count."""
 
-    def count(module):
+    def count(module, **options):
         import cupy
 
         import scanarray
-        from scanarray import _api
+        from scanarray import _bound
 
         # the public function binds calls once it knows CuPy's array type: from its first call on
         scanarray.linear_recurrence(cupy.ones(2, np.float32), cupy.ones(2, np.float32), backend="cupy")
-        monkeypatch.setattr(_api, "_FAST", {})
+        monkeypatch.setattr(_bound.CALLS, "table", {})
         calls = [0]
         real = module.linear_recurrence
 
         def counting(p):
             calls[0] += 1
-            return real(p)
+            return real(p, **options)
 
         monkeypatch.setattr(module, "linear_recurrence", counting)
         return calls

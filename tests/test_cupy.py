@@ -9,6 +9,7 @@ loop oracle. The module skips cleanly without CuPy or a CUDA device.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -26,7 +27,9 @@ if _ndev == 0:
     pytest.skip("no CUDA device", allow_module_level=True)
 
 import scanarray  # noqa: E402
-from scanarray import _config  # noqa: E402
+from scanarray import _bound  # noqa: E402
+from scanarray.backends.cupy import scan as _cupy_scan  # noqa: E402
+from scanarray.backends.cupy.tuning import TUNING  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 METHODS = ["lookback", "sequential"]
@@ -36,20 +39,28 @@ SMALL = {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)}
 
 
 @pytest.fixture
-def small_tiles(monkeypatch):
+def tuned(monkeypatch):
+    """``use(table)``: the CuPy diagonal scans of the test run with this tuning table (the driver's
+    ``tuning`` keyword, through the public function), starting with no bound calls; returns it."""
+    real = _cupy_scan.linear_recurrence
+
+    def use(table):
+        monkeypatch.setattr(_cupy_scan, "linear_recurrence", functools.partial(real, tuning=table))
+        monkeypatch.setattr(_bound.CALLS, "table", {})
+        return table
+
+    return use
+
+
+@pytest.fixture
+def small_tiles(tuned):
     """Tiles of 32 threads (512 float32 steps) and 8-step time-major tiles: many look-backs. Rows
     of several tiles run the kernel the device gets (``rows_staged`` from compute capability 9.0,
-    else ``rows_tiles``); ``long_rows_kernel`` runs both."""
-    monkeypatch.setitem(_config.CUPY_SCAN, "rows", dict(SMALL))
-    monkeypatch.setitem(_config.CUPY_SCAN, "rows_warp", dict(SMALL))
-    monkeypatch.setitem(_config.CUPY_SCAN, "rows_long", dict(SMALL))
-    monkeypatch.setitem(_config.CUPY_SCAN, "rows_staged", dict(SMALL))
-    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_staged", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
-    monkeypatch.setitem(_config.CUPY_SCAN, "rows_block", {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
-    monkeypatch.setitem(_config.CUPY_SCAN, "rows_wide", {4: (64, 1)})
-    monkeypatch.setitem(_config.CUPY_SCAN, "lanes", {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)})
-    monkeypatch.setitem(_config.CUPY_SCAN, "rows_split", {4: (32, 8, 1)})
-    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec", {4: (2, 2, 1), 8: (2, 2, 1), 16: None})
+    else ``rows_tiles``); ``long_rows_kernel`` runs both. Returns the table."""
+    return tuned({**TUNING, "rows": SMALL, "rows_warp": SMALL, "rows_long": SMALL, "rows_staged": SMALL,
+                  "lanes_staged": {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)}, "rows_block": SMALL,
+                  "rows_wide": {4: (64, 1)}, "lanes": {4: (2, 4, 1), 8: (2, 4, 1), 16: (2, 2, 1)},
+                  "lanes_vec": {4: (2, 2, 1), 8: (2, 2, 1), 16: None}})
 
 
 def _scan(a, b, axis=-1, **kw):
@@ -66,16 +77,8 @@ def _check(h, a, b, axis=-1, what="", **kw):
 # --------------------------------------------------------------------------- look-back stress
 
 
-@pytest.fixture(params=["block index", "ticket"])
-def tile_order(monkeypatch, request):
-    """How look-back tiles take their index: the block's (as shipped) or a ticket from the
-    workspace's counter (``_config.CUPY_TILE_TICKETS``); plans cache the choice."""
-    monkeypatch.setattr(_config, "CUPY_TILE_TICKETS", request.param == "ticket")
-    return request.param
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64", "complex128"])
-def test_lookback_stress_repeatable(long_rows_kernel, tile_order, dtype, rng):
+def test_lookback_stress_repeatable(long_rows_kernel, dtype, rng):
     """Hundreds of tiles per row, 50 runs: bit-identical every time and matching the loop (a
     status is 1, 2 or 4 16-byte words by dtype, each 64-bit half carrying the flag)."""
     shape = (3, 40_000)
@@ -90,38 +93,34 @@ def test_lookback_stress_repeatable(long_rows_kernel, tile_order, dtype, rng):
 
 
 @pytest.fixture(params=["rows_staged", "rows_tiles"])
-def long_rows_kernel(small_tiles, monkeypatch, request):
+def long_rows_kernel(small_tiles, tuned, request):
     """Small tiles, rows of several tiles run by each long-row kernel: staged in shared memory
     (where the device has cp.async, compute capability >= 9.0 here) or held in registers."""
-    _staged_or_not(monkeypatch, "rows_staged", request.param == "rows_staged")
+    _staged_or_not(tuned, small_tiles, "rows_staged", request.param == "rows_staged")
     return request.param
 
 
-def _staged_or_not(monkeypatch, key, staged):
-    """Tiles staged in shared memory (``CUPY_SCAN[key]`` as set; skipped below compute capability
-    9.0, where they are not used) or held in registers (``key`` emptied); plans made afresh."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
+def _staged_or_not(tuned, table, key, staged):
+    """Tiles staged in shared memory (``table[key]`` as set; skipped below compute capability 9.0,
+    where they are not used) or held in registers (``key`` emptied); returns the table used."""
     if not staged:
-        monkeypatch.setitem(_config.CUPY_SCAN, key, {})
-    elif not _cupy_scan._staging_device(cupy):
+        return tuned({**table, key: {}})
+    if not _cupy_scan._staging_device(cupy):
         pytest.skip("tiles are staged in shared memory from compute capability 9.0")
-    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    return table
 
 
-def _long_rows_plan(shape, dtype):
-    from scanarray.backends.cupy import scan as _cupy_scan
-
+def _long_rows_plan(shape, dtype, tuning):
     b = cupy.zeros(shape, dtype)
     compute = np.dtype(np.float32) if b.itemsize == 2 else np.dtype(dtype)  # half types accumulate in float32
-    return _cupy_scan.plan(b, b, b, compute, "lookback")
+    return _cupy_scan.plan(b, b, b, compute, "lookback", tuning=tuning)
 
 
 def _l2pf_distance():
-    """The L2 prefetch's distance in tickets, as scan.cu defines it (SCANARRAY_ROWS_L2PF)."""
+    """The L2 prefetch's distance in tiles, as scan.cu defines it (ROWS_L2_AHEAD)."""
     from scanarray.backends.cupy import _common as _cupy_common
 
-    return int(re.search(r"#define SCANARRAY_ROWS_L2PF (\d+)", _cupy_common.read_source("scan.cu")).group(1))
+    return int(re.search(r"constexpr int ROWS_L2_AHEAD = (\d+);", _cupy_common.read_source("scan.cu")).group(1))
 
 
 @pytest.mark.parametrize(
@@ -130,11 +129,11 @@ def _l2pf_distance():
 def test_long_rows(long_rows_kernel, case, rng):
     """Few rows of many tiles, in both long-row kernels: every layout the staging handles
     (asynchronous copies where aligned, element by element otherwise, the last tile partial).
-    More tiles than the L2 prefetch's distance (``SCANARRAY_ROWS_L2PF`` in scan.cu, 128 tickets),
-    so each layout also runs the prefetch, within a row and into the next."""
+    More tiles than the L2 prefetch's distance (``ROWS_L2_AHEAD`` in scan.cu, 128 tiles), so each
+    layout also runs the prefetch, within a row and into the next."""
     a, b, a_d, b_d, init, call = _layout_case(rng, case, (3, 50_011), low=0.999)  # odd: partial last tiles
     h = scanarray.linear_recurrence(a_d, b_d, **call)
-    p = _long_rows_plan(b.shape, h.dtype)
+    p = _long_rows_plan(b.shape, h.dtype, _cupy_scan.linear_recurrence.keywords["tuning"])  # (tuned's table)
     assert p.kt > 1 and f"::{long_rows_kernel}<" in p.name, (long_rows_kernel, p.name)
     assert p.grid > _l2pf_distance() + p.kt, (p.grid, p.kt)  # some tiles prefetch one in a later row
     _check(h, a, b, what=f"long rows {long_rows_kernel} {case}", initial=init, reverse=call["reverse"])
@@ -205,16 +204,16 @@ def _time_major_case(rng, case, shape):
 
 
 @pytest.fixture(params=["staged", "registers", "staged, 32 lanes", "registers, 32 lanes", "registers, 8 lanes"])
-def lanes_kernel(small_tiles, monkeypatch, request):
+def lanes_kernel(small_tiles, tuned, request):
     """Small tiles, time-major tiles staged in shared memory (compute capability >= 9.0 here) or
-    held in registers, as wide as ``CUPY_SCAN["lanes_narrow"]`` makes them for these few lanes (16
+    held in registers, as wide as ``TUNING["lanes_narrow"]`` makes them for these few lanes (16
     lanes for 4-byte types, 8 for wider ones) or of a given width (lane groups of other lengths,
     tiles of other lengths along time)."""
     staged = request.param.startswith("staged")
-    _staged_or_not(monkeypatch, "lanes_staged", staged)
+    table = _staged_or_not(tuned, small_tiles, "lanes_staged", staged)
     if "lanes" in request.param:
         key, lw = ("lanes_staged" if staged else "lanes"), int(request.param.split()[1])
-        monkeypatch.setitem(_config.CUPY_SCAN, key, {cs: (*shape, lw) for cs, shape in _config.CUPY_SCAN[key].items()})
+        tuned({**table, key: {cs: (*shape, lw) for cs, shape in table[key].items()}})
     return request.param
 
 
@@ -241,14 +240,12 @@ def test_time_major(lanes_kernel, case, rng):
 @pytest.mark.parametrize(
     "case", ["float32", "float64", "complex64", "float16", "float16 in float32 out", "reverse", "scalar a", "lane a",
              "time a", "initial", "outer lanes", "non-finite"])
-def test_time_major_vector_lanes(small_tiles, monkeypatch, width, case, rng):
+def test_time_major_vector_lanes(small_tiles, tuned, width, case, rng):
     """Time-major lanes contiguous and aligned: lanes_vec (several lanes a thread, vector accesses),
     checked to be the kernel planned; 100 lanes: the last lane group of each width is partial; 3001
     steps: so is the last time tile."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
-    monkeypatch.setitem(_config.CUPY_SCAN, "lanes_vec", {cs: (2, 2, 1, width) for cs in (4, 8)} | {16: None})
-    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    tuned({**small_tiles, "lanes_vec": {cs: (2, 2, 1, width) for cs in (4, 8)} | {16: None}})
+    _cupy_scan._plans.clear()
     shape = (3001, 3, 100) if case == "outer lanes" else (3001, 100)
     a, b, kw = _time_major_case(rng, case, shape)
     out_dtype = np.float32 if case == "float16 in float32 out" else None
@@ -270,19 +267,17 @@ def test_time_major_vector_lanes(small_tiles, monkeypatch, width, case, rng):
 def test_time_major_vector_lanes_fall_back(small_tiles, rng):
     """Lanes a vector cannot cover take lanes_tiles: an odd lane count, or a view starting one lane
     in (its rows misaligned); a view starting four lanes in is aligned again."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
     a = cupy.asarray(coefficients(rng, (500, 104), "float32", reset=0.001, high=1.0, low=0.99))
     b = cupy.asarray(values(rng, (500, 104), "float32"))
     for sl, kernel in ((np.s_[:, :101], "lanes_tiles"), (np.s_[:, 1:101], "lanes_tiles"), (np.s_[:, 4:], "lanes_vec")):
         h = _scan(a[sl], b[sl], 0, method="lookback")
         _check(h, cupy.asnumpy(a[sl]), cupy.asnumpy(b[sl]), 0, what=f"time-major {sl}")
-        plan = _cupy_scan.plan(a[sl].T, b[sl].T, h.T, np.dtype(np.float32), "lookback")
+        plan = _cupy_scan.plan(a[sl].T, b[sl].T, h.T, np.dtype(np.float32), "lookback", tuning=small_tiles)
         assert kernel in plan.name, (sl, plan.name)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex128"])
-def test_lookback_stress_time_major(lanes_kernel, tile_order, dtype, rng):
+def test_lookback_stress_time_major(lanes_kernel, dtype, rng):
     shape = (6_000, 70)  # time along axis 0, 70 lanes: 3 lane groups, 750 time tiles
     a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
     b = values(rng, shape, dtype)
@@ -293,19 +288,16 @@ def test_lookback_stress_time_major(lanes_kernel, tile_order, dtype, rng):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
-def test_lookback_stress_time_major_vector_lanes(small_tiles, monkeypatch, tile_order, dtype, rng):
+def test_lookback_stress_time_major_vector_lanes(small_tiles, dtype, rng):
     """lanes_vec (72 aligned lanes, several a thread) over thousands of small time tiles, 50 runs:
     bit-identical every time and matching the loop."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
-    monkeypatch.setattr(_cupy_scan, "_plans", {})
+    _cupy_scan._plans.clear()
     shape = (6_000, 72)
     a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.99)
     b = values(rng, shape, dtype)
     first = _scan(a, b, 0, method="lookback")
     planned = [p for p in _cupy_scan._plans.values() if p.kt > 1]
     assert planned and all("lanes_vec" in p.name for p in planned), [p.name for p in planned]
-    assert all(p.options == (("-DSCANARRAY_TILE_TICKETS=1",) if tile_order == "ticket" else ()) for p in planned)
     for _ in range(49):
         assert bool(cupy.array_equal(first, _scan(a, b, 0, method="lookback")))
     _check(first, a, b, 0, what="stress time-major vector lanes")
@@ -343,31 +335,9 @@ def test_many_long_rows_block_per_row(small_tiles, dtype, reverse, rng):
     _check(h, a, b, what=f"block per row {dtype}", initial=init, reverse=reverse)
 
 
-@pytest.mark.parametrize("reverse", [False, True])
-@pytest.mark.parametrize("offset", [0, 1])
-def test_one_tile_rows_split(small_tiles, reverse, offset, rng):
-    """Few rows of exactly one tile: a block per row over shorter tiles (the one-wave plan)."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
-    T = 32 * 16  # one float32 tile of small_tiles' "rows"
-    a = coefficients(rng, (20, T + offset), "float32", reset=0.01, high=1.1)[:, offset:]  # unaligned for 1
-    b = values(rng, (20, T + offset), "float32")[:, offset:]
-    b[4, 300] = np.inf
-    init = values(rng, (20,), "float32")
-    a_d, b_d = cupy.asarray(a), cupy.asarray(b)
-    out = cupy.empty(b.shape, cupy.float32)
-    p = _cupy_scan.plan(a_d, b_d, out, np.dtype(np.float32), "lookback")
-    assert p.kind == "rows_block" and p.threads == 32, (p.kind, p.name)
-    h = scanarray.linear_recurrence(a_d, b_d, initial=cupy.asarray(init), reverse=reverse, backend="cupy",
-                                    method="lookback")
-    _check(h, a, b, what=f"one-tile rows split reverse={reverse}", initial=init, reverse=reverse)
-
-
 def _record_plans(monkeypatch):
     """The list the CuPy driver's plans of the following calls are appended to (the plans the
     calls themselves make, for their own views)."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
     planned = []
     plan = _cupy_scan.plan
     monkeypatch.setattr(_cupy_scan, "plan", lambda *args, **kw: planned.append(plan(*args, **kw)) or planned[-1])
@@ -382,13 +352,13 @@ _WIDE_CASES = ("float32", "reverse", "scalar a", "lane a", "initial", "non-finit
 @pytest.mark.parametrize(
     "case", ["float32", "float64", "complex64", "complex128", "reverse", "unaligned", "float16", "scalar a",
              "lane a", "initial", "strided", "non-finite"])
-def test_block_per_row(small_tiles, monkeypatch, wide, case, rng):
+def test_block_per_row(small_tiles, tuned, monkeypatch, wide, case, rng):
     """Rows that each get a block walking along them (rows_block, or rows_wide for float32 rows on
     the aligned vector path unless it is off); |a| near 1, so the state carried from tile to tile
     matters; 1501 steps (1500 for rows_wide, whose rows start aligned): the last tile of each row
     is partial."""
     if wide == "rows_block":
-        monkeypatch.setitem(_config.CUPY_SCAN, "rows_wide", {})
+        tuned({**small_tiles, "rows_wide": {}})
     elif case not in _WIDE_CASES:
         pytest.skip("rows_wide takes float32 rows on the aligned vector path only")
     # rows_wide takes rows that start 16-byte aligned (a multiple of 4 float32 steps)
@@ -462,8 +432,6 @@ def test_short_rows(T, dtype, rng):
     one element into the buffer (element path), both directions with an initial state, per-row
     ``a`` constant in time, scalar ``a``, non-finite values in two rows (the warp's exact replay),
     70 rows (a partial last warp). The plan must give a row the fewest lanes (a power of two)."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
     lanes = 70
     a = coefficients(rng, (lanes, T), dtype)
     b = values(rng, (lanes, T), dtype)
@@ -491,7 +459,7 @@ def test_short_rows(T, dtype, rng):
     while G > 1 and T % G:  # rows of whole groups (_cupy_scan._fit_group)
         G //= 2
     assert int(args[5]) == G, (T, p.name)
-    items = G * (_config.CUPY_SCAN["rows"][dt.itemsize][1] // g_max)
+    items = G * (TUNING["rows"][dt.itemsize][1] // g_max)
     lanes_a_row = 1 << (max(1, -(-T // items)) - 1).bit_length()
     if lanes_a_row < 32:
         assert p.kind == "rows_seg" and int(args[-3]) == lanes_a_row, (T, p.name)
@@ -508,8 +476,6 @@ def test_narrow_groups(T, offset, dtype, rng):
     every load issued up front and those past a row's end masked: short rows (``rows_seg``,
     ``rows_warp``), one tile, a block a row and look-back, both directions, with an initial
     state."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
     lanes = 37 if T < 5000 else 3
     big_a = coefficients(rng, (lanes, T + offset), dtype)
     big_b = values(rng, (lanes, T + offset), dtype)
@@ -629,8 +595,6 @@ def test_threads_share_plans(on_streams, rng):
 def full_path_calls(count_full_path):
     """Counts calls that went through the full path (the backend driver) rather than a launch
     bound to their signature; starts with no bound calls."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
     return count_full_path(_cupy_scan)
 
 
@@ -687,12 +651,10 @@ def test_repeated_calls_bound(full_path_calls, case, rng):
 
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_lookback_epochs_wrap(full_path_calls, monkeypatch, axis, rng):
-    """A workspace's epochs wrap every few calls here (its statuses zeroed, its counter reset on
-    its stream): seven calls, the first through the full path and the rest bound, on a stream
-    of their own, each matching the loop; rows of 3 tiles and time-major tiles."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
-    monkeypatch.setattr(_cupy_scan, "_EPOCH_LIMIT", 3)
+    """A workspace's epochs wrap every few calls here (its statuses zeroed on its stream): seven
+    calls, the first through the full path and the rest bound, on a stream of their own, each
+    matching the loop; rows of 3 tiles and time-major tiles."""
+    monkeypatch.setattr(_cupy_scan._Workspace, "epoch_limit", 3)
     shape = (3, 9000) if axis == -1 else (9000, 5)
     with cupy.cuda.Stream(non_blocking=True) as s:
         for i in range(7):
@@ -730,23 +692,6 @@ def test_repeated_call_with_other_alignment(full_path_calls, rng):
     assert full_path_calls[0] == 3
 
 
-def test_repeated_call_after_tunables_change(full_path_calls, monkeypatch, rng):
-    """Changed tile shapes (as tests and sweeps patch them) are seen by the next call."""
-    from scanarray.backends.cupy import scan as _cupy_scan
-
-    shape = (2, 20_000)
-    a, b = coefficients(rng, shape, "float32", reset=0.001, high=1.0), values(rng, shape, "float32")
-    a_d, b_d = cupy.asarray(a), cupy.asarray(b)
-    scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback")
-    for key in ("rows_long", "rows_staged"):
-        monkeypatch.setitem(_config.CUPY_SCAN, key, {4: (32, 16, 1), 8: (32, 8, 1), 16: (32, 4, 1)})
-    monkeypatch.setattr(_cupy_scan, "_plans", {})
-    h = scanarray.linear_recurrence(a_d, b_d, backend="cupy", method="lookback")
-    assert full_path_calls[0] == 2
-    assert any(p.threads == 32 for p in _cupy_scan._plans.values()), "the new tile shape was not planned"
-    _check(h, a, b, what="after a tunables change")
-
-
 def test_repeated_scalar_call_on_another_stream(full_path_calls, rng):
     """A Python-scalar a was copied to the device on the first call's stream; a call on
     another stream takes the full path (a fresh copy, ordered on that stream)."""
@@ -776,13 +721,12 @@ def test_repeated_scalar_call_keeps_its_constant(full_path_calls, rng):
 
 
 @pytest.mark.parametrize("shape", [(3, 4096), (3, 9000)])  # one-tile rows, look-back rows
-def test_launch_through_cupy_call(full_path_calls, monkeypatch, shape, rng):
-    """CuPy's own RawKernel call (the fallback where the packed launch does not apply) gets the
-    same arguments, pointers included, for full-path and bound calls alike."""
-    from scanarray.backends.cupy import _common as _cupy_common, scan as _cupy_scan
-
-    monkeypatch.setattr(_cupy_common, "PACKED_LAUNCH", False)
-    monkeypatch.setattr(_cupy_scan, "_plans", {})
+def test_launch_through_cupy_call(count_full_path, shape, rng):
+    """CuPy's own RawKernel call (the fallback where the packed launch does not apply: the driver's
+    ``packed=False``) gets the same arguments, pointers included, for full-path and bound calls
+    alike."""
+    full_path_calls = count_full_path(_cupy_scan, packed=False)
+    _cupy_scan._plans.clear()
     for i in range(3):
         a, b = coefficients(rng, shape, "float32"), values(rng, shape, "float32")
         h = scanarray.linear_recurrence(cupy.asarray(a), cupy.asarray(b), backend="cupy", method="lookback")

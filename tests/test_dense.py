@@ -11,6 +11,7 @@ TF32 cannot silently degrade float32 on CuPy.
 
 from __future__ import annotations
 
+import functools
 import tracemalloc
 
 import numpy as np
@@ -482,35 +483,41 @@ def test_cupy_auto_rule(B, T, n, want):
     """The CuPy dense auto rule picks the method measured fastest at these shapes (no GPU needed)."""
     from types import SimpleNamespace
 
-    from scanarray import _config
+    from scanarray.backends import cupy as cupy_backend
 
     p = SimpleNamespace(length=T, lanes=(B,), b=SimpleNamespace(shape=(B, T, n)), dense=True,
                         dtype=np.dtype(np.float32))
-    assert _config.cupy_auto_method(p) == want
+    assert cupy_backend.auto_method(p) == want
 
 
 # --------------------------------------------------------------------------- CuPy sequential kernels
 
 _CUPY_SKIP = pytest.mark.skipif(_registry.unavailable_reason("cupy") is not None,
                                 reason=f"cupy: {_registry.unavailable_reason('cupy')}")
-# (kernel, exchange): A through a cp.async ring or registers; the state through shared memory
-# and a barrier (0), shuffles (1, a warp per lane; a block per lane falls back to its default),
-# or shared memory with outputs written every 32 steps (2)
-_LATENCY_KERNELS = [pytest.param(k, x, id=f"{k}-x{x}") for k in ("ring", "regs") for x in (0, 1, 2)]
-_LATENCY_KERNELS += [pytest.param("bulk", x, id=f"bulk-x{x}") for x in (0, 2)]  # falls back to ring for n <= 32
+# the latency-bound kernels: A through a cp.async ring or registers (the state through shared memory;
+# with a block per lane the outputs too, written every 32 steps)
+_LATENCY_KERNELS = ["ring", "regs"]
 
 
 @pytest.fixture
-def cupy_kernel(monkeypatch):
-    """Select the CuPy sequential kernel (and optionally its depth and exchange) for the test."""
+def cupy_dense(monkeypatch):
+    """``use(method, **options)``: the CuPy dense method's function (``dense.sequential``, ...) runs
+    with these keyword arguments in the test, through the public function, starting with no bound
+    calls."""
+    from scanarray import _bound
     from scanarray.backends.cupy import dense as _cupy_dense
 
-    def select(kernel, stages=None, exchange=None):
-        monkeypatch.setattr(_cupy_dense, "KERNEL", kernel)
-        monkeypatch.setattr(_cupy_dense, "STAGES", stages)
-        monkeypatch.setattr(_cupy_dense, "EXCHANGE", exchange)
+    def use(method, **options):
+        monkeypatch.setattr(_cupy_dense, method, functools.partial(getattr(_cupy_dense, method), **options))
+        monkeypatch.setattr(_bound.CALLS, "table", {})
 
-    return select
+    return use
+
+
+@pytest.fixture
+def cupy_kernel(cupy_dense):
+    """Select the CuPy sequential kernel (and optionally its depth) for the test."""
+    return lambda kernel, stages=None: cupy_dense("sequential", kernel=kernel, stages=stages)
 
 
 def _seq_case(rng, dtype, lanes, T, n, a_shape=None, initial=True):
@@ -537,27 +544,27 @@ def _check_seq(*args, **kw):
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("kernel,exchange", _LATENCY_KERNELS)
+@pytest.mark.parametrize("kernel", _LATENCY_KERNELS)
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 16, 17, 31, 32, 33, 64, 65, 128])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_cupy_sequential_kernel_sizes(cupy_kernel, kernel, exchange, n, dtype, rng):
+def test_cupy_sequential_kernel_sizes(cupy_kernel, kernel, n, dtype, rng):
     """Warp-per-lane (n <= 32) and block-per-lane kernels, n powers of two and not (padded columns)."""
-    cupy_kernel(kernel, exchange=exchange)
+    cupy_kernel(kernel)
     A, b, h0 = _seq_case(rng, dtype, 3, 37, n)
     _check_seq(A, b, h0, dtype, what=f"{kernel} n={n}")
 
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("kernel,exchange", _LATENCY_KERNELS)
+@pytest.mark.parametrize("kernel", _LATENCY_KERNELS)
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("n", [4, 12, 64])
 @pytest.mark.parametrize("T", [1, 17, 300])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_cupy_sequential_kernel_options(cupy_kernel, kernel, exchange, dtype, n, T, reverse, rng):
+def test_cupy_sequential_kernel_options(cupy_kernel, kernel, dtype, n, T, reverse, rng):
     """Every dtype, T below / at / above the steps in flight (and the 32-step output ring), reverse,
     with and without initial."""
-    cupy_kernel(kernel, exchange=exchange)
+    cupy_kernel(kernel)
     A, b, h0 = _seq_case(rng, dtype, 2, T, n)
     _check_seq(A, b, h0, dtype, reverse, f"{kernel} {dtype} n={n} T={T}")
     _check_seq(A, b, None, dtype, reverse, f"{kernel} {dtype} n={n} T={T} no initial")
@@ -565,13 +572,13 @@ def test_cupy_sequential_kernel_options(cupy_kernel, kernel, exchange, dtype, n,
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("kernel", ["ring", "regs", "bulk"])
+@pytest.mark.parametrize("kernel", ["ring", "regs"])
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
 @pytest.mark.parametrize("n", [4, 12, 64])
 @pytest.mark.parametrize("T", [1, 300])
 @pytest.mark.parametrize("reverse", [False, True])
 def test_cupy_sequential_kernel_complex(cupy_kernel, kernel, dtype, n, T, reverse, rng):
-    """Complex dtypes (each kernel with its default exchange): shuffled and copied in 4-byte words."""
+    """Complex dtypes: shuffled and copied in 4-byte words."""
     cupy_kernel(kernel)
     A, b, h0 = _seq_case(rng, dtype, 2, T, n)
     _check_seq(A, b, h0, dtype, reverse, f"{kernel} {dtype} n={n} T={T}")
@@ -580,13 +587,13 @@ def test_cupy_sequential_kernel_complex(cupy_kernel, kernel, dtype, n, T, revers
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("kernel,exchange", _LATENCY_KERNELS)
+@pytest.mark.parametrize("kernel", _LATENCY_KERNELS)
 @pytest.mark.parametrize("n", [5, 16, 64])
 @pytest.mark.parametrize("a_shape", ["invariant", "shared", "invariant per lane"])
 @pytest.mark.parametrize("dtype", ["float32"])
-def test_cupy_sequential_kernel_broadcast_a(cupy_kernel, kernel, exchange, n, a_shape, dtype, rng):
+def test_cupy_sequential_kernel_broadcast_a(cupy_kernel, kernel, n, a_shape, dtype, rng):
     """A time-invariant (read once, a_time = 0) or shared by every lane (a_lane = 0)."""
-    cupy_kernel(kernel, exchange=exchange)
+    cupy_kernel(kernel)
     T, lanes = 45, 3
     shape = {"invariant": (), "shared": (T,), "invariant per lane": (lanes, 1)}[a_shape]
     A, b, h0 = _seq_case(rng, dtype, lanes, T, n, a_shape=shape)
@@ -596,13 +603,13 @@ def test_cupy_sequential_kernel_broadcast_a(cupy_kernel, kernel, exchange, n, a_
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("kernel,exchange", _LATENCY_KERNELS)
+@pytest.mark.parametrize("kernel", _LATENCY_KERNELS)
 @pytest.mark.parametrize("n", [3, 16, 40])
-def test_cupy_sequential_kernel_lanes_per_block(cupy_kernel, kernel, exchange, n, rng):
+def test_cupy_sequential_kernel_lanes_per_block(cupy_kernel, kernel, n, rng):
     """Lane counts around the switch to 4 lanes per block (more lanes than SMs) and partial blocks."""
     import cupy
 
-    cupy_kernel(kernel, exchange=exchange)
+    cupy_kernel(kernel)
     sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
     for lanes in (1, sms, sms + 1, 4 * sms + 3):
         A, b, h0 = _seq_case(rng, "float32", lanes, 6, n)
@@ -611,7 +618,7 @@ def test_cupy_sequential_kernel_lanes_per_block(cupy_kernel, kernel, exchange, n
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("kernel,stages", [("ring", 2), ("ring", 4), ("regs", 2), ("regs", 4), ("bulk", 2), ("bulk", 3)])
+@pytest.mark.parametrize("kernel,stages", [("ring", 2), ("ring", 4), ("regs", 2), ("regs", 4)])
 @pytest.mark.parametrize("n", [16, 64])
 def test_cupy_sequential_kernel_shallow(cupy_kernel, kernel, stages, n, rng):
     """Few steps in flight: the ring's slots and the register buffers are reused many times."""
@@ -624,7 +631,7 @@ def test_cupy_sequential_kernel_shallow(cupy_kernel, kernel, stages, n, rng):
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("kernel", ["ring", "regs", "bulk", "staged", "direct"])
+@pytest.mark.parametrize("kernel", ["ring", "regs", "staged", "direct"])
 @pytest.mark.parametrize("n", [8, 16, 64])
 def test_cupy_sequential_kernel_unaligned(cupy_kernel, kernel, n, rng):
     """A and b at an odd element offset: 16-byte copies are not possible, element copies are used."""
@@ -645,11 +652,11 @@ def test_cupy_sequential_kernel_unaligned(cupy_kernel, kernel, n, rng):
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("kernel,exchange", _LATENCY_KERNELS)
+@pytest.mark.parametrize("kernel", _LATENCY_KERNELS)
 @pytest.mark.parametrize("n", [3, 5, 64])
-def test_cupy_sequential_kernel_nonfinite(cupy_kernel, kernel, exchange, n):
+def test_cupy_sequential_kernel_nonfinite(cupy_kernel, kernel, n):
     """An infinite state spreads as in the loop; padded columns (n not a power of two) add no NaN."""
-    cupy_kernel(kernel, exchange=exchange)
+    cupy_kernel(kernel)
     T = 6
     A = np.broadcast_to(np.eye(n, dtype=np.float32) * 0.5, (T, n, n)).copy()
     b = np.zeros((1, T, n), np.float32)
@@ -665,15 +672,11 @@ def test_cupy_sequential_kernel_nonfinite(cupy_kernel, kernel, exchange, n):
 
 
 @pytest.fixture
-def cupy_chunk(monkeypatch):
-    """Set the CuPy chunked method's chunk length, tile, depth and minimum chunk count for the test."""
-    from scanarray.backends.cupy import dense as _cupy_dense
-
-    def select(L=None, R=None, D=None, minimum=1):
-        monkeypatch.setattr(_cupy_dense, "CHUNK_L", L)
-        monkeypatch.setattr(_cupy_dense, "CHUNK_R", R)
-        monkeypatch.setattr(_cupy_dense, "CHUNK_D", D)
-        monkeypatch.setattr(_cupy_dense, "CHUNK_MIN", minimum)
+def cupy_chunk(cupy_dense):
+    """Set the CuPy chunked method's chunk length, tile, depth, minimum chunk count, tensor-core and
+    warpgroup products for the test."""
+    def select(L=None, R=None, D=None, minimum=1, mma=True, warpgroup=True):
+        cupy_dense("chunked", length=L, tile=R, depth=D, chunk_min=minimum, mma=mma, warpgroup=warpgroup)
 
     return select
 
@@ -776,14 +779,12 @@ def test_cupy_chunked_in_place_unaligned(cupy_chunk, dtype, n, rng):
 @pytest.mark.parametrize("n", [9, 31, 48, 64])
 @pytest.mark.parametrize("a_shape", ["varying", "invariant", "shared"])
 @pytest.mark.parametrize("D", [None, 2, 3])
-def test_cupy_chunked_products_kinds(cupy_chunk, monkeypatch, mma, n, a_shape, D, rng):
+def test_cupy_chunked_products_kinds(cupy_chunk, mma, n, a_shape, D, rng):
     """Both products kernels (tensor cores in 3xTF32 for float32 9 <= n <= 64, FMAs) on every padding
     (n = 9, 31, 48: element copies into zero-padded tiles; 64: 16-byte copies), time-varying,
-    time-invariant and lane-shared A, every ring depth, both directions, short last chunk."""
-    from scanarray.backends.cupy import dense as _cupy_dense
-
-    cupy_chunk(L=24, D=D)
-    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA", mma)
+    time-invariant and lane-shared A, every ring depth, both directions, short last chunk (mma.sync:
+    the warpgroup products are tested on their own)."""
+    cupy_chunk(L=24, D=D, mma=mma, warpgroup=False)
     _check_products_case(rng, n, a_shape, f"chunked mma={mma} n={n} {a_shape} D={D}")
 
 
@@ -811,21 +812,13 @@ def _nonnegative_case(rng, lanes, T, n):
 @_CUPY_SKIP
 @pytest.mark.parametrize("mma", [True, False])
 @pytest.mark.parametrize("n", [16, 64])
-def test_cupy_chunked_nonnegative_no_bias(cupy_chunk, monkeypatch, mma, n, rng):
+def test_cupy_chunked_nonnegative_no_bias(cupy_chunk, mma, n, rng):
     """Non-negative transitions (row sums 0.99) and positive inputs, as the lookback test of the same
     name: a one-sided rounding in the chunk products (the tensor core's accumulation) adds up over a
     chunk instead of averaging out; float32's 1e-5 must hold with both products kernels."""
-    from scanarray.backends.cupy import dense as _cupy_dense
-
-    cupy_chunk(minimum=3)
-    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA", mma)
+    cupy_chunk(minimum=3, mma=mma)
     A, b, h0 = _nonnegative_case(rng, 4, 1024, n)
     _check_chunked(A, b, h0, "float32", False, f"chunked non-negative mma={mma} n={n}")
-
-
-# shared bytes of the warpgroup products kernel (ring of 2 steps of A and b, e's double buffer,
-# A[t]'s two TF32 pieces), which the mma.sync kernel's plans do not have
-_WG_SHARED = (2 * 64 * 64 + 2 * 64 + 2 * 64 + 2 * 64 * 64) * 4
 
 
 def _warpgroup_or_skip():
@@ -835,56 +828,9 @@ def _warpgroup_or_skip():
         pytest.skip("warpgroup MMA products: compute capability 9.0 (sm_90a code) only")
 
 
-@pytest.mark.gpu
-@_CUPY_SKIP
-@pytest.mark.parametrize("wg", [2, 4, 8])
-@pytest.mark.parametrize("n", [33, 64])
-@pytest.mark.parametrize("a_shape", ["varying", "invariant", "shared"])
-def test_cupy_chunked_warpgroup(cupy_chunk, monkeypatch, wg, n, a_shape, rng):
-    """The products on warpgroup MMAs (sm_90a, n = 33..64): main products in tensor-core chains of 2
-    k-tiles (the default), 4 and 8; zero padding (n = 33), time-varying, time-invariant and
-    lane-shared A, both directions, a short last chunk. The plan must hold the warpgroup kernel,
-    whose shared memory adds A[t]'s TF32 pieces to the mma.sync kernel's."""
-    from scanarray.backends.cupy import dense as _cupy_dense
-
-    _warpgroup_or_skip()
-    cupy_chunk(L=24)
-    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG", wg)
-    _check_products_case(rng, n, a_shape, f"chunked wg={wg} n={n} {a_shape}")
-    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-3] == wg and p]
-    assert plans and plans[-1][0][3] == _WG_SHARED
-
-
-@pytest.mark.gpu
-@_CUPY_SKIP
-@pytest.mark.parametrize("wgopt", [0, 1, 2, 3, 5, 7])
-@pytest.mark.parametrize("wg", [2, 4])
-def test_cupy_chunked_warpgroup_step_arrangements(cupy_chunk, monkeypatch, wgopt, wg, rng):
-    """Every arrangement of the warpgroup kernel's step (``DENSE_WG_OPT``: e in the split pass,
-    pairs in alternating commit groups, copies from precomputed offsets, and the earlier ones they
-    replace) on time-varying and time-invariant A with zero padding (n = 47), against the float64
-    loop; and the same-sign case, whose 1e-5 the pairs' float32 sums keep. Bit 2 alone (the
-    alternating groups without bit 1) once skipped e entirely: it must fall back, not be wrong."""
-    from scanarray.backends.cupy import dense as _cupy_dense
-
-    _warpgroup_or_skip()
-    cupy_chunk(L=24)
-    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG", wg)
-    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG_OPT", wgopt)
-    for a_shape in ("varying", "invariant"):
-        _check_products_case(rng, 47, a_shape, f"chunked wg={wg} wgopt={wgopt} {a_shape}")
-    A, b, h0 = _nonnegative_case(rng, 3, 512, 64)
-    _check_chunked(A, b, h0, "float32", False, f"chunked non-negative wg={wg} wgopt={wgopt}")
-    # every plan made under this arrangement holds the warpgroup kernel (not mma.sync's fallback)
-    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[7] == wgopt and k[-3] == wg and p]
-    assert plans and all(p[0][3] == _WG_SHARED for p in plans)
-
-
 # shared bytes of the products kernel on FP16 pieces (two buffers of B's hi and lo pieces, a ring
 # of 2 steps of A and b, e and 2^sigma double-buffered)
 _H16_SHARED = (2 * 64 * 64 + 2 * 64 * 64 + 2 * 64 + 4 * 64) * 4
-# and of the warp-specialized one (2 buffers of pieces, a ring of 3 steps, e, 2^sigma, flags, mbarriers)
-_WS_SHARED = (2 * 64 * 64 + 3 * 64 * 64 + 3 * 64 + 2 * 64 + 2 * 64 + 4) * 4 + 32
 
 
 def _badly_scaled_case(rng, lanes, T, n, spread):
@@ -899,12 +845,10 @@ def _badly_scaled_case(rng, lanes, T, n, spread):
 
 @pytest.mark.gpu
 @_CUPY_SKIP
-@pytest.mark.parametrize("wg", [16, 32])
 @pytest.mark.parametrize("n", [33, 47, 64])
-def test_cupy_chunked_fp16_pieces(cupy_chunk, monkeypatch, wg, n, rng):
-    """The products on FP16 pieces (``CHUNK_MMA_WG = 16``, the default on sm_90a, and 32, its
-    warp-specialized variant): time-varying, time-invariant and lane-shared A with zero padding,
-    both directions; same-sign data (float32's
+def test_cupy_chunked_fp16_pieces(cupy_chunk, n, rng):
+    """The products on warpgroup MMAs in FP16 pieces (the default on sm_90a): time-varying,
+    time-invariant and lane-shared A with zero padding, both directions; same-sign data (float32's
     1e-5 with the tensor core's truncating accumulation); entries far outside FP16's range (A scaled
     by 2^-40; rows and columns scaled by 10^-3 .. 10^3, so entries up to 10^5 and down to 10^-7,
     some rows scaled and some not), which the power-of-two row scales must bring into it. The plan
@@ -913,19 +857,18 @@ def test_cupy_chunked_fp16_pieces(cupy_chunk, monkeypatch, wg, n, rng):
 
     _warpgroup_or_skip()
     cupy_chunk(L=24)
-    monkeypatch.setattr(_cupy_dense, "CHUNK_MMA_WG", wg)
     for a_shape in ("varying", "invariant", "shared"):
-        _check_products_case(rng, n, a_shape, f"chunked fp16 wg={wg} n={n} {a_shape}")
+        _check_products_case(rng, n, a_shape, f"chunked fp16 n={n} {a_shape}")
     A, b, h0 = _nonnegative_case(rng, 3, 512, n)
-    _check_chunked(A, b, h0, "float32", False, f"chunked fp16 wg={wg} non-negative n={n}")
+    _check_chunked(A, b, h0, "float32", False, f"chunked fp16 non-negative n={n}")
     A, b, h0 = _seq_case(rng, "float32", 3, 100, n)
     # A's entries near 2^-43, far under FP16's smallest subnormal; b at 2^40
     As = A * np.float32(2.0**-40)
-    _check_chunked(As, b * np.float32(2.0**40), h0, "float32", False, f"chunked fp16 wg={wg} n={n} tiny A")
+    _check_chunked(As, b * np.float32(2.0**40), h0, "float32", False, f"chunked fp16 n={n} tiny A")
     A, b, h0 = _badly_scaled_case(rng, 3, 100, n, 3.0)
-    _check_chunked(A, b, h0, "float32", True, f"chunked fp16 wg={wg} n={n} badly scaled")
-    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-3] == wg and p]
-    assert plans and all(p[0][3] == (_H16_SHARED if wg == 16 else _WS_SHARED) for p in plans)
+    _check_chunked(A, b, h0, "float32", True, f"chunked fp16 n={n} badly scaled")
+    plans = [p for k, p in _cupy_dense._chunk_plans.items() if k[2] == n and k[-1] and p]
+    assert plans and all(p[0][3] == _H16_SHARED for p in plans)
 
 
 @pytest.mark.gpu
@@ -940,7 +883,7 @@ def test_cupy_chunked_whole_waves(rng):
     _warpgroup_or_skip()
     lanes, T, n = 16, 1024, 64
     L, C = _cupy_dense.chunk_shape(np.dtype(np.float32), n, lanes, T)
-    slots = _cupy_dense._wave_slots(cupy.cuda.runtime.getDevice(), 64, None, _cupy_dense._MMA_WG)
+    slots = _cupy_dense._wave_slots(cupy.cuda.runtime.getDevice(), 64, None)
     assert C == -(-T // L) and (L, C) != (32, 32)
     assert slots // 2 < lanes * C <= slots
     A, b, h0 = _seq_case(rng, "float32", lanes, T, n, a_shape=(lanes, 1))
@@ -963,7 +906,7 @@ def test_cupy_chunked_plans_share_kernels(rng):
 @_CUPY_SKIP
 def test_cupy_chunked_nonfinite_no_wrong_finite(cupy_chunk):
     """An infinite b: wherever the loop's state is not finite the result is not finite either
-    (the chunk products may turn inf into NaN, docs/dense.md), and finite entries match."""
+    (the chunk products may turn inf into NaN, docs/guide/dense.md), and finite entries match."""
     cupy_chunk(L=4)
     T, n = 40, 3
     A = np.broadcast_to(np.eye(n, dtype=np.float32) * 0.5, (T, n, n)).copy()
@@ -982,15 +925,11 @@ def test_cupy_chunked_nonfinite_no_wrong_finite(cupy_chunk):
 
 
 @pytest.fixture
-def cupy_lookback(monkeypatch):
-    """Set the CuPy lookback method's chunk length, warps per block and chunk-map kind (tensor
-    cores or FMAs, float32 n <= 16) for the test."""
-    from scanarray.backends.cupy import dense as _cupy_dense
-
-    def select(L=None, W=None, mma=True):
-        monkeypatch.setattr(_cupy_dense, "LOOKBACK_L", L)
-        monkeypatch.setattr(_cupy_dense, "LOOKBACK_W", W)
-        monkeypatch.setattr(_cupy_dense, "LOOKBACK_MMA", mma)
+def cupy_lookback(cupy_dense):
+    """Set the CuPy lookback method's chunk length, warps per block, chunk-map kind (tensor cores or
+    FMAs, float32 n <= 16) and ring depth for the test."""
+    def select(L=None, W=None, mma=True, ring=None):
+        cupy_dense("lookback", length=L, warps=W, mma=mma, ring=ring)
 
     return select
 
@@ -1087,14 +1026,11 @@ def test_cupy_lookback_in_place_unaligned_out(cupy_lookback, dtype, n, rng):
 @pytest.mark.parametrize("ring", [1, 2, 4, 8])
 @pytest.mark.parametrize("n", [5, 16])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_cupy_lookback_ring(cupy_lookback, monkeypatch, ring, n, reverse, rng):
+def test_cupy_lookback_ring(cupy_lookback, ring, n, reverse, rng):
     """A[t] streamed through every ring depth (shorter than, equal to, longer than a sub-chunk of
     8 steps (n = 5) or 16 (n = 16, tensor-core maps); a short last chunk), 16-byte and element
     copies (n = 5)."""
-    from scanarray.backends.cupy import dense as _cupy_dense
-
-    cupy_lookback(L=32, W=2)
-    monkeypatch.setattr(_cupy_dense, "LOOKBACK_RING", ring)
+    cupy_lookback(L=32, W=2, ring=ring)
     A, b, h0 = _seq_case(rng, "float32", 3, 301, n)
     _check_lookback(A, b, h0, "float32", reverse, f"lookback ring={ring} n={n}")
 
@@ -1102,27 +1038,12 @@ def test_cupy_lookback_ring(cupy_lookback, monkeypatch, ring, n, reverse, rng):
 @pytest.mark.gpu
 @_CUPY_SKIP
 @pytest.mark.parametrize("W", [1, 2])
-@pytest.mark.parametrize("tickets", [False, True], ids=["block index", "ticket"])
-def test_cupy_lookback_stress_identical(cupy_lookback, monkeypatch, W, tickets, rng):
+def test_cupy_lookback_stress_identical(cupy_lookback, W, rng):
     """Many small chunks (L = 2: 500 per lane, look-backs past the 32-status window), 20 runs:
-    bit-identical results whatever the timing, matching the oracle; chunks indexed by tickets
-    from the workspace's counter (as shipped) and by their block (``_cupy_dense.LOOKBACK_TICKETS``)."""
+    bit-identical results whatever the timing, matching the oracle."""
     import cupy
 
-    from scanarray.backends.cupy import _common as _cupy_common, dense as _cupy_dense
-
     cupy_lookback(L=2, W=W)
-    monkeypatch.setattr(_cupy_dense, "LOOKBACK_TICKETS", tickets)
-    monkeypatch.setattr(_cupy_dense, "_lb_plans", {})  # plan (and fetch the kernel) afresh
-    built = []
-    real = _cupy_common.get_function
-
-    def get_function(source, name, options=(), **kw):
-        if source == "dense_lookback.cu":
-            built.append("-DSCANARRAY_TILE_TICKETS=1" in options)
-        return real(source, name, options, **kw)
-
-    monkeypatch.setattr(_cupy_common, "get_function", get_function)
     A, b, h0 = _seq_case(rng, "float32", 16, 1000, 16)
     Ad, bd, hd = cupy.asarray(A), cupy.asarray(b), cupy.asarray(h0)
     runs = [to_numpy(scanarray.linear_recurrence(Ad, bd, dense=True, initial=hd, backend="cupy",
@@ -1132,7 +1053,6 @@ def test_cupy_lookback_stress_identical(cupy_lookback, monkeypatch, W, tickets, 
     assert_matches(runs[0], ref, g, tolerance("float32", 1000, 64, n=16) * 4, "lookback stress")
     for r in runs[1:]:
         assert np.array_equal(r, runs[0])
-    assert built == [tickets], "the kernel was not compiled for the tile order asked for"
 
 
 @pytest.mark.gpu
@@ -1323,31 +1243,6 @@ def test_cupy_dense_repeated_call_with_other_alignment(dense_full_path_calls, rn
         h = scanarray.linear_recurrence(A_d, cupy.asarray(b), dense=True, backend="cupy", method="lookback")
         _check_dense(h, A, b, None, False, "float32", f"offset {off}")
     assert dense_full_path_calls[0] == 3
-
-
-@pytest.mark.gpu
-@_CUPY_SKIP
-def test_cupy_dense_repeated_call_after_tunables_change(dense_full_path_calls, monkeypatch, rng):
-    """A changed chunk length (as tests and sweeps set it) is seen by the next call, and so is a
-    changed ``auto`` rule."""
-    import cupy
-
-    from scanarray import _config
-    from scanarray.backends.cupy import dense as _cupy_dense
-
-    A, b, _ = _repeat_inputs(rng, 4, 300, 16, {})
-    A_d, b_d = cupy.asarray(A), cupy.asarray(b)
-    scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy", method="lookback")
-    monkeypatch.setattr(_cupy_dense, "LOOKBACK_L", 8)
-    h = scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy", method="lookback")
-    assert dense_full_path_calls[0] == 2
-    assert any(k[6] == 8 for k in _cupy_dense._lb_plans), "the new chunk length was not planned"
-    _check_dense(h, A, b, None, False, "float32", "after a tunables change")
-    scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy")
-    monkeypatch.setitem(_config.DENSE_STEP_US, 16, 1e-6)  # a constant of the auto rule
-    h = scanarray.linear_recurrence(A_d, b_d, dense=True, backend="cupy")
-    assert dense_full_path_calls[0] == 4
-    _check_dense(h, A, b, None, False, "float32", "after an auto rule change")
 
 
 @pytest.mark.gpu

@@ -23,15 +23,26 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(REASON is not None, reason=f"c
 RADICES = [4, 8, 16]
 
 
-@pytest.fixture(params=[(k, s) for k in ("warp", "block") for s in RADICES], ids=lambda p: f"{p[0]}-s{p[1]}")
+@pytest.fixture(params=RADICES, ids=lambda s: f"s{s}")
 def radix(request, monkeypatch):
-    """Every radix of both kernel variants (warp-local decay fragments, block-shared decay)."""
+    """Every radix (the driver's ``radix`` keyword, through the public function)."""
+    return _with(monkeypatch, radix=request.param)["radix"]
+
+
+def _with(monkeypatch, **options):
+    """The matmulscan driver runs with these keyword arguments (merged into any set before)."""
+    import functools
+
+    from scanarray import _bound
     from scanarray.backends.cupy import matmulscan as _cupy_matmulscan
 
-    kernel, s = request.param
-    monkeypatch.setattr(_cupy_matmulscan, "KERNEL", kernel)
-    monkeypatch.setattr(_cupy_matmulscan, "RADIX", s)
-    return s
+    fn = _cupy_matmulscan.linear_recurrence
+    if isinstance(fn, functools.partial):
+        options = {**fn.keywords, **options}
+        fn = fn.func
+    monkeypatch.setattr(_cupy_matmulscan, "linear_recurrence", functools.partial(fn, **options))
+    monkeypatch.setattr(_bound.CALLS, "table", {})
+    return options
 
 
 def _run(a, b, axis=-1, **kw):
@@ -186,10 +197,8 @@ def test_unsupported_falls_back_or_raises(rng):
 @pytest.mark.parametrize("prefetch", [False, True])
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
 def test_prefetch_switch(radix, dtype, prefetch, rng, monkeypatch):
-    """Both kernel variants with the next chunk prefetched or loaded in turn give the same results."""
-    from scanarray.backends.cupy import matmulscan as _cupy_matmulscan
-
-    monkeypatch.setattr(_cupy_matmulscan, "PREFETCH", prefetch)
+    """The next chunk prefetched or loaded in turn (the driver's ``prefetch``): the same results."""
+    _with(monkeypatch, prefetch=prefetch)
     a = coefficients(rng, (2, 77, 4, 1), dtype, reset=0.05, high=1.0)
     b = values(rng, (2, 77, 4, 19), dtype)
     h = _run(a, b, 1)

@@ -217,13 +217,14 @@ def test_gpu_nonfinite(rng):
 # --------------------------------------------------------------------------- the auto rule measured here
 
 def test_cupy_auto_prefers_sequential_for_many_short_lanes_closer():
-    """scanarray._config: the rule issue 5's measurements justify (docs/matmulscan.md); shapes only."""
+    """The CuPy backend's auto rule for many short lanes closer in memory than time steps (the
+    inter-chunk scan of chunked linear RNNs; docs/guide/gpu.md); shapes only."""
     from types import SimpleNamespace
 
-    from scanarray import _config
+    from scanarray.backends import cupy as cupy_backend
 
     def method(b):
-        return _config.cupy_auto_method(SimpleNamespace(dense=False, b=b))
+        return cupy_backend.auto_method(SimpleNamespace(dense=False, b=b))
 
     seed = np.zeros((64, 256, 16, 64), np.float32)
     assert method(np.moveaxis(seed, 1, -1)) == "sequential"  # 65536 lanes, lanes contiguous

@@ -84,8 +84,8 @@ def test_plain_bound_launch_packs_every_argument(launches, rng):
 
 
 def test_bound_launch_replaces_b_at(launches, rng):
-    template = _template(rng, [0, np.uint64(0), np.uint32(0), np.int64(3)])
-    at = len(template) - 4
+    template = _template(rng, [0, np.uint32(0), np.int64(3)])
+    at = len(template) - 3
     p = _launcher(template)
     go = p.bind(5, 128, template, b_at=at)
     for _ in range(3):
@@ -98,10 +98,9 @@ def test_bound_launch_replaces_b_at(launches, rng):
 
 class _Workspace:
     def __init__(self):
-        self.ptr, self.counter, self.epoch = 2**40 + 256, 0, 1
+        self.ptr, self.epoch = 2**40 + 256, 1
 
-    def launching(self, ntiles):
-        self.ntiles = ntiles
+    def launching(self):
         return self
 
     def __enter__(self):
@@ -109,23 +108,22 @@ class _Workspace:
 
     def __exit__(self, exc_type, *exc):
         if exc_type is None:
-            self.counter += self.ntiles
             self.epoch += 1
         return False
 
 
 def test_lookback_bound_launch_packs_the_workspace(launches, rng):
-    template = _template(rng, [0, np.uint64(0), np.uint32(0), np.int64(11)])
+    template = _template(rng, [0, np.uint32(0), np.int64(11)])
     p = _launcher(template)
     ws = _Workspace()
     go = p.bind(40, 128, template, workspace=lambda stream_ptr: ws)
     for i in range(3):
         pa, pb, po, ph = _ptrs(rng)
         go(99, pa, pb, po, ph if i % 2 else None)
-        want = [pa, pb, po, ph if i % 2 else pb, np.int32(i % 2)] + template[5:-4]
-        want += [ws.ptr, np.uint64(40 * i), np.uint32(1 + i), template[-1]]
+        want = [pa, pb, po, ph if i % 2 else pb, np.int32(i % 2)] + template[5:-3]
+        want += [ws.ptr, np.uint32(1 + i), template[-1]]
         assert _launched(p, launches[-1]) == _packed(p, want)
-    assert (ws.counter, ws.epoch) == (120, 4)
+    assert ws.epoch == 4
 
 
 def test_buffer_layout_aligns_each_parameter():
@@ -149,7 +147,7 @@ def test_parameters_ending_short_of_8_bytes(launches):
 
 
 def test_role_bound_launch_packs_roles_anywhere(launches, rng):
-    """A dense launch's roles (pointers, scratch offsets, a workspace's counter and epoch) sit at
+    """A dense launch's roles (pointers, scratch offsets, a workspace's pointer and epoch) sit at
     any positions; each call packs them from its values and leaves the rest as the template."""
     template = [np.int64(rng.integers(1, 2**33)), 0, np.int32(7), 0, np.uint64(0), np.int32(3), 0,
                 np.uint32(0), np.float32(0.5), 0]

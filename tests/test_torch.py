@@ -395,9 +395,9 @@ def test_runs_on_torchs_current_stream(rng):
 def test_repeated_calls_reuse_the_bound_launch(rng, a_kind):
     """Calls of one signature after the first go to the launch bound to it with the new pointers:
     new data, a new out, an initial state, all still right."""
-    from scanarray import _api, _torch
+    from scanarray import _bound, _torch
 
-    fast0, bound0 = len(_api._FAST), len(_torch._BOUND)
+    fast0, bound0 = len(_bound.CALLS.table), len(_torch._BOUND)
     for k in range(4):
         a = torch.rand(3, 700, device="cuda") if a_kind == "tensor" else 0.9
         b = torch.randn(3, 700, device="cuda")
@@ -405,7 +405,7 @@ def test_repeated_calls_reuse_the_bound_launch(rng, a_kind):
         h = linear_recurrence(a, b, initial=i0)
         ref, g = recurrence_ref(a.cpu().numpy() if a_kind == "tensor" else a, b.cpu().numpy(), -1, i0.cpu().numpy())
         assert_matches(h.cpu().numpy(), ref, g, tolerance("float32", 700))
-    if len(_api._FAST) > fast0:  # the public function bound the signature: so must the front-end
+    if len(_bound.CALLS.table) > fast0:  # the public function bound the signature: so must the front-end
         assert len(_torch._BOUND) > bound0, "the CUDA calls through torch never used the bound launch"
 
 

@@ -1,36 +1,33 @@
-"""Shared helpers of the CuPy kernels: sources, compile options, C type names, module cache.
+"""Shared helpers of the CuPy kernels: the one compile-and-cache path, packed launches, bound calls.
 
 Kernels live as ``.cu``/``.cuh`` files in ``scanarray/backends/cupy/cuda`` (package data),
-are compiled at run time by NVRTC through :class:`cupy.RawModule`, lazily, once per
-device and instantiation, in the manner of CuPy's own ``cupyx.scipy.signal``
-kernels. CuPy caches the binaries on disk too.
+are compiled at run time by NVRTC through :class:`cupy.RawModule` (:func:`get_function`, the
+only compile path), lazily, once per device and instantiation, in the manner of CuPy's own
+``cupyx.scipy.signal`` kernels. CuPy caches the binaries on disk too. C++ type names come
+from the dtype table (:func:`scanarray._dtypes.ctype`).
 
-The NVRTC include gap: on some installations NVRTC cannot find toolkit headers
-that ``<mma.h>`` pulls in (``catastrophic error: cannot open source file
-"crt/mma.h"``, seen with CuPy 14 / CUDA 13 on 2026-11-21, see docs/gpu.md). We add
-the toolkit's include directory, found from ``CUDA_PATH``, the ``nvcc`` on
-``PATH`` or CuPy's own idea of the CUDA path, to the options when it exists, so
-users never have to.
+The NVRTC include gap: on some installations NVRTC cannot find toolkit headers that a
+source may pull in (``catastrophic error: cannot open source file "crt/mma.h"``, seen with
+CuPy 14 / CUDA 13; docs/guide/gpu.md). The kernels include none, and the toolkit's include
+directory, found from ``CUDA_PATH``, the ``nvcc`` on ``PATH`` or CuPy's own idea of the CUDA
+path, is added to the options when it exists, so users never have to.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import threading
 
 import numpy as np
 
-from ... import _config
-
 __all__ = [
-    "PACKED_LAUNCH",
     "SOURCE_DIR",
     "Binder",
     "PackedLauncher",
     "compile_options",
-    "ctype",
     "cuda_include_dirs",
     "get_function",
     "raw_args",
@@ -80,39 +77,33 @@ def compile_options(*extra: str) -> tuple[str, ...]:
     return tuple(opts) + tuple(extra)
 
 
+_INCLUDE = re.compile(r'^\s*#include "([^"]+)"\s*$')
+
+
 @functools.lru_cache(maxsize=None)
 def read_source(name: str) -> str:
-    """The text of ``cuda/<name>`` with its local ``#include "x.cuh"`` lines expanded.
+    """The text of ``cuda/<name>`` with its local ``#include "x.cuh"`` lines expanded, each header once.
 
-    Expanded, because CuPy's on-disk kernel cache is keyed by the source text:
-    an edited header must change the key.
+    Expanded, because CuPy's on-disk kernel cache is keyed by the source text: an edited
+    header must change the key.
     """
-    with open(os.path.join(SOURCE_DIR, name), encoding="utf-8") as f:
-        lines = f.read().splitlines()
-    out = []
-    for line in lines:
-        s = line.strip()
-        if s.startswith("#include \"") and s.endswith("\"") and os.path.exists(os.path.join(SOURCE_DIR, s[10:-1])):
-            out.append(read_source(s[10:-1]))
-        else:
-            out.append(line)
-    return "\n".join(out) + "\n"
+    seen: set[str] = set()
 
+    def expand(fname):
+        with open(os.path.join(SOURCE_DIR, fname), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        out = []
+        for line in lines:
+            m = _INCLUDE.match(line)
+            if m and os.path.exists(os.path.join(SOURCE_DIR, m.group(1))):
+                if m.group(1) not in seen:
+                    seen.add(m.group(1))
+                    out.extend(expand(m.group(1)))
+            elif line.strip() != "#pragma once":
+                out.append(line)
+        return out
 
-_CTYPES = {
-    "float16": "scanarray::half_t",
-    "bfloat16": "scanarray::bf16_t",
-    "float32": "float",
-    "float64": "double",
-    "complex64": "scanarray::cplx<float>",
-    "complex128": "scanarray::cplx<double>",
-}
-
-
-def ctype(dtype) -> str:
-    """The C++ type name of a dtype in our kernels (``scan.cuh``'s half_t, bf16_t, cplx<T>)."""
-    name = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
-    return _CTYPES[name]
+    return "\n".join(expand(name)) + "\n"
 
 
 def get_function(source: str, name_expression: str, options: tuple[str, ...] = (), group: tuple[str, ...] = ()):
@@ -141,9 +132,6 @@ def get_function(source: str, name_expression: str, options: tuple[str, ...] = (
     return fn
 
 
-#: Launch kernels through :class:`PackedLauncher` where it applies (benchmarks set False to compare).
-PACKED_LAUNCH = True
-
 # struct codes of the NumPy scalar types our kernels take
 _STRUCT_CODES = {np.dtype(np.int32): "i", np.dtype(np.uint32): "I", np.dtype(np.int64): "q",
                  np.dtype(np.uint64): "Q", np.dtype(np.float32): "f", np.dtype(np.float64): "d"}
@@ -153,14 +141,14 @@ class PackedLauncher:
     """Launches one compiled kernel with all its arguments packed into a single buffer.
 
     ``RawKernel.__call__`` converts its arguments one by one, which costs about
-    10 µs for the ~30 arguments of the scan kernels (CUDA host, docs/gpu.md),
+    10 µs for the ~30 arguments of the scan kernels (docs/guide/gpu.md),
     a third of a small call's host time. Here one :func:`struct.pack_into` call
     lays them out in one buffer as the kernel's parameter list (each parameter
     at a multiple of its size), and ``cuLaunchKernel`` gets an array of
     pointers into it, made once per buffer. (Passing the buffer itself through
     ``CU_LAUNCH_PARAM_BUFFER_POINTER`` needs its exact size: a kernel whose
     parameters end 4 bytes short of a multiple of 8 refused a rounded-up size
-    with ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``, H200, 2026-11-22.) Same stream,
+    with ``CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES``.) Same stream,
     device and (asynchronous) semantics as CuPy's launch.
 
     :meth:`create` takes a sample argument tuple (device arrays, which pass
@@ -185,8 +173,6 @@ class PackedLauncher:
 
     @classmethod
     def create(cls, fn, sample):
-        if not PACKED_LAUNCH:
-            return None
         try:
             fptr = int(fn.kernel.ptr)
         except (AttributeError, TypeError, ValueError):  # pragma: no cover - a CuPy without it
@@ -348,23 +334,20 @@ class Binder:
 
     A loop calling the public function on arrays of one signature (shapes, strides, dtypes,
     arguments) repeats the same validation, views and plan lookup every time: 28-45 us of host
-    time a diagonal call on the H200's host (docs/gpu.md), 41-236 us a dense one (docs/dense.md),
-    while a small scan runs for a few. The public function keeps, per signature, the bound call this makes
-    (``scanarray._api._FAST``), which checks what the signature does not fix (device, pointer
-    alignment, overlap of ``out`` with the inputs, the tunables) and repeats the launches on the
-    new pointers; any difference sends the call through the full path.
+    time a diagonal call on the H200's host, 41-236 us a dense one (docs/guide/gpu.md), while a
+    small scan runs for a few. The public function keeps, per signature, the bound call this makes
+    (:mod:`scanarray._bound`), which checks what the signature does not fix (device, pointer
+    alignment, overlap of ``out`` with the inputs) and repeats the launches on the new pointers;
+    any difference sends the call through the full path.
 
     ``plan_`` has ``launch_ptrs(cupy, pa, pb, po, ph0, dev)`` (the launches on device pointers of
     the canonical views: ``a``, ``b``, the result and the initial state, None for zeros) and
     ``direct(dev)`` (a faster ``go(stream_ptr, pa, pb, po, ph0)`` doing the same, or None);
-    ``pa`` ... ``ph0`` are the pointers this call launched on. The plan was made under the
-    tunables and ``method="auto"`` rules of ``_config.generation()`` at construction: a bound
-    call compares that count, which any change to them advances.
+    ``pa`` ... ``ph0`` are the pointers this call launched on.
     """
 
     def __init__(self, plan_, dev, pa, pb, po, ph0):
         self.plan, self.dev = plan_, dev
-        self.generation = _config.generation()
         self.ptrs = (pa, pb, po, ph0)
 
     def __call__(self, a, a_const, b, h0, result, alloc):
@@ -376,7 +359,6 @@ class Binder:
 
         plan_, dev = self.plan, self.dev
         pa, pb, po, ph0 = self.ptrs
-        gen0, generation = self.generation, _config._GENERATION
         # With one visible device every array and the current device are that one: the checks
         # of devices below are skipped (not timed apart from the rest of the change).
         multi = cupy.cuda.runtime.getDeviceCount() > 1
@@ -396,8 +378,6 @@ class Binder:
         in_place_ok = result.shape == b.shape and result.strides == b.strides and result.dtype == b.dtype
 
         def call(a_, b_, h0_, out_):
-            if generation[0] != gen0:  # changed tunables
-                return None
             db = b_.data
             if multi and (getdev() != dev or db.device_id != dev):
                 return None
@@ -450,5 +430,3 @@ def raw_args(args):
     whatever integer type CuPy would give a Python int."""
     return tuple(np.uint64(x) if type(x) is int else x for x in args)
 
-
-_config.track(__name__)  # PACKED_LAUNCH counts as a change for bound calls

@@ -25,55 +25,36 @@ nothing to share there. :func:`unsupported_reason` says why, and
 from __future__ import annotations
 
 import dataclasses
-import functools
 import math
-import os
 
 import numpy as np
 
+from ... import _dtypes
 from .._layout import element_strides as _estrides, merge_axes as _merge
+from . import _common
+from .tuning import TUNING
 
-__all__ = ["linear_recurrence", "unsupported_reason", "RADIX"]
+__all__ = ["instantiations", "linear_recurrence", "unsupported_reason"]
 
-#: default radix s of the MatMulScan groups inside a 16-step tensor-core tile (4, 8 or 16).
-#: s = 16 was fastest or tied in every row of benchmarks/bench_matmulscan.py on an H200
-#: (2026-11-21, docs/matmulscan.md; e.g. float16 b (512, 256, 16, 64): 1015 us against 1057
-#: for s = 4), with float32 errors of 2.4e-7 against 1.5e-7 for s = 4.
-RADIX = 16
-
-#: load the next 16-step chunk of b into registers while the current one is computed:
-#: None picks by dtype; it paid for float32 (b (512, 256, 16, 64): 862 us against 937 without)
-#: and cost for float16/bfloat16 (1057 against 977; H200, 2026-11-21, docs/matmulscan.md).
-PREFETCH = None
-_PREFETCH_BY_DTYPE = {"float16": False, "bfloat16": False}
-#: "warp": every warp builds its decay fragments in registers from shuffled coefficients and
-#: never waits for its block; "block": the block builds one shared decay matrix per chunk
-#: behind a barrier. Both are tested; docs/matmulscan.md has the measurements.
-KERNEL = "warp"
-
-_CTYPE = {"float32": "float", "float64": "double", "float16": "sa_half", "bfloat16": "sa_bf16"}
-_ACC = {"float32": "float32", "float64": "float64", "float16": "float32", "bfloat16": "float32"}
+#: storage dtypes the tensor-core kernels take (no complex arithmetic on tensor cores)
+_REAL = ("float16", "bfloat16", "float32", "float64")
 
 
-def _source() -> str:
-    path = os.path.join(os.path.dirname(__file__), "cuda", "matmulscan.cu")
-    with open(path) as f:
-        return f.read()
+def _kernel(radix: int, tb: str, ta: str):
+    """The compiled kernel (``_common.get_function``: once per device and instantiation).
+    Header-free source (inline PTX mma.sync): NVRTC's missing crt/mma.h does not matter here."""
+    return _common.get_function("matmulscan.cu", f"scanarray::matmulscan_warp_kernel<{radix}, {tb}, {ta}>")
 
 
-@functools.lru_cache(maxsize=None)
-def _kernel(device: int, radix: int, tb: str, ta: str, variant: str = "warp"):
-    """Compile (once per device and instantiation) and return the RawKernel."""
-    import cupy
-
-    if variant not in ("warp", "block"):
-        raise ValueError(f"KERNEL must be 'warp' or 'block'; got {variant!r}")
-    kname = "matmulscan_warp_kernel" if variant == "warp" else "matmulscan_kernel"
-    name = f"{kname}<{radix}, {tb}, {ta}>"
-    # Header-free source (inline PTX mma.sync), so NVRTC's missing crt/mma.h on some
-    # CUDA installs does not matter here.
-    mod = cupy.RawModule(code=_source(), options=("-std=c++17",), name_expressions=[name])
-    return mod.get_function(name)
+def instantiations():
+    """Every kernel (matmulscan.cu) the driver can name: each radix, each real storage dtype of b
+    with a in that dtype or its accumulation dtype (for tools/compile_cuda.py)."""
+    names = []
+    for out in _REAL:
+        tb, tacc = _dtypes.ctype(out), _dtypes.ctype(_dtypes.DTYPES[out].accumulate)
+        for ta in dict.fromkeys((tb, tacc)):
+            names += [f"scanarray::matmulscan_warp_kernel<{radix}, {tb}, {ta}>" for radix in (4, 8, 16)]
+    return names
 
 
 def _device_ok():
@@ -87,7 +68,7 @@ def unsupported_reason(p) -> str | None:
     """Why the tensor-core path cannot take problem ``p`` (``None`` when it can)."""
     if p.dense:
         return "dense=True (use cyclic_reduction)"
-    if np.dtype(p.out_dtype).name not in _CTYPE:
+    if np.dtype(p.out_dtype).name not in _REAL:
         return f"dtype {np.dtype(p.out_dtype).name}: tensor cores have no complex arithmetic"
     b, a = p.b, p.a
     lanes = range(b.ndim - 1)
@@ -101,7 +82,7 @@ def unsupported_reason(p) -> str | None:
     return None
 
 
-def linear_recurrence(p, radix=None, strict=False):
+def linear_recurrence(p, radix=None, strict=False, prefetch=None):
     """Scan problem ``p`` (diagonal form) with tensor-core MatMulScan; write ``p.out``.
 
     Parameters
@@ -110,10 +91,13 @@ def linear_recurrence(p, radix=None, strict=False):
         Canonical problem on CuPy arrays (time axis last).
     radix : {4, 8, 16}, optional
         Size ``s`` of the radix-s groups batched into one 16 x 16 tensor-core
-        operand. Default :data:`RADIX`.
+        operand. Default: ``TUNING["matmulscan_radix"]``.
     strict : bool, optional
         Raise ``ValueError`` for problems the tensor-core path cannot take
         instead of running them with the look-back method.
+    prefetch : bool, optional
+        Load the next 16-step chunk of ``b`` while the current one is computed.
+        Default: on, except for float16/bfloat16 (``TUNING["matmulscan_prefetch_half"]``).
     """
     reason = unsupported_reason(p)
     if reason is not None:
@@ -127,14 +111,14 @@ def linear_recurrence(p, radix=None, strict=False):
                 "method it falls back to is not built in this version"
             ) from None
         return _cupy_scan.linear_recurrence(dataclasses.replace(p, method="lookback"))
-    radix = RADIX if radix is None else int(radix)
+    radix = TUNING["matmulscan_radix"] if radix is None else int(radix)
     if radix not in (4, 8, 16):
         raise ValueError(f"radix must be 4, 8 or 16; got {radix}")
-    _run(p, radix)
+    _run(p, radix, prefetch)
     return p.out
 
 
-def _run(p, radix):
+def _run(p, radix, prefetch):
     import cupy
 
     b, a, out = p.b, p.a, p.out
@@ -153,7 +137,7 @@ def _run(p, radix):
     G = math.prod(gshape)
     P = math.prod(pshape)
     out_name = np.dtype(p.out_dtype).name
-    acc = np.dtype(_ACC[out_name])
+    acc = _dtypes.accumulation(out_name)
 
     def view(x):  # (groups..., T, shared...), no copy
         return x.transpose(perm)[(0,) * len(keep)]
@@ -163,15 +147,15 @@ def _run(p, radix):
 
     if np.dtype(b.dtype) != np.dtype(p.out_dtype):
         bt = bt.astype(p.out_dtype)  # a cast copy, contiguous in this order
-    tb = _CTYPE[out_name]
+    tb = _dtypes.ctype(out_name)
     a_name = np.dtype(a.dtype).name
     if a_name == out_name:
         ta = tb
     elif a_name == acc.name:
-        ta = _CTYPE[a_name]
+        ta = _dtypes.ctype(a_name)
     else:
         at = at.astype(acc)
-        ta = _CTYPE[acc.name]
+        ta = _dtypes.ctype(acc)
 
     # Collapse group axes (b, out, a together) and shared axes (b, out) as far as strides allow.
     gs, (b_g, o_g, a_g) = _merge(gshape, [_estrides(bt)[:ng], _estrides(ot)[:ng], _estrides(at)[:ng]])
@@ -200,12 +184,12 @@ def _run(p, radix):
         ini = p.initial.transpose(keep + groups + shared)[(0,) * len(keep)]
         init = cupy.ascontiguousarray(ini.astype(acc, copy=False)).reshape(G * P)
 
-    prefetch = _PREFETCH_BY_DTYPE.get(out_name, True) if PREFETCH is None else bool(PREFETCH)
+    if prefetch is None:
+        prefetch = TUNING["matmulscan_prefetch_half"] if out_name in ("float16", "bfloat16") else True
     W = min(8, -(-P // 8))
     ncb = -(-P // (8 * W))
     nblocks = G * ncb
-    dev, _ = _device_ok()
-    kern = _kernel(dev, radix, tb, ta, KERNEL)
+    kern = _kernel(radix, tb, ta)
     i64 = np.int64
     dummy = init if init is not None else cupy.empty(1, dtype=acc)
     args = (

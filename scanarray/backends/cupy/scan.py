@@ -38,20 +38,25 @@ import threading
 
 import numpy as np
 
-from ... import _config
-from . import _common
+from ... import _dtypes
 from .._layout import element_strides as _estrides, merge_axes as _merge
+from . import _common
+from .tuning import TUNING
 
-__all__ = ["linear_recurrence", "plan"]
+__all__ = ["instantiations", "linear_recurrence", "plan"]
 
-#: storage dtypes the kernels read and write directly; others are cast first
-_STORAGE = {"float16", "bfloat16", "float32", "float64", "complex64", "complex128"}
+#: storage dtypes the kernels read and write directly (the dtype table's); others are cast first
+_STORAGE = frozenset(_dtypes.DTYPES)
 _STORAGE_DT = frozenset(np.dtype(n) for n in _STORAGE - {"bfloat16"})
 _MAX_LANE_DIMS = 4
 
 
-def linear_recurrence(p):
-    """Compute the diagonal scan of a :class:`scanarray._problem.Problem` into ``p.out``."""
+def linear_recurrence(p, *, tuning=TUNING, packed=True):
+    """Compute the diagonal scan of a :class:`scanarray._problem.Problem` into ``p.out``.
+
+    ``tuning``: the tile shapes (:data:`.tuning.TUNING`'s layout); ``packed``: launch through
+    :class:`._common.PackedLauncher` (else CuPy's kernel call, which bound calls do not repeat).
+    """
     import cupy
 
     a, b, out = p.a, p.b, p.out
@@ -90,13 +95,10 @@ def linear_recurrence(p):
         if h0 is not None:
             h0 = h0 if trivial else h0[sel].transpose(order)
             h0 = cupy.ascontiguousarray(h0.astype(dt, copy=False))
-        plan_ = _scan(cupy, a, b, out, h0, dt, p.method)
+        plan_ = _scan(cupy, a, b, out, h0, dt, p.method, tuning, packed)
         if plan_ is not None and same_dev and own:
-            # one launch on the caller's own memory: a repeated call can go straight to it
-            # (one row of shape (1, T) included: its length-1 lane axis is viewed away, and
-            # checking the views' identity instead sent such calls down the full path: 58 us of
-            # host time a call against 19-20 us bound, 9 us with the direct look-back launch, one
-            # long row on the H200's host, benchmarks/diag_onecall.py)
+            # one launch on the caller's own memory (a row of shape (1, T) included: its length-1
+            # lane axis is viewed away): a repeated call can go straight to it
             ptrs = tuple(None if x is None else x.data.ptr for x in (a, b, out, h0))
             p.bind = _common.Binder(plan_, dev, *ptrs)
     return p.out
@@ -113,17 +115,17 @@ def _readable(cupy, x, dt):
     return cupy.broadcast_to(cupy.ascontiguousarray(compact.astype(dt)), x.shape)
 
 
-def _scan(cupy, a, b, out, h0, dt, method):
+def _scan(cupy, a, b, out, h0, dt, method, tuning, packed):
     ns = list(b.shape[:-1])
     ss = [_estrides(x)[:-1] for x in (a, b, out)]
     ns, ss = _merge(ns, ss)
     if len(ns) > _MAX_LANE_DIMS:  # rare: more unmergeable lane axes than the kernels take
         for i in range(b.shape[0]):
-            _scan(cupy, a[i], b[i], out[i], None if h0 is None else h0[i], dt, method)
+            _scan(cupy, a[i], b[i], out[i], None if h0 is None else h0[i], dt, method, tuning, packed)
         return None
     if h0 is not None:
         h0 = h0.reshape(-1)
-    plan_ = plan(a, b, out, dt, method, ns, ss)
+    plan_ = plan(a, b, out, dt, method, ns, ss, tuning=tuning, packed=packed)
     plan_.launch(cupy, a, b, out, h0)
     return plan_
 
@@ -137,6 +139,7 @@ class _Plan:
 
     def __init__(self, **kw):
         self.kt = 1  # tiles along time chained by look-back (kernels without look-back: 1)
+        self.packed = True
         self.__dict__.update(kw)
         self.fns = {}  # (compiled kernel, packed launcher or None) per device
 
@@ -201,7 +204,7 @@ class _Plan:
         entry = self.fns.get(dev)
         if entry is None:
             fn = _common.get_function("scan.cu", self.name, group=self.group)
-            entry = self.fns[dev] = (fn, _common.PackedLauncher.create(fn, args))
+            entry = self.fns[dev] = (fn, _common.PackedLauncher.create(fn, args) if self.packed else None)
         fn, packed = entry
         if packed is not None:
             packed.launch(cupy, self.grid, self.threads, args)
@@ -234,8 +237,8 @@ def _fit_group(a, b, out, ss, times, ac, T, rows_shape, G):
     than a tile of the widest groups, the rows hold whole groups. Rows that allow no wider group
     read one step a load: still coalesced across the warp and issued up front, where 16-byte
     groups sent every load down the per-group path (float16 rows of 300 steps 24% -> 45% of the
-    copy, float32 rows of 1001 50% -> 69-74%; H200, 2026-11-22 13:24-13:40 UTC). Rows strided in
-    time keep the widest (their loads are per element anyway)."""
+    copy, float32 rows of 1001 50% -> 69-74%). Rows strided in time keep the widest (their loads
+    are per element anyway)."""
     NT, items, _ = rows_shape
     (ta, tb, to), (sa, sb, so) = times, ss
     arrays = [(x, t, s) for x, t, s in [(b, tb, sb), (out, to, so)] + ([] if ac else [(a, ta, sa)]) if abs(t) == 1]
@@ -264,35 +267,111 @@ def _lanes_vec(a, b, out, ns, ss, times, ac):
     return q, (2 if sa else 3) if ac else (0 if sa else 1)
 
 
-def plan(a, b, out, dt, method, ns=None, ss=None):
+def plan(a, b, out, dt, method, ns=None, ss=None, *, tuning=TUNING, packed=True):
     """Choose kernel, template arguments and grid for canonical views ``a, b, out (*lanes, T)``.
 
-    Plans are cached by everything they depend on (shapes, strides, dtypes, pointer
-    alignment, method, tunables), so a repeated call costs a dictionary lookup.
+    Plans are cached by everything they depend on (shapes, strides, dtypes, pointer alignment,
+    method, the ``tuning`` table, device), so a repeated call costs a dictionary lookup.
     """
-    cfg = _config.CUPY_SCAN
     if ns is None:
         ns, ss = _merge(list(b.shape[:-1]), [_estrides(x)[:-1] for x in (a, b, out)])
-    tunables = _tunables(cfg, dt.itemsize)
     key = (tuple(b.shape), a.strides, b.strides, out.strides, a.dtype, b.dtype, out.dtype, dt, method,
-           tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, tunables,
-           b.device.id)
+           tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, id(tuning),
+           packed, b.device.id)
     p = _plans.get(key)
-    if p is None:
+    if p is None or p.tuning is not tuning:  # (a table of another call that had the same id)
         if len(_plans) > 4096:
             _plans.clear()
-        p = _plans[key] = _make_plan(a, b, out, dt, method, ns, ss, cfg)
+        p = _plans[key] = _make_plan(a, b, out, dt, method, ns, ss, tuning)
+        p.tuning, p.packed = tuning, packed
     return p
 
 
 _plans: dict = {}
 
 
-def _tunables(cfg, cs):
-    return (cfg["rows"][cs], cfg["rows_long"][cs], cfg["rows_block"][cs], cfg["lanes"][cs], cfg["seq_threads"],
-            cfg["rows_block_fill"], cfg.get("rows_split", {}).get(cs), cfg.get("rows_staged", {}).get(cs),
-            cfg.get("lanes_staged", {}).get(cs), cfg.get("lanes_narrow", {}).get(cs), cfg.get("lanes_vec", {}).get(cs),
-            cfg.get("rows_warp", {}).get(cs), cfg.get("rows_wide", {}).get(cs))
+class _Kernels:
+    """Names of the kernel instantiations (scan.cu) for one dtype combination: ``types`` the C++
+    names of a, b, out and the compute type (of itemsize ``csize``), ``a`` constant in time or not
+    (``ac``), vector accesses of ``G`` steps where the widest storage takes ``Gmax``. Tile shapes
+    from ``cfg`` (:data:`.tuning.TUNING`)."""
+
+    def __init__(self, types, csize, ac, G, Gmax, cfg):
+        self.types, self.cs, self.ac, self.G, self.Gmax, self.cfg = types, csize, _b(ac), G, Gmax, cfg
+        # rows_warp: its own register budget (tuning.py); a lane holds only as many vectors as a row
+        # needs when the row fits one pass of the warp (NV from 1 to the shape's)
+        self.warp_shape = cfg.get("rows_warp", {}).get(csize) or cfg["rows"][csize]
+        self.nv_max = max(1, self.warp_shape[1] // Gmax)
+
+    def rows(self, which):
+        """``(threads, tile length, template arguments)`` of the rows kernels of shape ``which``. NV
+        (vectors a thread) is that of the widest groups whatever G, so narrower groups hold no more
+        registers (float32 rows_tiles and rows_warp with G = 1 and 16 steps a thread spilled
+        252-740 bytes; with 4 steps, none)."""
+        NT, items, minb = self.cfg[which][self.cs]
+        NV = max(1, items // self.Gmax)
+        return NT, NT * self.G * NV, f"{self.types}, {NT}, {self.G}, {NV}, {self.ac}, {minb}"
+
+    def rows_kernel(self, kernel, which, *extra):
+        return f"scanarray::{kernel}<{', '.join((self.rows(which)[2],) + extra)}>"
+
+    def seg(self, S):
+        NT, items, minb = self.cfg["rows"][self.cs]
+        nv = max(1, items // self.Gmax)
+        return f"scanarray::rows_seg<{self.types}, {NT}, {self.G}, {nv}, {S}, {self.ac}, {minb}>"
+
+    def warp(self, nv):
+        NT, _, minb = self.warp_shape
+        return f"scanarray::rows_warp<{self.types}, {NT}, {self.G}, {nv}, {self.ac}, {minb}>"
+
+    def lanes(self, staged, lw):
+        nw, S, minb, *_ = self.cfg["lanes_staged" if staged else "lanes"][self.cs]
+        return f"scanarray::lanes_tiles<{self.types}, {nw}, {S}, {self.ac}, {minb}, {_b(staged)}, {lw}>"
+
+    def lanes_vec(self, q, ak, lw):
+        nw, S, minb, *_ = self.cfg["lanes_vec"][self.cs]
+        return f"scanarray::lanes_vec<{self.types}, {nw}, {S}, {q}, {ak}, {minb}, {lw}>"
+
+    def wide(self, direction):
+        NT, minb = self.cfg["rows_wide"][self.cs]
+        return f"scanarray::rows_wide<{self.types}, {NT}, {self.G}, {self.ac}, {minb}, {direction}>"
+
+    def seq(self):
+        return f"scanarray::seq<{self.types}, {self.ac}>"
+
+
+def instantiations(a_dt, b_dt, out_dt, dt, tuning=TUNING, narrower=True):
+    """Every kernel (scan.cu) the planner can name for these dtypes of a, b, out and compute: each
+    kernel at every tile shape of ``tuning``, vector accesses of the widest group (and, with
+    ``narrower``, of one narrower), the short-row kernels' smallest and largest widths (for
+    tools/compile_cuda.py)."""
+    types = ", ".join(_dtypes.ctype(x) for x in (a_dt, b_dt, out_dt, dt))
+    a_dt, b_dt, out_dt, dt = (np.dtype(x) if x != "bfloat16" else x for x in (a_dt, b_dt, out_dt, dt))
+    size = {x: 2 if x == "bfloat16" else np.dtype(x).itemsize for x in (a_dt, b_dt, out_dt, dt)}
+    cs = size[dt]
+    names = []
+    for ac in (False, True):
+        widest = max(size[b_dt], size[out_dt], 0 if ac else size[a_dt])
+        Gmax = max(1, 16 // widest)
+        for G in dict.fromkeys((Gmax, max(1, Gmax // 2) if narrower else Gmax)):
+            k = _Kernels(types, cs, ac, G, Gmax, tuning)
+            names += [k.rows_kernel("rows_tiles", "rows", "false"), k.rows_kernel("rows_tiles", "rows_long"),
+                      k.rows_kernel("rows_block", "rows_block"), k.seg(1), k.seg(16), k.warp(1), k.warp(k.nv_max)]
+            if tuning["rows_staged"].get(cs):
+                names.append(k.rows_kernel("rows_staged", "rows_staged"))
+            if G == Gmax and widest == cs and tuning["rows_wide"].get(cs):
+                names += [k.wide(1), k.wide(-1)]
+        narrow = tuning["lanes_narrow"].get(cs)
+        for staged in (False, True) if tuning["lanes_staged"].get(cs) else (False,):
+            names += [k.lanes(staged, lw) for lw in dict.fromkeys((32, narrow[0] if narrow else 32))]
+        if tuning["lanes_vec"].get(cs):
+            for ak in (2, 3) if ac else (0, 1):
+                q = min(4, 16 // max(size[b_dt], size[out_dt], size[a_dt] if ak in (0, 2) else 0))
+                if q >= 2:
+                    names += [k.lanes_vec(q, ak, lw) for lw in dict.fromkeys((32, narrow[0] if narrow else 32))
+                              if lw % q == 0]
+        names.append(k.seq())
+    return list(dict.fromkeys(names))
 
 
 def _make_plan(a, b, out, dt, method, ns, ss, cfg):
@@ -300,51 +379,30 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     nlanes = math.prod(ns)
     ta, tb, to = (_estrides(x)[-1] for x in (a, b, out))
     ac = ta == 0  # a constant along time (scalar or per-lane): one load per lane
-    types = ", ".join([_common.ctype(x.dtype) for x in (a, b, out)] + [_common.ctype(dt)])
+    types = ", ".join([_dtypes.ctype(x.dtype) for x in (a, b, out)] + [_dtypes.ctype(dt)])
     csize = dt.itemsize
-    # rows kernels: G steps per vector access, NV accesses per thread, NT threads. NV is that of the
-    # widest groups (Gmax) whatever G, so narrower groups hold no more registers (float32 rows_tiles
-    # and rows_warp with G = 1 and 16 steps a thread spilled 252-740 bytes; with 4 steps, none)
+    # rows kernels: G steps per vector access (see _Kernels.rows)
     widest = max(b.itemsize, out.itemsize, 0 if ac else a.itemsize)
     Gmax = max(1, 16 // widest)
     G = _fit_group(a, b, out, ss, (ta, tb, to), ac, T, cfg["rows"][csize], Gmax)
-
-    def rows_args(which):
-        NT, items, minb = cfg[which][csize]
-        NV = max(1, items // Gmax)
-        return NT, NT * G * NV, f"{types}, {NT}, {G}, {NV}, {_b(ac)}, {minb}"
-
-    NT, tile, targs = rows_args("rows")
+    k = _Kernels(types, csize, ac, G, Gmax, cfg)
+    NT, tile, _ = k.rows("rows")
     # rows shorter than a tile of the widest groups run the short-row kernels whatever G: rows of 601
     # float64 steps read one step a load (G = 1, 512-step tiles) ran at 40% of the copy a block a row,
-    # 73% a warp a row (H200, 2026-11-22 13:39 UTC)
+    # 73% a warp a row
     short = T < cfg["rows"][csize][0] * cfg["rows"][csize][1]
     # Rows of at most 16 lanes' steps run rows_seg: 32 / S rows a warp, each row's scan on its S
     # lanes (S a power of two). A warp per row (rows_warp) spans 32 lanes' steps whatever the row:
-    # rows of 64 float32 steps reached 15% of the copy, 59% with a lane's steps cut to the row's
-    # (H200, 2026-11-22 11:18-11:37 UTC), 97% on rows_seg (11:48 UTC).
+    # rows of 64 float32 steps reached 15% of the copy, 59% with a lane's steps cut to the row's,
+    # 97% on rows_seg.
     items_r = G * max(1, cfg["rows"][csize][1] // Gmax)
     S_seg = 1 << (max(1, -(-T // items_r)) - 1).bit_length()
-
-    def seg_name(S):
-        return f"scanarray::rows_seg<{types}, {NT}, {G}, {items_r // G}, {S}, {_b(ac)}, {cfg['rows'][csize][2]}>"
-
-    # rows_warp: its own register budget (see _config); a lane holds only as many vectors as a row
-    # needs when the row fits one pass of the warp (NV from 1 to the shape's)
-    NT_w, items_w, minb_w = cfg.get("rows_warp", {}).get(csize) or cfg["rows"][csize]
-    nv_max = max(1, items_w // Gmax)
-
-    def warp_name(nv):
-        return f"scanarray::rows_warp<{types}, {NT_w}, {G}, {nv}, {_b(ac)}, {minb_w}>"
-
-    NT_l, tile_l, targs_l = rows_args("rows_long")
-    NT_b, tile_b, targs_b = rows_args("rows_block")
-    split = cfg.get("rows_split", {}).get(csize)
-    if split is not None:
-        NT_s, tile_s, targs_s = rows_args("rows_split")
+    NT_w = k.warp_shape[0]
+    NT_b = k.rows("rows_block")[0]
     staged = cfg.get("rows_staged", {}).get(csize) is not None and _staging_device(cupy_mod())
-    if staged:  # long rows: the tile staged in shared memory (rows_staged), else in registers
-        NT_l, tile_l, targs_l = rows_args("rows_staged")
+    # long rows: the tile staged in shared memory (rows_staged), else in registers
+    long_shape = "rows_staged" if staged else "rows_long"
+    NT_l, tile_l, _ = k.rows(long_shape)
     lanes_stg = cfg.get("lanes_staged", {}).get(csize) is not None and _staging_device(cupy_mod())
     # time-major: (warps, steps, min blocks per SM[, lanes per tile]), staged in shared memory or not
     nw_l, S, minb_l, *lw = cfg["lanes_staged" if lanes_stg else "lanes"][csize]
@@ -359,21 +417,19 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         lw_v = lw_v[0] if lw_v else lw
         lvec = (nw_v, S_v, lw_v, *lvec)
     names = {
-        "seq": f"scanarray::seq<{types}, {_b(ac)}>",
-        "rows_warp": warp_name(min(nv_max, max(1, -(-T // (32 * G))))),
-        **({"rows_seg": seg_name(S_seg)} if S_seg < 32 else {}),
-        "rows_tiles": f"scanarray::rows_tiles<{targs}, false>",  # rows of one tile: no look-back code
-        "rows_block": f"scanarray::rows_block<{targs_b}>",
-        "rows_long": f"scanarray::rows_{'staged' if staged else 'tiles'}<{targs_l}>",
-        **({"rows_split": f"scanarray::rows_block<{targs_s}>"} if split is not None else {}),
-        "lanes_tiles": f"scanarray::lanes_tiles<{types}, {nw_l}, {S}, {_b(ac)}, {minb_l}, {_b(lanes_stg)}, {lw}>",
-        **({"lanes_vec": f"scanarray::lanes_vec<{types}, {nw_v}, {S_v}, {lvec[3]}, {lvec[4]}, {minb_v}, {lw_v}>"}
-           if lvec is not None else {}),
+        "seq": k.seq(),
+        "rows_warp": k.warp(min(k.nv_max, max(1, -(-T // (32 * G))))),
+        **({"rows_seg": k.seg(S_seg)} if S_seg < 32 else {}),
+        "rows_tiles": k.rows_kernel("rows_tiles", "rows", "false"),  # rows of one tile: no look-back code
+        "rows_block": k.rows_kernel("rows_block", "rows_block"),
+        "rows_long": k.rows_kernel("rows_staged" if staged else "rows_tiles", long_shape),
+        "lanes_tiles": k.lanes(lanes_stg, lw),
+        **({"lanes_vec": k.lanes_vec(lvec[3], lvec[4], lw_v)} if lvec is not None else {}),
     }
     # every rows_seg width and rows_warp depth in the same module: one compilation serves short rows
     # of any length
-    group = tuple(dict.fromkeys([*names.values(), *(seg_name(1 << k) for k in range(5)),
-                                 *(warp_name(nv) for nv in range(1, nv_max + 1))]))
+    group = tuple(dict.fromkeys([*names.values(), *(k.seg(1 << i) for i in range(5)),
+                                 *(k.warp(nv) for nv in range(1, k.nv_max + 1))]))
     common = dict(ns=ns, ss=ss, nlanes=nlanes, group=group, times=(T, ta, tb, to))
 
     if method == "sequential":
@@ -406,19 +462,16 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
         return _Plan(kind="rows_warp", name=names["rows_warp"], grid=-(-nlanes // (NT_w // 32)), threads=NT_w,
                      vec=vec, **common)
     if T == tile:  # one tile per row, no look-back
-        if split is not None and tile_s < T and nlanes <= split[2] * _sm_count(cupy_mod()):
-            # one wave: a block per row over shorter tiles (see _config.CUPY_SCAN["rows_split"])
-            return _Plan(kind="rows_block", name=names["rows_split"], grid=nlanes, threads=NT_s, vec=vec, **common)
         return _Plan(kind="rows_tiles", name=names["rows_tiles"], grid=nlanes, threads=NT, vec=vec, kt=1,
                      rec_size=_rec_size(dt), slots=nlanes, **common)
     minb = cfg["rows_block"][csize][2]
     if nlanes >= cfg["rows_block_fill"] * _sm_count(cupy_mod()) * minb:
         # enough rows to fill the device: a block per row, looping along it, no look-back; rows_wide
         # where every group is an aligned vector of the widest width, a and b read in one
-        # direction and storage as wide as the compute type (see _config.CUPY_SCAN)
+        # direction and storage as wide as the compute type (tuning.py)
         wide = cfg.get("rows_wide", {}).get(csize)
         if wide is not None and G == Gmax and widest == csize and vec[1] and vec[2] and (ac or (vec[0] and ta == tb)):
-            name = f"scanarray::rows_wide<{types}, {wide[0]}, {G}, {_b(ac)}, {wide[1]}, {tb}>"
+            name = k.wide(tb)
             return _Plan(kind="rows_wide", name=name, grid=nlanes, threads=wide[0],
                          **{**common, "group": (*common["group"], name)})
         return _Plan(kind="rows_block", name=names["rows_block"], grid=nlanes, threads=NT_b, vec=vec, **common)
@@ -463,8 +516,8 @@ def _b(x):
 
 
 def _rec_size(dt):
-    """Bytes of one tile status (``Status<C>`` in scan.cuh): each 32-bit piece of the pair
-    ``(A, B)`` in a 64-bit word next to the flag."""
+    """Bytes of one tile status (``TileStatus<Pair<C>>`` in lookback.cuh): each 32-bit piece of the
+    pair ``(A, B)`` in a 64-bit word next to the flag."""
     return 4 * dt.itemsize
 
 
@@ -475,7 +528,6 @@ def _rec_size(dt):
 
 _ws_lock = threading.Lock()
 _workspaces: dict = {}
-_EPOCH_LIMIT = 2**29
 
 
 class _Workspace:
@@ -484,6 +536,9 @@ class _Workspace:
     A launch takes them under ``with ws.launching():``, which holds the lock (two host threads may
     launch on one stream) and, if the launch raised nothing, starts a new epoch.
     """
+
+    #: epochs before the statuses are zeroed again (the flag word keeps 30 bits of it)
+    epoch_limit = 2**29
 
     def __init__(self, cupy, nbytes):
         self.buffer = cupy.zeros(nbytes, dtype=cupy.uint8)
@@ -503,7 +558,7 @@ class _Workspace:
         try:
             if exc_type is None:
                 self.epoch += 1
-                if self.epoch >= _EPOCH_LIMIT:
+                if self.epoch >= self.epoch_limit:
                     self.buffer.fill(0)
                     self.epoch = 1
         finally:
@@ -518,7 +573,7 @@ def _workspace(cupy, rec_size, slots):
 def _workspace_at(dev, stream_ptr, rec_size, slots):
     """The workspace of (device, stream) for statuses of ``rec_size`` bytes, at least ``slots`` of
     them; ``dev`` must be the current device (a new one is allocated there)."""
-    need = 16 + rec_size * slots
+    need = rec_size * slots
     key = (dev, stream_ptr, rec_size)
     with _ws_lock:
         ws = _workspaces.get(key)
@@ -528,5 +583,3 @@ def _workspace_at(dev, stream_ptr, rec_size, slots):
             _workspaces[key] = ws
     return ws
 
-
-_config.track(__name__)  # its tunables (_EPOCH_LIMIT, ...) count as changes for bound calls
