@@ -1,4 +1,4 @@
-"""The seed experiment for dense recurrences: cyclic reduction against a prefix scan (issue 6).
+"""Dense recurrences on the GPU and the CPU: every method against JAX and a per-step loop.
 
 ``h[t] = A[t] @ h[t-1] + b[t]``, ``A[t]`` n x n, float32 unless stated.
 
@@ -23,19 +23,19 @@ Then the issue's two target shapes, (B=8, T=4096, n=64) and (B=64, T=1024,
 n=16), float32 against JAX, timed both ways: one call at a time (as above:
 host time before the launch counts while the GPU idles) and back to back
 (bursts of ``BURST`` calls, one wait at the end: what a loop of calls gets;
-the diagonal benchmark's convention, docs/gpu.md); and on the CPU (``--cpu``) the NumPy backend's
+the diagonal benchmark's convention); and on the CPU (``--cpu``) the NumPy backend's
 dense path against a per-step NumPy loop at (8, 4096, 16) (float32 and
 float64, time-varying and time-invariant A; ``--cpu-shape`` for other shapes),
 and with ``--cpu-sweep`` over n in {4, 16, 64}, T in {1024, 4096, 16384}, B in
 {1, 8, 64}: the table behind the NumPy dense ``method="auto"`` rule
-(``scanarray._config.numpy_dense_auto_method``).
+(the NumPy backend's ``auto_method``).
 
 Usage::
 
     XLA_PYTHON_CLIENT_PREALLOCATE=false python benchmarks/bench_dense.py --gpu --cpu --out results.md
     python benchmarks/bench_dense.py --gpu --quick
     python benchmarks/bench_dense.py --cpu --cpu-sweep --out cpu.md   # NumPy only
-    python benchmarks/bench_dense.py --gpu --targets --sweep   # target shapes + sequential-kernel sweep
+    python benchmarks/bench_dense.py --gpu --targets   # the target shapes, every method, against JAX
 """
 
 from __future__ import annotations
@@ -154,7 +154,7 @@ def jax_worker(path, todo):
     """Time the JAX peer on each ``(B, T, n, seed)`` of `todo`; append one JSON line per case to `path`.
 
     Runs in its own process, on host copies of the CuPy-generated data: the
-    first in-process attempt (2026-11-21, H200) hit CUDA_ERROR_ILLEGAL_ADDRESS
+    first in-process attempt (H200) hit CUDA_ERROR_ILLEGAL_ADDRESS
     in JAX after sharing CuPy buffers through DLPack, and a sticky CUDA error
     would have ended every later measurement of the run.
     """
@@ -349,129 +349,6 @@ def fmt_seed_row(r):
 
 TARGETS = [(8, 4096, 64, 2.33), (64, 1024, 16, 1.07)]
 
-#: sequential kernels timed at the target shapes: (label, KERNEL, STAGES, EXCHANGE, DIAG) of
-#: _cupy_dense. x0: state through shared memory + a barrier per step, outputs stored every step;
-#: x1: state by shuffles, no barrier (a warp per lane only); x2: as x0 with outputs every 32 steps.
-#: "no stores" rows skip the output stores (diagnostic: their results are not checked).
-SEQ_VARIANTS = [
-    ("ring x0", "ring", None, 0, 0), ("ring x0, no stores", "ring", None, 0, 1), ("ring x1", "ring", None, 1, 0),
-    ("ring x1 D=8", "ring", 8, 1, 0), ("ring x2", "ring", None, 2, 0), ("ring x2 D=4", "ring", 4, 2, 0),
-    ("regs x0", "regs", None, 0, 0), ("regs x1", "regs", None, 1, 0), ("regs x2", "regs", None, 2, 0),
-    ("regs x2 D=4", "regs", 4, 2, 0), ("bulk x0", "bulk", None, 0, 0), ("bulk x2", "bulk", None, 2, 0),
-    ("bulk x2 D=4", "bulk", 4, 2, 0), ("bulk x2, no stores", "bulk", None, 2, 1),
-    ("regs x2, 8 columns per thread", "regs", None, 2, 0, 32), ("bulk x2, 8 columns per thread", "bulk", None, 2, 0, 32),
-    ("ring x2, 8 columns per thread", "ring", None, 2, 0, 32),
-    ("staged (first kernel)", "staged", None, None, 0),
-]
-
-
-# kinds left out by tools/gpu_dense.sh when their smoke check failed
-_SKIP = set(os.environ.get("DENSE_SKIP", "").split())
-SEQ_VARIANTS = [v for v in SEQ_VARIANTS if v[1] not in _SKIP]
-
-
-def with_settings(fn, **settings):
-    """``fn`` run with module settings of ``scanarray.backends._cupy_dense`` forced, restored after
-    (benchmarks only)."""
-
-    def run():
-        from scanarray.backends.cupy import dense as _cupy_dense
-
-        old = {k: getattr(_cupy_dense, k) for k in settings}
-        for k, v in settings.items():
-            setattr(_cupy_dense, k, v)
-        try:
-            return fn()
-        finally:
-            for k, v in old.items():
-                setattr(_cupy_dense, k, v)
-
-    return run
-
-
-def with_kernel(kernel, stages, fn, exchange=None, diag=0, row_bytes=64):
-    """``fn`` with the CuPy sequential kernel forced (benchmarks only)."""
-    return with_settings(fn, KERNEL=kernel, STAGES=stages, EXCHANGE=exchange, DIAG=diag, ROW_BYTES=row_bytes)
-
-
-#: chunked method variants timed at the target shapes: (L, R, D[, mma[, minb[, split]]]), None = the
-#: default; R set: the FMA products kernel with that register tile; mma False: the FMA kernel with its
-#: default tile; minb / split: the tensor-core kernel's register cap (blocks per SM) and TF32 split
-#: (``CHUNK_MMA_MINB`` / ``CHUNK_MMA_SPLIT``). BENCH_CHUNK_SPEC="L,R,D,mma,minb,split;..." adds more
-#: (empty fields: None; mma 0 or 1).
-CHUNK_VARIANTS = {16: [(32, None, None, False), (64, None, None), (16, None, None), (32, 4, None)],
-                  64: [(64, 4, None), (None, None, 3), (None, None, 2), (32, None, None), (128, None, None),
-                       (None, None, None, True, 3), (None, None, None, True, None, 3)]}
-
-
-def parse_variants(spec, flags=()):
-    """Variant tuples from ``"a,b,c;d,e,f"`` (benchmark environment variables): integers, None for
-    an empty field, and at the positions in `flags` a boolean (``"1"`` is True)."""
-    if not spec:
-        return []
-    conv = lambda x, i: None if x == "" else (x == "1" if i in flags else int(x))  # noqa: E731
-    return [tuple(conv(x, i) for i, x in enumerate(v.split(","))) for v in spec.split(";")]
-
-
-def _chunk_spec():
-    return parse_variants(os.environ.get("BENCH_CHUNK_SPEC"), flags=(3,))
-
-
-def with_chunk(L, R, D, fn, mma=True, minb=None, split=None):
-    """``fn`` with the CuPy chunked method's chunk length, tile, depth and products kernel forced
-    (benchmarks only)."""
-    return with_settings(fn, CHUNK_L=L, CHUNK_R=R, CHUNK_D=D, CHUNK_MMA=mma, CHUNK_MMA_MINB=minb,
-                         CHUNK_MMA_SPLIT=split)
-
-
-def _chunk_label(v):
-    L, R, D, mma, minb, split = (tuple(v) + (None,) * 3)[:6]
-    if mma is None:
-        mma = True
-    kind = "FMA products" if (R or not mma) else "tensor-core products"
-    extra = (f", minb={minb}" if minb else "") + (f", split={split}" if split is not None else "")
-    return f"chunked [L={L}, R={R}, D={D or 'auto'}, {kind}{extra}]"
-
-
-def chunked_cases(A, b, n, log):
-    """Variants of the chunked method, and its host time per call (back-to-back calls, no sync)."""
-    f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="chunked")  # noqa: E731
-    issued, per = host_time_us(f)
-    log(f"chunked host time per call (B*T*n={b.size}): {issued:.1f} us issued, {per:.1f} us per call "
-        f"back-to-back incl. GPU (200 calls)")
-    return [(_chunk_label(v), with_chunk(*v[:3], f, *[True if x is None else x for x in v[3:4]], *v[4:]))
-            for v in CHUNK_VARIANTS.get(n, []) + _chunk_spec()]
-
-
-#: lookback method variants timed at the target shapes: (L, W[, ring[, depth[, mma[, fresh]]]]), None =
-#: the default (ring: steps of A in flight per product group; depth: look-back maps in flight, another
-#: module; mma False: the float32 FMA chunk maps instead of the tensor-core ones; fresh 0: the
-#: tensor-core maps' main products in one accumulation chain, LOOKBACK_FRESH)
-LOOKBACK_VARIANTS = {16: [(32, 2, None, None, False), (None, None, None, None, True, 0), (128, 4), (64, 1)], 64: []}
-
-
-def with_lookback(L, W, fn, ring=None, depth=None, mma=True, fresh=None):
-    """``fn`` with the CuPy lookback method's chunk length, warps per block, ring, look-back
-    depth, chunk-map kind and accumulation forced (benchmarks only)."""
-    return with_settings(fn, LOOKBACK_L=L, LOOKBACK_W=W, LOOKBACK_RING=ring, LOOKBACK_DEPTH=depth,
-                         LOOKBACK_MMA=mma, LOOKBACK_FRESH=fresh)
-
-
-def _lookback_label(v):
-    L, W, ring, depth, mma, fresh = (tuple(v) + (None, None, True, None))[:6]
-    return (f"lookback [L={L}, W={W}" + (f", ring={ring}" if ring else "") + (f", depth={depth}" if depth else "")
-            + ("" if mma else ", FMA maps") + (", one accumulation chain" if fresh == 0 else "") + "]")
-
-
-def lookback_cases(A, b, n, log):
-    """Variants of the lookback method, and its host time per call (back-to-back calls, no sync)."""
-    f = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="lookback")  # noqa: E731
-    issued, per = host_time_us(f)
-    log(f"lookback host time per call (B*T*n={b.size}): {issued:.1f} us issued, {per:.1f} us per call "
-        f"back-to-back incl. GPU (200 calls)")
-    return [(_lookback_label(v), with_lookback(*v[:2], f, *v[2:])) for v in LOOKBACK_VARIANTS.get(n, [])]
-
-
 def targets(jax_results, log):
     import cupy
 
@@ -499,12 +376,11 @@ def targets(jax_results, log):
                          f"{fmt(t_jax_b / t_d_b if (t_jax_b and t_d_b) else None, '.2f')} |")
         cases = [(m, lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
                  for m in methods]
-        seq = lambda: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method="sequential")  # noqa: E731
-        if os.environ.get("BENCH_SEQ_VARIANTS", "1") != "0":
-            cases += [(f"sequential [{v[0]}]", with_kernel(v[1], v[2], seq, *v[3:])) for v in SEQ_VARIANTS]
-        if os.environ.get("BENCH_CHUNK_VARIANTS", "1") != "0":
-            cases += chunked_cases(A, b, n, log)
-        cases += lookback_cases(A, b, n, log)
+        for m in ("chunked", "lookback"):  # host time of a bound call
+            if m in methods:
+                issued, per = host_time_us(dict(cases)[m])
+                log(f"{m} host time per call (B*T*n={b.size}): {issued:.1f} us issued, {per:.1f} us per call "
+                    f"back-to-back incl. GPU (200 calls)")
         # time-invariant A (one matrix per lane, never expanded): what is left without A's traffic
         A1 = cupy.ascontiguousarray(A[:, :1])
         cases.append(("sequential, A time-invariant (no A traffic; err not comparable)",
@@ -525,45 +401,6 @@ def targets(jax_results, log):
             log(lines[-1] + f"  ({t * 1e6 / T:.0f} ns/step)")
         del A, b, h64
         cupy.get_default_memory_pool().free_all_blocks()
-    return lines
-
-
-SWEEP_HEADER = ("| n | B | T | sequential [ring] ms | ns/step | seq. [regs] ms | seq. [ring x0] ms | seq. [bulk] ms | "
-                "cyclic_reduction ms | prefix ms | fastest | ‖h_seq−h_CR‖/‖h_CR‖ |\n|" + "---|" * 12)
-
-
-def sweep(log, ns=(4, 16, 32, 64, 128), Bs=(1, 16, 256), Ts=(1024, 8192, 65536), max_bytes=1.2e9):
-    """The new sequential kernels against the batched-matmul methods, for the ``auto`` rule."""
-    import cupy
-
-    lines = [SWEEP_HEADER]
-    for n in ns:
-        for B in Bs:
-            for T in Ts:
-                if B * T * n * n * 4 > max_bytes:
-                    continue
-                A, b = gpu_data(B, T, n, np.float32, seed=2)
-                run = {m: (lambda m=m: scanarray.linear_recurrence(A, b, dense=True, backend="cupy", method=m))
-                       for m in ("sequential", "cyclic_reduction", "prefix")}
-                t = {"sequential": gpu_time(run["sequential"], budget_s=0.2),
-                     "regs": (gpu_time(with_kernel("regs", None, run["sequential"]), budget_s=0.2)
-                              if "regs" not in _SKIP else None),
-                     "ring x0": gpu_time(with_kernel("ring", None, run["sequential"], 0), budget_s=0.2),
-                     "bulk": (gpu_time(with_kernel("bulk", None, run["sequential"]), budget_s=0.2)
-                              if "bulk" not in _SKIP else None),
-                     "cyclic_reduction": gpu_time(run["cyclic_reduction"], max_reps=5, budget_s=0.2)}
-                # the prefix scan only where it can win: one lane, moderate T n^3 log T
-                t["prefix"] = (gpu_time(run["prefix"], max_reps=5, budget_s=0.2)
-                               if B == 1 and T * n**3 * np.log2(T) <= 2**34 else None)
-                best = min((v, k) for k, v in t.items() if v is not None)[1]
-                agree = rel(run["sequential"](), run["cyclic_reduction"]())
-                lines.append(f"| {n} | {B} | {T} | {t['sequential']:.3f} | {t['sequential'] * 1e6 / T:.0f} | "
-                             f"{fmt(t['regs'])} | {t['ring x0']:.3f} | {fmt(t['bulk'])} | {t['cyclic_reduction']:.3f} | "
-                             f"{fmt(t['prefix'])} | {best} | "
-                             f"{agree:.1e} |")
-                log(lines[-1])
-                del A, b, run
-                cupy.get_default_memory_pool().free_all_blocks()
     return lines
 
 
@@ -669,7 +506,6 @@ def main(argv=None):
     ap.add_argument("--cpu-a", default="lane,const", help=f"--cpu: kinds of A among {', '.join(A_KINDS)}")
     ap.add_argument("--quick", action="store_true", help="n in {4, 32}, T in {1024, 4096}")
     ap.add_argument("--targets", action="store_true", help="GPU: the two target shapes only (no seed table)")
-    ap.add_argument("--sweep", action="store_true", help="GPU: sequential kernels vs CR/prefix over n, B, T")
     ap.add_argument("--no-jax", action="store_true")
     ap.add_argument("--no-loop", action="store_true")
     ap.add_argument("--out", help="write the markdown tables here")
@@ -703,9 +539,6 @@ def main(argv=None):
         jax_results = {} if args.no_jax else jax_pass(todo, log, timeout_s=float(os.environ.get("BENCH_JAX_S", 110)))
         parts += ["## Targets (float32)", ""] + targets(jax_results, log) + [""]
         save()
-        if args.sweep:
-            parts += ["## Sequential kernels vs batched-matmul methods (float32)", ""] + sweep(log) + [""]
-            save()
         if not args.targets:
             parts += ["## Seed experiment", "", SEED_HEADER]
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU benchmark of the CuPy diagonal scan (issue 4): effective bandwidth against a copy.
+"""GPU benchmark of the CuPy diagonal scan: effective bandwidth against a copy, peers, a baseline.
 
 Effective bandwidth = bytes of ``a`` read + ``b`` read + ``h`` written, divided by
 the median time per call over bursts of back-to-back calls (CUDA events around
@@ -14,13 +14,18 @@ Triton kernel), ``jax.lax.associative_scan``, ``cupyx.scipy.signal.lfilter``
 (scalar ``a`` only), ``cupy.cumsum`` (a prefix sum, not the recurrence: a
 lower bound on what CuPy's own scan machinery costs). fpscan is compared by
 the median over paired (interleaved) bursts of its time over ours, each round
-timing both orders (:func:`paired`; the "ours first" column is the order this
-script used alone before 2026-11-28, which favours fpscan). The
-"queued" columns time the GPU alone (:func:`queued_us`: calls queued behind a
-spin kernel), which the bursts do not where a call's host time exceeds its
-kernel's (small problems).
+timing both orders (:func:`paired`; the "ours first" column times ours first
+only, which favours fpscan). The "queued" columns time the GPU alone
+(:func:`queued_us`: calls queued behind a spin kernel), which the bursts do not
+where a call's host time exceeds its kernel's (small problems).
 
-Usage: python benchmarks/bench_gpu.py [--quick] [--out DIR] [--only SUBSTR]
+``--baseline DIR`` times another copy of the package against this one in the
+same process instead: ``DIR/scanarray_base`` (tools/gpu_bench.sh makes it from a
+commit), every workload below and the dense targets through the public function
+(``method="auto"``), paired and interleaved bursts, the ratio of this tree's
+time to the baseline's (median over rounds; below 1: faster now).
+
+Usage: python benchmarks/bench_gpu.py [--quick] [--out DIR] [--only SUBSTR] [--baseline DIR]
 Prints the table last and writes DIR/bench_gpu.md (DIR defaults to $OUT or .).
 """
 
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
 import json
 import os
 import statistics
@@ -42,6 +48,7 @@ import numpy as np  # noqa: E402
 import cupy  # noqa: E402
 
 import scanarray  # noqa: E402
+from scanarray import _bound  # noqa: E402
 
 GB = 1e9
 
@@ -165,7 +172,7 @@ def paired(fn_a, fn_b, reps, budget_s=2.0, burst=10):
     its first call's host time, which the second's burst hides behind the first's kernels. Each
     round therefore times both orders, a then b and b then a; ``symmetric`` is the median over
     rounds of the geometric mean of the two orders' ratios. ``a_first`` is the median of the
-    a-then-b ratios alone, the figure this script gave before 2026-11-28 (it favours ``b``)."""
+    a-then-b ratios alone (it favours ``b``)."""
     fn_a(), fn_b()
     cupy.cuda.Device().synchronize()
     e = [cupy.cuda.Event() for _ in range(3)]
@@ -217,7 +224,7 @@ def nbytes(a, b):
     return (0 if np.isscalar(a) else a.nbytes) + 2 * b.nbytes
 
 
-def kernel_only(a, b, out, axis, method):
+def kernel_only(a, b, out, axis, method, packed=True):
     """The launch alone (plan made once): GPU time without the public function's Python work."""
     from scanarray import _api
     from scanarray.backends.cupy import scan as _cupy_scan
@@ -226,7 +233,7 @@ def kernel_only(a, b, out, axis, method):
     dt = _api._result_dtypes(a, b, None, None)[1]
     a_arr = cupy.asarray(a, dtype=b.dtype) if np.isscalar(a) else a
     av, bv, ov = (cupy.moveaxis(cupy.broadcast_to(x, b.shape), axis, -1) for x in (a_arr, b, out))
-    plan = _cupy_scan.plan(av, bv, ov, dt, method)
+    plan = _cupy_scan.plan(av, bv, ov, dt, method, packed=packed)
 
     def run():
         plan.launch(cupy, av, bv, ov, None)
@@ -238,7 +245,6 @@ def kernel_only(a, b, out, axis, method):
 def host_overhead_us(n=200):
     """Host microseconds per call on a tiny problem: public function (its launch bound to the
     repeated signature, and the full path), backend driver, launch."""
-    from scanarray import _api
     from scanarray._problem import Problem
     from scanarray.backends.cupy import scan as _cupy_scan
 
@@ -248,15 +254,17 @@ def host_overhead_us(n=200):
     prob = Problem(xp=cupy, kind="cupy", a=a, b=b, initial=None, out=out, dtype=np.dtype(np.float32),
                    out_dtype=np.dtype(np.float32), reverse=False, dense=False, chunk=64, method="lookback",
                    backend="cupy")
-    launch = kernel_only(a, b, out, -1, "lookback")
     res = {}
 
     def api():
         scanarray.linear_recurrence(a, b, out=out, backend="cupy")
 
     for name, f, fast in (("api", api, True), ("api full path", api, False),
-                          ("driver", lambda: _cupy_scan.linear_recurrence(prob), True), ("launch", launch, True)):
-        _api.FAST_CALLS = fast
+                          ("driver", lambda: _cupy_scan.linear_recurrence(prob), True),
+                          ("launch", kernel_only(a, b, out, -1, "lookback"), True),
+                          # the same launch through CuPy's RawKernel call instead of the packed parameter buffer
+                          ("launch via RawKernel call", kernel_only(a, b, out, -1, "lookback", packed=False), True)):
+        _bound.CALLS.enabled = fast
         for _ in range(5):
             f()
         cupy.cuda.Device().synchronize()
@@ -265,259 +273,8 @@ def host_overhead_us(n=200):
             f()
         res[name] = (time.perf_counter() - t) / n * 1e6
         cupy.cuda.Device().synchronize()
-    _api.FAST_CALLS = True
-    # the same launch through CuPy's RawKernel call instead of the packed parameter buffer
-    from scanarray.backends.cupy import _common as _cupy_common
-
-    _cupy_common.PACKED_LAUNCH = False
-    launch.plan.fns.clear()
-    try:
-        for _ in range(5):
-            launch()
-        t = time.perf_counter()
-        for _ in range(n):
-            launch()
-        res["launch via RawKernel call"] = (time.perf_counter() - t) / n * 1e6
-        cupy.cuda.Device().synchronize()
-    finally:
-        _cupy_common.PACKED_LAUNCH = True
-        launch.plan.fns.clear()
+    _bound.CALLS.enabled = True
     return res
-
-
-SWEEP_ROWS = [  # threads, steps per thread, min blocks per SM (rows and rows_long alike)
-    (256, 16, 4), (512, 16, 2), (1024, 16, 1), (256, 32, 2), (128, 16, 8),
-]
-SWEEP_ROWS_8B = [(256, 8, 2), (256, 8, 4), (512, 8, 1), (128, 8, 6), (256, 4, 4)]
-SWEEP_LANES = [  # warps along time, steps per thread, min blocks per SM
-    (8, 8, 4), (16, 8, 2), (8, 16, 2), (4, 16, 4),
-]
-# (threads, steps, min blocks, rows_block_fill): a block per row (no look-back) or look-back tiles
-SWEEP_MANY_LONG = [(256, 16, 4, 0.45), (256, 16, 4, 1e9), (512, 16, 2, 0.45), (512, 16, 2, 1e9),
-                   (128, 16, 8, 0.2)]
-SWEEP_WORK = [
-    ("(16,2048,4096)", (16, 2048, 4096), -1, "float32", SWEEP_ROWS),
-    ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", SWEEP_ROWS),
-    ("(2,256,65536)", (2, 256, 65536), -1, "float32", SWEEP_MANY_LONG),
-    ("(4,64,262144)", (4, 64, 262144), -1, "float32", SWEEP_MANY_LONG),
-    ("(1,1,2**28)", (1, 1, 2**28), -1, "float32", SWEEP_ROWS),
-    ("(1,1,2**24)", (1, 1, 2**24), -1, "float32", SWEEP_ROWS),
-    ("f64 (8,1024,4096)", (8, 1024, 4096), -1, "float64", SWEEP_ROWS_8B),
-    ("c64 (8,1024,4096)", (8, 1024, 4096), -1, "complex64", SWEEP_ROWS_8B),
-    ("time-major (65536,4096)", (65536, 4096), 0, "float32", SWEEP_LANES),
-]
-
-
-def profile_host(log, n=3000, call=None, what="tiny problem"):
-    """The public function's host time on a tiny problem (or ``call``), by function (cProfile, top 25)."""
-    import cProfile
-    import io
-    import pstats
-
-    if call is None:
-        b = cupy.ones((4, 64), cupy.float32)
-        a = cupy.full((4, 64), 0.5, cupy.float32)
-        out = cupy.empty_like(b)
-
-        def call():
-            scanarray.linear_recurrence(a, b, out=out, backend="cupy")
-
-    for _ in range(20):
-        call()
-    cupy.cuda.Device().synchronize()
-    pr = cProfile.Profile()
-    pr.enable()
-    for _ in range(n):
-        call()
-    pr.disable()
-    cupy.cuda.Device().synchronize()
-    buf = io.StringIO()
-    pstats.Stats(pr, stream=buf).sort_stats("tottime").print_stats(25)
-    log(f"host profile of {n} public calls ({what}):\n{buf.getvalue()}")
-
-
-# prefetching rows_block and batched look-back reads: the shapes that decide them
-_LONG = [{"rows_long": c} for c in ((256, 16, 4), (256, 16, 3), (512, 16, 2), (128, 16, 8), (256, 8, 6))]
-# (rows_wide off: aligned float32 rows would take it instead of rows_block)
-_BLOCK = [{"rows_block": c, "rows_block_fill": f, "rows_wide": None} for c, f in
-          (((512, 16, 2), 0.45), ((256, 16, 2), 0.45), ((512, 8, 2), 0.45), ((256, 8, 4), 0.45),
-           ((1024, 8, 1), 0.45), ((256, 16, 2), 0.2), ((128, 16, 4), 0.45), ((128, 16, 3), 0.45),
-           ((128, 32, 2), 0.45))] + [{"rows_block_fill": 1e9}]
-_BLOCK8 = [{"rows_block": c} for c in ((128, 8, 6), (128, 8, 4), (256, 8, 2), (256, 4, 4))]
-SWEEP_PREFETCH = [
-    ("(1,1,2**28)", (1, 1, 2**28), -1, "float32", _LONG),
-    ("(1,1,2**24)", (1, 1, 2**24), -1, "float32", _LONG),
-    ("(2,256,65536)", (2, 256, 65536), -1, "float32", _BLOCK),
-    ("(4,64,262144)", (4, 64, 262144), -1, "float32", _BLOCK),
-    ("f64 (8,1024,4096)", (8, 1024, 4096), -1, "float64", _BLOCK8),
-    ("c64 (8,1024,4096)", (8, 1024, 4096), -1, "complex64", _BLOCK8),
-    ("time-major (65536,4096)", (65536, 4096), 0, "float32", [{"lanes": c} for c in ((4, 16, 4), (8, 8, 4))]),
-]
-
-# rows of exactly one tile (rows_tiles without look-back) and time-major tiles
-_ROWS1 = [{"rows": c} for c in ((256, 16, 4), (512, 8, 4), (1024, 4, 2), (512, 8, 3), (128, 32, 4), (256, 16, 3))]
-_LANES = [{"lanes": c} for c in ((4, 16, 4), (4, 16, 6), (4, 32, 2), (8, 16, 2), (8, 8, 4), (16, 4, 2))]
-_LANES_FEW_WARPS = [{"lanes": c} for c in ((4, 16, 6), (2, 16, 12), (2, 16, 8), (2, 32, 6), (2, 32, 4), (1, 32, 12),
-                                           (3, 16, 8))]
-# rows of 4096 split into tiles of a block looping along its row: reads of the next tile overlap
-# the writes of the current one, which a one-wave launch of one-tile rows cannot do
-_ROWS_SPLIT = [{"rows": r, "rows_block": b} for r, b in
-               (((256, 8, 4), (256, 8, 4)), ((128, 16, 8), (128, 16, 4)), ((256, 4, 4), (256, 4, 4)),
-                ((256, 8, 4), (128, 8, 8)))]
-# (2,256,4096): fpscan's shape for 4096 steps (one block of 1024 threads x 4 steps per row, two
-# blocks per SM) against block-per-row splits of several tile lengths (rows_split None: off)
-SWEEP_SMALL = [
-    ("(2,256,4096)", (2, 256, 4096), -1, "float32",
-     [{}, {"rows": (1024, 4, 2), "rows_split": None}, {"rows": (512, 8, 2), "rows_split": None},
-      {"rows": (256, 16, 4), "rows_split": None}, {"rows_split": (256, 8, 4)}]),
-    ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", [{}, {"rows": (1024, 4, 2)}, {"rows": (512, 8, 2)}]),
-]
-# rows of several tiles: the tile staged in shared memory (rows_staged) against held in registers
-# (rows_staged None: rows_tiles with rows_long's shape)
-_STAGED = [{"rows_staged": c} for c in (None, (128, 32, 6), (128, 32, 5), (128, 16, 12), (256, 16, 6), (64, 32, 12))]
-SWEEP_STAGED = [
-    ("(1,1,2**28)", (1, 1, 2**28), -1, "float32", _STAGED),
-    ("(1,1,2**24)", (1, 1, 2**24), -1, "float32", _STAGED),
-    ("(2,256,65536) look-back", (2, 256, 65536), -1, "float32",
-     [{"rows_block_fill": 1e9, **v} for v in _STAGED[:3]]),
-    ("f64 (1,1,2**27)", (1, 1, 2**27), -1, "float64", [{"rows_staged": c} for c in (None, (128, 16, 6), (128, 8, 12))]),
-    ("c64 (1,1,2**27)", (1, 1, 2**27), -1, "complex64", [{"rows_staged": c} for c in (None, (128, 16, 6))]),
-    ("time-major (65536,4096)", (65536, 4096), 0, "float32",
-     [{"lanes_staged": c} for c in (None, (4, 16, 8), (4, 16, 9), (4, 16, 10), (8, 16, 4), (4, 32, 4), (2, 16, 16))]),
-    ("f64 time-major (65536,2048)", (65536, 2048), 0, "float64",
-     [{"lanes_staged": c} for c in (None, (4, 8, 8), (4, 16, 4))]),
-]
-# one long row of 8- and 16-byte types once a status is one round trip of loads whatever its size
-# (2026-11-28): staged tile shapes and the register kernel (rows_staged None: rows_long's shape)
-SWEEP_WIDE = [
-    ("f64 (1,1,2**27)", (1, 1, 2**27), -1, "float64",
-     [{"rows_staged": c} for c in ((128, 16, 6), (128, 16, 5), (128, 16, 7), (128, 32, 3), (256, 16, 3), (64, 32, 6),
-                                   None)]),
-    ("c64 (1,1,2**27)", (1, 1, 2**27), -1, "complex64",
-     [{"rows_staged": c} for c in ((128, 16, 6), (128, 32, 3), (256, 16, 3), (128, 16, 5), None)]),
-    ("c128 (1,1,2**26)", (1, 1, 2**26), -1, "complex128",
-     [{"rows_staged": None}, {"rows_staged": None, "rows_long": (128, 4, 4)}, {"rows_staged": None, "rows_long": (256, 8, 1)},
-      {"rows_staged": (128, 8, 6)}, {"rows_staged": (128, 4, 12)}, {"rows_staged": (64, 8, 12)}]),
-]
-# fpscan's shapes, kernels timed queued (queued_us): rows_block's tile shapes on (2,256,65536),
-# one-tile rows (rows_split None) and block-per-row splits on (2,256,4096)
-# (the first sweep, 21:14 UTC, timed each once; this one alternates the close candidates three times)
-SWEEP_FPSCAN = [
-    ("(2,256,65536)", (2, 256, 65536), -1, "float32", [{"rows_block": c} for c in ((128, 16, 3), (256, 4, 4)) * 3]),
-    ("(4,64,262144)", (4, 64, 262144), -1, "float32", [{"rows_block": c} for c in ((128, 16, 3), (256, 4, 4)) * 3]),
-    ("(2,256,4096)", (2, 256, 4096), -1, "float32", [{}, {"rows_split": None}] * 3),
-]
-# time-major tiles narrower than a warp (lanes per tile, a shape's 4th element; three elements: the
-# width CUPY_SCAN["lanes_narrow"] gives): more lane groups, so more chains of tiles along time
-# (8-byte types: staged)
-SWEEP_LANES_WIDTH = [
-    ("time-major (65536,4096)", (65536, 4096), 0, "float32",
-     [{"lanes": c} for c in ((4, 16, 6), (4, 16, 6, 16), (4, 16, 7), (4, 12, 8), (4, 16, 6))]),
-    ("time-major (131072,2048)", (131072, 2048), 0, "float32",
-     [{"lanes": c} for c in ((4, 16, 6), (4, 16, 6, 32), (4, 16, 6, 8))]),
-    ("time-major (262144,1024)", (262144, 1024), 0, "float32", [{"lanes": c} for c in ((4, 16, 6), (4, 16, 6, 32))]),
-    ("time-major (1048576,256)", (1048576, 256), 0, "float32",
-     [{"lanes": c} for c in ((4, 16, 6), (4, 16, 6, 32), (4, 16, 6, 8))]),
-    ("f64 time-major (65536,2048)", (65536, 2048), 0, "float64",
-     [{"lanes_staged": c} for c in ((4, 16, 4), (4, 16, 4, 32), (4, 16, 4, 16))]),
-    ("f64 time-major (131072,1024)", (131072, 1024), 0, "float64",
-     [{"lanes_staged": c} for c in ((4, 16, 4), (4, 16, 4, 32))]),
-    ("c64 time-major (65536,2048)", (65536, 2048), 0, "complex64",
-     [{"lanes_staged": c} for c in ((4, 16, 4), (4, 16, 4, 32))]),
-]
-# fpscan's two smaller shapes, wider: block-per-row and one-tile-row shapes timed queued, each list
-# twice (alternated), 2026-11-21 23:10 UTC
-SWEEP_FPSCAN_WIDE = [
-    ("(2,256,65536)", (2, 256, 65536), -1, "float32",
-     [{"rows_block": c} for c in ((128, 16, 3), (128, 16, 4), (128, 8, 4), (256, 16, 2), (128, 32, 2), (256, 8, 3))] * 2),
-    ("(2,256,4096)", (2, 256, 4096), -1, "float32",
-     [{"rows": c} for c in ((256, 16, 4), (512, 8, 2), (256, 16, 2), (128, 32, 4), (512, 8, 3), (1024, 4, 1))] * 2),
-]
-# fpscan's 65536-step shape with fpscan-like blocks (2026-11-28): wider blocks, fewer items a
-# thread, more warps an SM, against the shipped (128, 16, 3); alternated twice, kernels queued
-_BLOCK_WIDE = [(128, 16, 3), (512, 8, 2), (256, 8, 4), (512, 4, 4), (1024, 4, 2), (256, 16, 2)]
-SWEEP_BLOCK_WIDE = [
-    ("(2,256,65536)", (2, 256, 65536), -1, "float32", [{"rows_block": c, "rows_wide": None} for c in _BLOCK_WIDE]
-     * 2),
-    ("(4,64,262144)", (4, 64, 262144), -1, "float32", [{"rows_block": c, "rows_wide": None} for c in _BLOCK_WIDE]),
-]
-# time-major lanes contiguous and aligned: lanes_vec (several lanes a thread) against lanes_tiles
-# (lanes_vec None); shapes (warps, steps, min blocks per SM[, lanes per tile])
-_LVEC = [None, (4, 8, 4), (4, 6, 5), (8, 4, 4), (4, 4, 8), (2, 8, 8), (4, 8, 4), None]
-SWEEP_LANES_VEC = [
-    ("time-major (65536,4096)", (65536, 4096), 0, "float32", [{"lanes_vec": c} for c in _LVEC]),
-    ("time-major (16384,16384)", (16384, 16384), 0, "float32", [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 6, 5))]),
-    ("time-major (262144,1024)", (262144, 1024), 0, "float32",
-     [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 6, 5), (4, 8, 4, 32))]),
-    ("f64 time-major (65536,2048)", (65536, 2048), 0, "float64",
-     [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 16, 3), (4, 8, 6), (4, 12, 3), (4, 16, 3))]),
-    ("c64 time-major (65536,2048)", (65536, 2048), 0, "complex64",
-     [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 16, 3), (4, 12, 3), (4, 8, 4))]),
-    ("f64 time-major (32768,4096)", (32768, 4096), 0, "float64",
-     [{"lanes_vec": c} for c in (None, (4, 8, 4), (4, 16, 3), (4, 12, 3))]),
-]
-SWEEP_ONE_TILE = [
-    ("(2,256,4096)", (2, 256, 4096), -1, "float32", _ROWS1 + _ROWS_SPLIT),
-    ("(8,1024,4096)", (8, 1024, 4096), -1, "float32", _ROWS1),
-    ("time-major (65536,4096)", (65536, 4096), 0, "float32", _LANES),
-]
-
-
-def sweep(copy_bw, log, reps, work=None, queued=False):
-    """Kernel-only GB/s of tile-shape variants on the workloads they decide (``queued``: timed by
-    :func:`queued_us`, for kernels shorter than a launch's host time)."""
-    from scanarray import _config
-
-    saved = {k: (dict(v) if isinstance(v, dict) else v) for k, v in _config.CUPY_SCAN.items()}
-    rng = np.random.default_rng(1)
-    lines = ["| kernel | config | workload | GB/s | % copy | max diff / max abs of the first variant |",
-             "|---|---|---|---|---|---|"]
-    try:
-        for label, shape, axis, dtype, variants in work or SWEEP_WORK:
-            a_h, b_h = make(shape, axis, dtype, "full", rng)
-            a, b = cupy.asarray(a_h), cupy.asarray(b_h)
-            out = cupy.empty_like(b)
-            nb = nbytes(a, b)
-            size = np.dtype(dtype).itemsize
-            first = None  # the first variant's result: a sanity check of the others (tests use the oracle)
-            for v in variants:
-                for k, val in saved.items():
-                    _config.CUPY_SCAN[k] = dict(val) if isinstance(val, dict) else val
-                # a variant of rows_long's shape means the register kernel (rows_staged off)
-                long_regs = not isinstance(v, dict) or ("rows_long" in v and "rows_staged" not in v)
-                if long_regs and axis != 0:
-                    _config.CUPY_SCAN["rows_staged"][size] = None
-                if isinstance(v, dict):  # {CUPY_SCAN key: shape for this dtype size, or value}
-                    for k, val in v.items():
-                        if isinstance(_config.CUPY_SCAN[k], dict):
-                            _config.CUPY_SCAN[k][size] = val
-                        else:
-                            _config.CUPY_SCAN[k] = val
-                else:
-                    keys = ("lanes",) if axis == 0 else ("rows", "rows_long")
-                    for k in keys:
-                        _config.CUPY_SCAN[k][size] = tuple(v[:3])
-                    if len(v) > 3:
-                        _config.CUPY_SCAN["rows_block_fill"] = v[3]
-                try:
-                    run = kernel_only(a, b, out, axis, "lookback")
-                    ms = queued_us(run) * 1e-3 if queued else timed_burst(run, reps)[0]
-                    gbs = nb / (ms * 1e-3) / GB
-                    kern = run.plan.name.split("<")[0].split("::")[-1]
-                    if first is None:
-                        first, diff = out.copy(), 0.0
-                    else:
-                        diff = float(cupy.abs(out - first).max() / cupy.abs(first).max())
-                    lines.append(f"| {kern} | {v} | {label} | {gbs:.0f} | {100 * gbs / copy_bw:.1f} | {diff:.1e} |")
-                    log(lines[-1])
-                except Exception as exc:
-                    log(f"sweep {label} {v}: {type(exc).__name__}: {str(exc)[:300]}")
-            del a, b, out, first
-            cupy.get_default_memory_pool().free_all_blocks()
-    finally:
-        for k, val in saved.items():
-            _config.CUPY_SCAN[k] = val
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------- peers
@@ -732,6 +489,84 @@ def table(rows):
     return "\n".join(lines)
 
 
+# dense targets of the baseline comparison: (label, (lanes, T, n), dtype); "auto" picks lookback, chunked
+# (products on warpgroup MMAs), sequential (a warp a lane and a block a lane), cyclic reduction
+DENSE_TARGETS = [
+    ("dense (64,1024,16)", (64, 1024, 16), "float32"),
+    ("dense (8,4096,64)", (8, 4096, 64), "float32"),
+    ("dense (4,4096,16)", (4, 4096, 16), "float32"),
+    ("dense (16,1024,128)", (16, 1024, 128), "float32"),
+    ("dense f64 (64,1024,16)", (64, 1024, 16), "float64"),
+]
+
+
+def load_baseline(path):
+    """The package ``scanarray_base`` under ``path`` (a copy of scanarray as of another commit)."""
+    sys.path.insert(0, os.path.abspath(path))
+    base = importlib.import_module("scanarray_base")
+    assert os.path.dirname(base.__file__) != os.path.dirname(scanarray.__file__)
+    return base
+
+
+def compare(base, reps, log, only=None):
+    """Rows ``(workload, method, new / old time, new GB/s, old GB/s)``: every workload of :data:`WORKLOADS`
+    and :data:`DENSE_TARGETS` through both packages' public function (``method="auto"``), paired
+    interleaved bursts (:func:`paired`: each round both orders), after checking that both agree."""
+    rng = np.random.default_rng(1)
+    rows = []
+    cases = [(w[0], "diag", w[1:]) for w in WORKLOADS] + [(d[0], "dense", d[1:]) for d in DENSE_TARGETS]
+    for label, kind, spec in cases:
+        if only and not any(o in label for o in only.split(";")):
+            continue
+        t0 = time.perf_counter()
+        try:
+            if kind == "diag":
+                shape, axis, dtype, a_kind = spec
+                a_h, b_h = make(shape, axis, dtype, a_kind, rng)
+                a = a_h if np.isscalar(a_h) else cupy.asarray(a_h)
+                b = cupy.asarray(b_h)
+                del a_h, b_h
+                kw = dict(axis=axis)
+                nb = nbytes(a, b)
+            else:
+                (lanes, T, n), dtype = spec
+                a = cupy.asarray((rng.standard_normal((lanes, T, n, n)) * (0.9 / (2 * n**0.5 + 1))).astype(dtype))
+                b = cupy.asarray(rng.standard_normal((lanes, T, n)).astype(dtype))
+                kw = dict(dense=True)
+                nb = a.nbytes + 2 * b.nbytes
+            outs = [cupy.empty_like(b), cupy.empty_like(b)]
+
+            def call(pkg, out):
+                return lambda: pkg.linear_recurrence(a, b, out=out, backend="cupy", **kw)
+
+            new, old = call(scanarray, outs[0]), call(base, outs[1])
+            new(), old()  # compile, and bind the signature
+            cupy.cuda.Device().synchronize()
+            diff = float(cupy.max(cupy.abs(outs[0] - outs[1])) / max(float(cupy.max(cupy.abs(outs[1]))), 1e-30))
+            if not diff <= 1e-3:
+                raise RuntimeError(f"this tree and the baseline disagree: relative difference {diff:.1e}")
+            ratio, _ = paired(old, new, reps)
+            ms_new, _ = timed_burst(new, max(3, reps // 2))
+            ms_old, _ = timed_burst(old, max(3, reps // 2))
+            rows.append((label, ratio, nb / (ms_new * 1e-3) / GB, nb / (ms_old * 1e-3) / GB))
+            log(f"compare {label}: new/old {ratio:.3f}, new {rows[-1][2]:.0f} GB/s, old {rows[-1][3]:.0f} GB/s, "
+                f"agree to {diff:.0e} ({time.perf_counter() - t0:.0f} s)")
+        except Exception:
+            log(f"compare {label}: FAILED\n{traceback.format_exc()}")
+            rows.append((label, float("nan"), float("nan"), float("nan")))
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def compare_table(rows, base_name):
+    lines = [f"| workload | time this tree / {base_name} (median of paired bursts) | this tree GB/s | {base_name} GB/s |",
+             "|---|---|---|---|"]
+    lines += [f"| {w} | {r:.3f} | {gn:.0f} | {go:.0f} |" for w, r, gn, go in rows]
+    worst = max((r for _, r, _, _ in rows if r == r), default=float("nan"))
+    lines.append(f"\nSlowest ratio: {worst:.3f} (GB/s counts a, b read and h written; dense: A, b read, h written).")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -739,21 +574,7 @@ def main(argv=None):
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--only", default=None, help="workloads whose label contains one of these ;-separated strings")
     ap.add_argument("--no-peers", action="store_true")
-    ap.add_argument("--sweep", action="store_true", help="tile-shape sweep first (kernel-only timings)")
-    ap.add_argument("--sweep-one-tile", action="store_true", help="one-tile rows and time-major sweep")
-    ap.add_argument("--sweep-small", action="store_true", help="(2,256,4096): fpscan-like one-tile rows and splits")
-    ap.add_argument("--sweep-prefetch", action="store_true", help="prefetch/look-back sweep (kernel only)")
-    ap.add_argument("--sweep-block", action="store_true", help="block-per-row tile shapes (kernel only)")
-    ap.add_argument("--sweep-lanes", action="store_true", help="time-major tile shapes, few warps (kernel only)")
-    ap.add_argument("--sweep-lanes-width", action="store_true", help="time-major tiles of 32, 16 or 8 lanes")
-    ap.add_argument("--sweep-fpscan-wide", action="store_true", help="fpscan's smaller shapes, more tile shapes, queued")
-    ap.add_argument("--sweep-lanes-vec", action="store_true", help="time-major: several lanes a thread")
-    ap.add_argument("--sweep-fpscan", action="store_true", help="fpscan's shapes, kernels timed queued")
-    ap.add_argument("--sweep-block-wide", action="store_true", help="(2,256,65536), (4,64,262144): fpscan-like rows_block shapes, queued")
-    ap.add_argument("--sweep-staged", action="store_true", help="long rows: tiles staged in shared memory (kernel only)")
-    ap.add_argument("--sweep-long", action="store_true", help="look-back tile shapes on one long row (kernel only)")
-    ap.add_argument("--sweep-wide", action="store_true", help="one long row of 8- and 16-byte types (kernel queued)")
-    ap.add_argument("--profile", action="store_true", help="cProfile of the public function's host time")
+    ap.add_argument("--baseline", help="directory holding scanarray_base: compare this tree with it, nothing else")
     args = ap.parse_args(argv)
     reps = args.reps or (7 if args.quick else 25)
     logs = []
@@ -765,41 +586,23 @@ def main(argv=None):
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     device = props["name"].decode()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    os.makedirs(args.out, exist_ok=True)
+    if args.baseline:
+        base = load_baseline(args.baseline)
+        log(f"device: {device}; this tree {os.path.dirname(scanarray.__file__)}, baseline {os.path.dirname(base.__file__)}")
+        rows = compare(base, reps, log, args.only)
+        text = (f"Device: {device}; {date}; CuPy {cupy.__version__}; `python benchmarks/bench_gpu.py --baseline "
+                f"{args.baseline}{' --quick' if args.quick else ''}`\n\n" + compare_table(rows, "baseline") + "\n")
+        with open(os.path.join(args.out, "bench_gpu_compare.md"), "w") as fh:
+            fh.write(text + "\n<!-- log\n" + "\n".join(logs) + "\n-->\n")
+        print()
+        print(text)
+        return 0
     copy_bw = copy_bandwidth(reps)
     log(f"device: {device}; copy bandwidth (1 GiB D2D, read+write): {copy_bw:.0f} GB/s")
     host = host_overhead_us()
     host_txt = ", ".join(f"{k} {v:.0f} us" for k, v in host.items())
     log(f"host time per call (tiny problem): {host_txt}")
-    if args.profile:
-        profile_host(log)
-    sweep_text = sweep(copy_bw, log, reps) if args.sweep else ""
-    if args.sweep_one_tile:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_ONE_TILE)
-    if args.sweep_small:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_SMALL)
-    if args.sweep_staged:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_STAGED)
-    if args.sweep_prefetch:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH)
-    if args.sweep_wide:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_WIDE, queued=True)
-    if args.sweep_long:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[:2])
-    if args.sweep_lanes:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, [("time-major (65536,4096)", (65536, 4096), 0, "float32",
-                                                              _LANES_FEW_WARPS)])
-    if args.sweep_block:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_PREFETCH[2:4])
-    if args.sweep_lanes_width:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_LANES_WIDTH)
-    if args.sweep_fpscan_wide:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_FPSCAN_WIDE, queued=True)
-    if args.sweep_lanes_vec:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_LANES_VEC)
-    if args.sweep_fpscan:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_FPSCAN, queued=True)
-    if args.sweep_block_wide:
-        sweep_text += "\n\n" + sweep(copy_bw, log, reps, SWEEP_BLOCK_WIDE, queued=True)
 
     peers = Peers(log) if not args.no_peers else None
     if peers is None:
@@ -829,9 +632,7 @@ def main(argv=None):
         f"(1 GiB device-to-device, bytes read + written). GB/s = bytes of a + b read + h written / median time.\n\n"
         + table(rows) + "\n\n" + "\n".join(notes) + "\n"
         + f"\nHost time per call on a tiny problem (public function, bound to its repeated signature / its full path / backend driver / kernel launch): {host_txt}.\n"
-        + (f"\nTile-shape sweep (kernel-only):\n\n{sweep_text}\n" if sweep_text else "")
     )
-    os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "bench_gpu.md"), "w") as fh:
         fh.write(text + "\n<!-- log\n" + "\n".join(logs) + "\n-->\n")
     with open(os.path.join(args.out, "bench_gpu.json"), "w") as fh:

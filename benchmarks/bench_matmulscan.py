@@ -1,4 +1,4 @@
-"""The seed experiment of issue 5: tensor-core MatMulScan against the scalar scans.
+"""Tensor-core MatMulScan against the scalar scans, on the shapes it exists for.
 
 Diagonal inter-chunk scan of chunked linear RNNs: ``b (BH, G, 16, 64)`` with a
 per-chunk decay ``a (BH, G, 16, 1)`` scanned along ``G``; ``G`` in {64, 128, 256},
@@ -18,18 +18,17 @@ kernel. Bandwidth counts ``b`` read, ``a`` read, ``h`` written once. Error is
 
 Run on a CUDA host (``source tools/gpu_env.sh`` first)::
 
-    python benchmarks/bench_matmulscan.py [--quick] [--out DIR] [--ncu]
+    python benchmarks/bench_matmulscan.py [--quick] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 import numpy as np
@@ -39,15 +38,10 @@ METHODS = [
     ("matmulscan s=8", "cupy", "matmulscan", 8),
     ("matmulscan s=16", "cupy", "matmulscan", 16),
     ("s=4 no prefetch", "cupy", "matmulscan", (4, False)),
-    ("s=4 block kernel", "cupy", "matmulscan", (4, True, "block")),
     ("blelloch (numba_cuda)", "numba_cuda", "blelloch", None),
     ("lookback", "cupy", "lookback", None),
     ("sequential", "cupy", "sequential", None),
 ]
-
-
-#: the kernel variant of the plain "matmulscan s=..." columns (--kernel)
-KERNEL = "warp"
 
 
 def _dtypes(cupy):
@@ -134,11 +128,15 @@ def _call(scanarray, cupy, backend, method, radix):
         return lambda a, b, axis, out: scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
     from scanarray.backends.cupy import matmulscan as _cupy_matmulscan
 
-    r, pf, kern = (tuple(radix) + (KERNEL,))[:3] if isinstance(radix, tuple) else (radix, None, KERNEL)
+    r, pf = (tuple(radix) + (None,))[:2] if isinstance(radix, tuple) else (radix, None)
+    real = _cupy_matmulscan.linear_recurrence
 
-    def f(a, b, axis, out):
-        _cupy_matmulscan.RADIX, _cupy_matmulscan.PREFETCH, _cupy_matmulscan.KERNEL = r, pf, kern
-        return scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
+    def f(a, b, axis, out):  # the driver's radix and prefetch keywords, through the public function
+        _cupy_matmulscan.linear_recurrence = functools.partial(real, radix=r, prefetch=pf)
+        try:
+            return scanarray.linear_recurrence(a, b, axis, backend=backend, method=method, out=out)
+        finally:
+            _cupy_matmulscan.linear_recurrence = real
 
     return f
 
@@ -198,7 +196,7 @@ def big(cupy, scanarray, args, rows, log):
         for kind, aval in (("a=1", 1.0), ("scalar a=0.999", 0.999)):
             ref = _oracle(np.full(sub.shape, np.float32(aval)), sub, -1)  # a Python float computes in float32 here
             cols = [(lbl, bk, m, r) for (lbl, bk, m, r) in METHODS if (bk != "cupy" or m != "sequential")
-                    and "prefetch" not in lbl and "block" not in lbl]
+                    and "prefetch" not in lbl]
             cols.append(("sequential", "cupy", "sequential", None))
             if kind == "a=1":
                 cols.append(("cupy.cumsum", None, None, None))
@@ -222,49 +220,6 @@ def big(cupy, scanarray, args, rows, log):
                 rows.append(row)
                 log(f"big  {name:8s} {kind:15s} {label:22s} call {_fmt(row['us'], '10.1f')} us gpu {_fmt(row['gpu_us'], '10.1f')} us "
                     f"{_fmt(row['GBs'], '7.1f')} GB/s err {_fmt(row['err'], '.2e')} {row.get('note', '')}")
-
-
-def ncu_target(cupy, scanarray, which):
-    """One configuration, a few calls, for ncu to profile (BH=512, G=256)."""
-    name, label = which.split(":", 1)
-    dt = {"float32": np.float32, "float16": np.float16}[name]
-    rng = np.random.default_rng(0)
-    a = cupy.asarray(np.exp(-rng.uniform(0, 0.5, (512, 256, 16, 1))).astype(dt))
-    b = cupy.asarray(rng.standard_normal((512, 256, 16, 64)).astype(dt))
-    out = cupy.empty_like(b)
-    for lbl, backend, method, radix in METHODS:
-        if lbl == label:
-            f = _call(scanarray, cupy, backend, method, radix)
-            for _ in range(3):
-                f(a, b, 1, out)
-    cupy.cuda.get_current_stream().synchronize()
-
-
-def run_ncu(args, log):
-    metrics = ",".join([
-        "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active",
-        "sm__pipe_tensor_op_dmma_cycles_active.avg.pct_of_peak_sustained_active",
-        "sm__inst_executed_pipe_tensor_op_hmma.sum",
-        "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-        "gpu__time_duration.sum",
-    ])
-    out = {}
-    for which in ("float32:matmulscan s=4", "float16:matmulscan s=4", "float32:s=4 block kernel",
-                  "float32:blelloch (numba_cuda)", "float32:sequential"):
-        cmd = ["ncu", "--clock-control", "none", "--target-processes", "all", "--launch-skip", "2",
-               "--launch-count", "1", "--csv", "--metrics", metrics, sys.executable, os.path.abspath(__file__),
-               "--ncu-target", which, "--kernel", KERNEL]
-        t = time.time()
-        try:
-            res = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-            text = res.stdout + res.stderr
-        except Exception as exc:
-            text = f"{type(exc).__name__}: {exc}"
-        out[which] = text
-        log(f"# ncu {which} ({time.time() - t:.0f} s):\n" + "\n".join(
-            ln for ln in text.splitlines() if ("pct" in ln or "hmma" in ln or "duration" in ln or "ERR" in ln
-                                               or "rror" in ln or "==PROF==" in ln))[-3000:])
-    return out
 
 
 def markdown(rows, device, date):
@@ -315,7 +270,7 @@ def markdown(rows, device, date):
 
 
 def plot(json_path, png_path):
-    """Figure for docs/matmulscan.md from a results JSON: device time per call against G."""
+    """A figure from a results JSON: device time per call against G."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -352,25 +307,17 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
-    ap.add_argument("--ncu", action="store_true")
     ap.add_argument("--no-big", action="store_true")
     ap.add_argument("--no-seed", action="store_true")
-    ap.add_argument("--ncu-target")
-    ap.add_argument("--kernel", default="warp", choices=["warp", "block"])
     ap.add_argument("--plot", nargs=2, metavar=("JSON", "PNG"), help="only draw the figure from a results JSON")
     args = ap.parse_args()
     if args.plot:
         plot(*args.plot)
         return
-    global KERNEL
-    KERNEL = args.kernel
     import cupy
 
     import scanarray
 
-    if args.ncu_target:
-        ncu_target(cupy, scanarray, args.ncu_target)
-        return
     device = cupy.cuda.runtime.getDeviceProperties(0)["name"].decode()
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     os.makedirs(args.out, exist_ok=True)
@@ -391,9 +338,8 @@ def main():
         t = time.time()
         big(cupy, scanarray, args, rows, log)
         log(f"# big took {time.time() - t:.0f} s")
-    ncu = run_ncu(args, log) if args.ncu else None
     with open(os.path.join(args.out, "matmulscan.json"), "w") as f:
-        json.dump(dict(device=device, date=date, rows=rows, ncu=ncu), f, indent=1)
+        json.dump(dict(device=device, date=date, rows=rows), f, indent=1)
     md = markdown(rows, device, date)
     with open(os.path.join(args.out, "matmulscan.md"), "w") as f:
         f.write(md)

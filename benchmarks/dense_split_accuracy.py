@@ -1,17 +1,17 @@
 #!/usr/bin/env python3
-"""Accuracy of the CuPy dense tensor-core products (3xTF32, 3xFP16) by variant, against a float64 loop.
+"""Accuracy of the CuPy dense tensor-core products (3xTF32, FP16 pieces) against a float64 loop.
 
 The ``lookback`` kernel's chunk maps (n = 16) and the ``chunked`` method's products pass (n = 64,
 and 32 with ``--all``), float32, (4, T, n): random-sign contractive transitions, and non-negative
 ones with row sums 0.99 and 0.999 and positive inputs (every product term of one sign: where a
-one-sided rounding accumulates instead of averaging out). Variants: the default (both TF32 pieces
-rounded to nearest by integer operations, main products summed per k-tile in float32), the main
-products in one tensor-core accumulation chain (``*_FRESH = 0``), hi/lo by ``cvt.rna`` (lookback),
-the FMA kernels, and (at n = 64) the methods ``sequential`` and ``cyclic_reduction``. Prints the
-relative error (2-norm) and the mean signed relative error (the drift). On the CUDA host:
+one-sided rounding accumulates instead of averaging out). Variants (the methods' keyword
+arguments): the default, the FMA kernels, mma.sync instead of Hopper's warpgroup MMAs, and (at
+n = 64) the methods ``sequential`` and ``cyclic_reduction``. Prints the relative error (2-norm)
+and the mean signed relative error (the drift). On the CUDA host:
 ``python3 benchmarks/dense_split_accuracy.py [--all]``.
 """
 
+import functools
 import os
 import sys
 
@@ -24,17 +24,12 @@ from bench_dense import numpy_loop  # noqa: E402
 import scanarray  # noqa: E402
 from scanarray.backends.cupy import dense as cd  # noqa: E402
 
-#: (method, n, T, [(label, module settings)])
+#: (method, n, T, [(label, keyword arguments of the method's function, or {"method": another})])
 SETUPS = [
-    ("lookback", 16, 1024, [("tensor cores (default)", {}), ("tensor cores, one chain", {"LOOKBACK_FRESH": 0}),
-                            ("tensor cores, cvt.rna", {"LOOKBACK_SPLIT": 1}), ("FMA maps", {"LOOKBACK_MMA": False})]),
-    ("chunked", 64, 2048, [("tensor cores (default)", {}), ("tensor cores, one chain", {"CHUNK_MMA_FRESH": 0}),
-                           ("warpgroup MMA, FP16 pieces", {"CHUNK_MMA_WG": 16}),
-                           ("warpgroup MMA, chains of 8", {"CHUNK_MMA_WG": 8}),
-                           ("warpgroup MMA, chains of 4", {"CHUNK_MMA_WG": 4}),
-                           ("warpgroup MMA, pairs", {"CHUNK_MMA_WG": 2}),
-                           ("mma.sync", {"CHUNK_MMA_WG": 0}),
-                           ("FMA products", {"CHUNK_MMA": False}), ("method sequential", {"method": "sequential"}),
+    ("lookback", 16, 1024, [("tensor cores (default)", {}), ("FMA maps", {"mma": False})]),
+    ("chunked", 64, 2048, [("default (FP16 pieces on warpgroup MMAs at cc 9.0)", {}),
+                           ("mma.sync, 3xTF32", {"warpgroup": False}),
+                           ("FMA products", {"mma": False}), ("method sequential", {"method": "sequential"}),
                            ("method cyclic_reduction", {"method": "cyclic_reduction"})]),
 ]
 if "--all" in sys.argv:
@@ -52,18 +47,18 @@ for method, n, T, variants in SETUPS:
         cases[f"non-negative, row sums {rho}"] = (A.astype(np.float32), rng.random((L, T, n)).astype(np.float32))
     for name, (A, b) in cases.items():
         ref = numpy_loop(A.astype(np.float64), b.astype(np.float64))  # the float64 loop
-        for label, settings in variants:
-            settings = dict(settings)
-            how = settings.pop("method", method)  # another method on the same data (no module setting)
-            old = {k: getattr(cd, k) for k in settings}
-            for k, v in settings.items():
-                setattr(cd, k, v)
+        for label, options in variants:
+            options = dict(options)
+            how = options.pop("method", method)  # another method on the same data
+            real = getattr(cd, how, None)
+            if options:  # the method's function with these keywords, through the public function
+                setattr(cd, how, functools.partial(real, **options))
             try:
                 h = scanarray.linear_recurrence(cupy.asarray(A), cupy.asarray(b), dense=True, backend="cupy",
                                                 method=how).get().astype(np.float64)
             finally:
-                for k, v in old.items():
-                    setattr(cd, k, v)
+                if options:
+                    setattr(cd, how, real)
             rel = np.linalg.norm(h - ref) / np.linalg.norm(ref)
             bias = np.mean((h - ref) / np.where(ref == 0, 1, np.abs(ref)))
             print(f"{method} n={n:2d} {name:28s} {label:24s} rel err {rel:.2e}  mean signed rel err {bias:+.2e}")
