@@ -20,17 +20,19 @@ class DType(NamedTuple):
     accumulate: str
     #: the C++ type of the CUDA kernels (``cuda/common.cuh``)
     ctype: str
+    #: bytes of one element (known without importing the dtype's library)
+    itemsize: int
 
 
 DTYPES: dict[str, DType] = {
     row.name: row
     for row in (
-        DType("float16", "float32", "scanarray::half_t"),
-        DType("bfloat16", "float32", "scanarray::bf16_t"),  # ml_dtypes' bfloat16, where installed
-        DType("float32", "float32", "float"),
-        DType("float64", "float64", "double"),
-        DType("complex64", "complex64", "scanarray::cplx<float>"),
-        DType("complex128", "complex128", "scanarray::cplx<double>"),
+        DType("float16", "float32", "scanarray::half_t", 2),
+        DType("bfloat16", "float32", "scanarray::bf16_t", 2),  # ml_dtypes' bfloat16, where installed
+        DType("float32", "float32", "float", 4),
+        DType("float64", "float64", "double", 8),
+        DType("complex64", "complex64", "scanarray::cplx<float>", 8),
+        DType("complex128", "complex128", "scanarray::cplx<double>", 16),
     )
 }
 

@@ -105,7 +105,7 @@ def _libnvrtc():
         except ImportError:
             pass
         for root in filter(None, (os.environ.get("CUDA_PATH"), "/usr/local/cuda")):
-            candidates += sorted(glob.glob(os.path.join(root, "lib64", "libnvrtc.so*")))
+            candidates += sorted(glob.glob(os.path.join(root, "lib*", "libnvrtc.so*")))
         candidates.append("libnvrtc.so")
         for path in candidates:
             if "alt" in os.path.basename(path) or "builtins" in os.path.basename(path):

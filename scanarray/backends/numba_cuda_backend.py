@@ -39,6 +39,7 @@ import math
 
 import numpy as np
 
+from .. import _dtypes
 from ._layout import merge_axes
 
 __all__ = ["auto_method", "linear_recurrence", "scan4d", "unavailable_reason"]
@@ -57,7 +58,9 @@ SIM_MAX_THREADS = 64
 #: swaps the ``cuda`` global of a kernel's module for its fake, never a closure variable.
 cuda = None
 
-_NUMBA_DTYPES = ("float16", "float32", "float64", "complex64", "complex128")
+#: the storage dtypes of the table that NumPy itself defines, which numba compiles; others (ml_dtypes'
+#: bfloat16) go through a copy in the accumulation dtype
+_NUMBA_DTYPES = frozenset(n for n in _dtypes.DTYPES if hasattr(np, n))
 
 
 def unavailable_reason():
@@ -315,10 +318,15 @@ def scan4d(a, b, out, init, reverse=False, *, xp=np, acc=None, stream=0, wrap=No
 # --------------------------------------------------------------------------- CuPy driver
 
 
+def _known(x) -> bool:
+    """Whether numba compiles for ``x``'s dtype."""
+    dt = np.dtype(x.dtype)
+    return dt.name in _NUMBA_DTYPES or dt.kind in "biu"
+
+
 def _readable(x) -> bool:
     """Whether a numba kernel can read ``x`` as it is (dtype known to numba, strides >= 0)."""
-    dt = np.dtype(x.dtype)
-    return (dt.name in _NUMBA_DTYPES or dt.kind in "biu") and min(x.strides, default=0) >= 0
+    return _known(x) and min(x.strides, default=0) >= 0
 
 
 def _as_strided(cupy, x, shape, strides):
@@ -336,12 +344,12 @@ def linear_recurrence(p):
     copy_back = None
     # numba knows neither bfloat16 nor (reliably) negative strides: such inputs go through copies.
     if not _readable(b):
-        b = b.astype(acc) if np.dtype(b.dtype).name == "bfloat16" else cupy.ascontiguousarray(b)
+        b = cupy.ascontiguousarray(b) if _known(b) else b.astype(acc)
     if not _readable(a):
         from .numpy_backend import compact
 
         ac = compact(a)
-        ac = ac.astype(acc) if np.dtype(ac.dtype).name == "bfloat16" else cupy.ascontiguousarray(ac)
+        ac = cupy.ascontiguousarray(ac) if _known(ac) else ac.astype(acc)
         a = cupy.broadcast_to(ac, shape)
     # The kernel writes the accumulation dtype, or float16 (converted on store).
     if min(out.strides, default=0) < 0 or np.dtype(out.dtype) not in (acc, np.dtype(np.float16)):

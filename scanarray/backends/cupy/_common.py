@@ -6,11 +6,8 @@ only compile path), lazily, once per device and instantiation, in the manner of 
 ``cupyx.scipy.signal`` kernels. CuPy caches the binaries on disk too. C++ type names come
 from the dtype table (:func:`scanarray._dtypes.ctype`).
 
-The NVRTC include gap: on some installations NVRTC cannot find toolkit headers that a
-source may pull in (``catastrophic error: cannot open source file "crt/mma.h"``, seen with
-CuPy 14 / CUDA 13; docs/guide/gpu.md). The kernels include none, and the toolkit's include
-directory, found from ``CUDA_PATH``, the ``nvcc`` on ``PATH`` or CuPy's own idea of the CUDA
-path, is added to the options when it exists, so users never have to.
+The sources include no toolkit header (NVRTC may miss them on a user's machine: ``cannot open
+source file "crt/mma.h"``), only each other, expanded by :func:`read_source`.
 """
 
 from __future__ import annotations
@@ -18,7 +15,6 @@ from __future__ import annotations
 import functools
 import os
 import re
-import shutil
 import threading
 
 import numpy as np
@@ -28,7 +24,6 @@ __all__ = [
     "Binder",
     "PackedLauncher",
     "compile_options",
-    "cuda_include_dirs",
     "get_function",
     "raw_args",
     "read_source",
@@ -41,40 +36,9 @@ _lock = threading.Lock()
 _modules: dict = {}
 
 
-@functools.lru_cache(maxsize=None)
-def cuda_include_dirs() -> tuple[str, ...]:
-    """Existing CUDA toolkit include directories, most specific first (may be empty)."""
-    roots = []
-    for var in ("CUDA_PATH", "CUDA_HOME", "CUDA_ROOT"):
-        if os.environ.get(var):
-            roots.append(os.environ[var])
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        roots.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
-    try:
-        import cupy
-
-        path = cupy.cuda.get_cuda_path()
-        if path:
-            roots.append(path)
-    except Exception:  # pragma: no cover - CuPy without a CUDA path
-        pass
-    roots.append("/usr/local/cuda")
-    out = []
-    for root in roots:
-        inc = os.path.join(root, "include")
-        # a toolkit's include directory: it holds crt/mma.h (the header NVRTC failed to find)
-        toolkit = os.path.exists(os.path.join(inc, "crt", "mma.h")) or os.path.exists(os.path.join(inc, "mma.h"))
-        if toolkit and inc not in out:
-            out.append(inc)
-    return tuple(out)
-
-
 def compile_options(*extra: str) -> tuple[str, ...]:
-    """NVRTC options: C++17, our source directory, the toolkit include directory (see module doc)."""
-    opts = ["-std=c++17", f"-I{SOURCE_DIR}"]
-    opts += [f"-I{d}" for d in cuda_include_dirs()]
-    return tuple(opts) + tuple(extra)
+    """NVRTC options: C++17 and ``extra`` (the sources include no toolkit header: see the module doc)."""
+    return ("-std=c++17",) + extra
 
 
 _INCLUDE = re.compile(r'^\s*#include "([^"]+)"\s*$')

@@ -301,7 +301,8 @@ _MAX_SHARED = 160 * 1024
 _KO = 32  # DENSE_KO in dense.cu
 _RING_D = (2, 3, 4, 6, 8, 12, 16)
 _REGS_D = (2, 4, 8, 16)
-_DTS = tuple(np.dtype(t) for t in ("float32", "float64", "complex64", "complex128"))
+#: the compute dtypes (the table's accumulation dtypes): other storage is cast to them
+_DTS = tuple(dict.fromkeys(np.dtype(row.accumulate) for row in _dtypes.DTYPES.values()))
 
 
 @functools.cache

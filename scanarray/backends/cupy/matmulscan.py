@@ -36,7 +36,8 @@ from .tuning import TUNING
 
 __all__ = ["instantiations", "linear_recurrence", "unsupported_reason"]
 
-#: storage dtypes the tensor-core kernels take (no complex arithmetic on tensor cores)
+#: storage dtypes the tensor-core kernels take (``TileMma`` in matmulscan.cu; no complex arithmetic
+#: on tensor cores): others run the lookback method
 _REAL = ("float16", "bfloat16", "float32", "float64")
 
 
@@ -185,7 +186,7 @@ def _run(p, radix, prefetch):
         init = cupy.ascontiguousarray(ini.astype(acc, copy=False)).reshape(G * P)
 
     if prefetch is None:
-        prefetch = TUNING["matmulscan_prefetch_half"] if out_name in ("float16", "bfloat16") else True
+        prefetch = TUNING["matmulscan_prefetch_half"] if acc.name != out_name else True
     W = min(8, -(-P // 8))
     ncb = -(-P // (8 * W))
     nblocks = G * ncb

@@ -47,7 +47,7 @@ __all__ = ["instantiations", "linear_recurrence", "plan"]
 
 #: storage dtypes the kernels read and write directly (the dtype table's); others are cast first
 _STORAGE = frozenset(_dtypes.DTYPES)
-_STORAGE_DT = frozenset(np.dtype(n) for n in _STORAGE - {"bfloat16"})
+_STORAGE_DT = frozenset(np.dtype(n) for n in _STORAGE if hasattr(np, n))  # (a quicker test than by name)
 _MAX_LANE_DIMS = 4
 
 
@@ -346,8 +346,7 @@ def instantiations(a_dt, b_dt, out_dt, dt, tuning=TUNING, narrower=True):
     ``narrower``, of one narrower), the short-row kernels' smallest and largest widths (for
     tools/compile_cuda.py)."""
     types = ", ".join(_dtypes.ctype(x) for x in (a_dt, b_dt, out_dt, dt))
-    a_dt, b_dt, out_dt, dt = (np.dtype(x) if x != "bfloat16" else x for x in (a_dt, b_dt, out_dt, dt))
-    size = {x: 2 if x == "bfloat16" else np.dtype(x).itemsize for x in (a_dt, b_dt, out_dt, dt)}
+    size = {x: _dtypes.lookup(x).itemsize for x in (a_dt, b_dt, out_dt, dt)}
     cs = size[dt]
     names = []
     for ac in (False, True):
