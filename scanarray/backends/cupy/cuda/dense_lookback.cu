@@ -33,8 +33,8 @@
 
 namespace scanarray {
 
-// Maps of the look-back in flight (registers) where a map takes <= 10 registers per lane: 4 (6 was
-// no faster, 8 took registers enough to cost resident blocks; docs/guide/dense.md).
+// Maps of the look-back in flight (registers) where a map takes <= 10 registers per lane (more cost
+// resident blocks).
 constexpr int LB_DEPTH = 4;
 
 // ------------------------------------------------------------------ geometry
@@ -42,8 +42,7 @@ constexpr int LB_DEPTH = 4;
 // rows SM elements apart (N plus 16 bytes: conflict-free 16-byte reads of consecutive rows).
 // A group of GT threads (16 for N <= 16: two groups per warp; a warp for N = 32) computes one
 // product per step: thread (ri, cj) owns rows ri*RI .. ri*RI+RI-1 of columns cj, cj + NCJ, ...
-// and, where cj < RI, row ri*RI + cj of e. The products are bound by shared-memory wavefronts
-// (a warp per product with 4 x 2 tiles spent 8 of a tile's 24 us there), so
+// and, where cj < RI, row ri*RI + cj of e. The products are bound by shared-memory wavefronts, so
 // the tiles are as large as the registers allow: 4 x 4 at N = 16, 4 x 8 at N = 32.
 template<typename T, int N>
 struct LbGeom {
@@ -338,11 +337,8 @@ __device__ __forceinline__ void lb_map_mma(int cnt, AOF Ar, BIAS bias, LANDED la
 // products and again for the rerun); b/h L x N; per group one map (MT: group 0's stays in Mt
 // layout, the others turn row-major for the composition); two maps for the composition (2 MT);
 // per group a state double buffer (2 N).
-// Keeping only R steps of A instead of the chunk's L cuts a block's shared memory about in half
-// (48.9 -> 27.1 KB at N = 16, L = 32, W = 2, float32, R = 4: 8 blocks per SM instead of 4). Twice
-// the resident tiles barely shortened the
-// kernel (100 -> 94.5 us): a tile's maps phase took 20 us instead of 7.2, so the SM's rate of
-// products, not latency, bounds it; kept for the smaller footprint (same speed, tested).
+// Keeping R steps of A instead of the chunk's L halves a block's shared memory; the kernel is bound
+// by the SM's rate of products, not by latency, so this buys footprint rather than speed.
 // Workspace: per tile a TileStatus of an LbRecord (lookback.cuh: a 16-byte flag word, then the
 // record).
 template<typename T, int N> struct alignas(16) LbRecord {
