@@ -78,7 +78,7 @@ BACKENDS: dict[str, BackendSpec] = {
             arrays=("cupy",),
             methods=("lookback", "sequential", "matmulscan"),
             dense_methods=("cyclic_reduction", "prefix", "sequential", "chunked", "lookback"),
-            requires=("cupy",), extra="cupy", needs_gpu=True, fast_call=True,
+            requires=("cupy",), extra="cupy", needs_gpu=True, fast_call=True, fuses_product=True,
         ),
         BackendSpec(
             "numba_cuda", "scanarray.backends.numba_cuda_backend", arrays=("cupy",), methods=("blelloch",),

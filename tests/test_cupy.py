@@ -782,3 +782,85 @@ def test_over_2_31_elements_time_major():
     h = scanarray.linear_recurrence(1.0, b, 0, backend="cupy")
     expect = cupy.arange(1, T + 1, dtype=cupy.float32)[:, None]  # exact below 2**24
     assert int(cupy.count_nonzero(h != expect)) == 0
+
+
+# --------------------------------------------------------------------------- the adjoint's fused product
+
+_FUSED_CASES = {
+    # name: (shape, axis, dtype, method, reverse, tuning (None: the default table))
+    "short rows": ((70, 100), -1, "float32", "lookback", False, None),
+    "rows of a warp": ((9, 600), -1, "float64", "lookback", False, None),
+    "one tile": ((5, 4096), -1, "float32", "lookback", True, None),
+    "long rows": ((3, 20_011), -1, "complex64", "lookback", False, "small"),
+    "long rows float16": ((3, 20_011), -1, "float16", "lookback", True, "small"),
+    "many long rows": ((600, 2_000), -1, "float32", "lookback", False, "small"),
+    "many long rows reverse": ((600, 2_001), -1, "float64", "lookback", True, "small"),
+    "time-major": ((3_000, 70), 0, "float32", "lookback", False, "small"),
+    "time-major vector lanes": ((3_000, 64), 0, "float64", "lookback", True, "small"),
+    "sequential": ((300, 50), -1, "complex128", "sequential", False, None),
+}
+
+
+def _product_call(a_d, b_d, mul_d, mul_out_d, axis, method, reverse, initial=None):
+    """The adjoint's entry of the public function (scanarray._vjp): ``h`` and, in ``mul_out``,
+    ``h * mul``."""
+    from scanarray import _api
+
+    return _api._linear_recurrence(a_d, b_d, axis, 64, initial, reverse, False, None, None, "cupy", method,
+                                   product=(mul_d, mul_out_d))
+
+
+@pytest.mark.parametrize("shift", [0, 1], ids=["mul aligned", "mul one element on"])
+@pytest.mark.parametrize("case", list(_FUSED_CASES))
+def test_fused_product(case, shift, small_tiles, tuned, monkeypatch, rng):
+    """``Problem.mul``: the diagonal kernels write ``mul_out = h * mul`` in the scan's own pass, for
+    every kernel family (short rows, a warp a row, one tile, look-back rows staged or not, a block a
+    row, time-major tiles and vector lanes, sequential), both directions, every dtype kind, ``mul``
+    aligned as ``out`` or one element on (scalar loads, the adjoint's ``h[t-1]``). Against the
+    float64 loop times ``mul``; the plan must be a fused kernel."""
+    shape, axis, dtype, method, reverse, table = _FUSED_CASES[case]
+    if table is None:
+        tuned(TUNING)
+    low = 0.999 if dtype != "float16" else 0.99
+    a = coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=low)
+    b = values(rng, shape, dtype)
+    init = values(rng, shape[:axis] + shape[axis + 1:] if axis != -1 else shape[:-1], dtype)
+    n = int(np.prod(shape))
+    flat = values(rng, (n + 1,), dtype)  # mul: out's strides, `shift` elements into its buffer
+    mul = flat[shift:shift + n].reshape(shape)
+    mul_d = cupy.asarray(flat)[shift:shift + n].reshape(shape)
+    mul_out_d = cupy.full(shape, np.nan, dtype)
+    fused = []
+    real = _cupy_scan._epilogue
+    monkeypatch.setattr(_cupy_scan, "_epilogue", lambda *x: fused.append(real(*x)) or fused[-1])
+    h = _product_call(cupy.asarray(a), cupy.asarray(b), mul_d, mul_out_d, axis, method, reverse,
+                      cupy.asarray(init))
+    assert fused and fused[0] is not None, "the layout ran the unfused multiply"
+    ref, g = recurrence_ref(a, b, axis, initial=init, reverse=reverse)
+    _check(h, a, b, axis, what=f"fused {case} h", initial=init, reverse=reverse)
+    m = mul.astype(np.complex128 if np.dtype(dtype).kind == "c" else np.float64)
+    tol = tolerance(dtype, shape[axis]) + (2.0**-10 if dtype == "float16" else 0.0)
+    assert_matches(cupy.asnumpy(mul_out_d), ref * m, g * np.abs(m), tol, f"fused {case} mul_out")
+
+
+def test_fused_product_other_layouts(rng):
+    """Where the kernels cannot fuse (``mul`` transposed against ``out``, another dtype, dense,
+    matmulscan) the backend still writes ``mul_out = h * mul``, right after the scan."""
+    shape = (40, 700)
+    a = coefficients(rng, shape, "float32", low=0.99)
+    b = values(rng, shape, "float32")
+    ref, g = recurrence_ref(a, b)
+    for what, mul_d in [("transposed", cupy.asarray(values(rng, shape[::-1], "float32")).T),
+                        ("float64 mul", cupy.asarray(values(rng, shape, "float64")))]:
+        mul_out_d = cupy.full(shape, np.nan, np.float32)
+        h = _product_call(cupy.asarray(a), cupy.asarray(b), mul_d, mul_out_d, -1, "lookback", False)
+        m = cupy.asnumpy(mul_d).astype(np.float64)
+        _check(h, a, b, what=f"{what} h")
+        assert_matches(cupy.asnumpy(mul_out_d), ref * m, g * np.abs(m), tolerance("float32", 700), what)
+    a_shared = coefficients(rng, (1, 700), "float32", low=0.99)
+    ref, g = recurrence_ref(a_shared, b)
+    mul_d = cupy.asarray(values(rng, shape, "float32"))
+    mul_out_d = cupy.full(shape, np.nan, np.float32)
+    _product_call(cupy.asarray(a_shared), cupy.asarray(b), mul_d, mul_out_d, -1, "matmulscan", False)
+    m = cupy.asnumpy(mul_d).astype(np.float64)
+    assert_matches(cupy.asnumpy(mul_out_d), ref * m, g * np.abs(m), 1e-5, "matmulscan")

@@ -59,8 +59,12 @@ def units():
     out = []
     for combo in _combos():
         # narrower vector groups (unaligned rows) checked for each dtype alone
-        names = scan.instantiations(*combo, narrower=len(set(combo[:3])) == 1)
+        alone = len(set(combo[:3])) == 1
+        names = scan.instantiations(*combo, narrower=alone)
         out.append((f"scan.cu {'/'.join(combo)}", "scan.cu", dict.fromkeys(names, ())))
+        if alone:  # the adjoint's fused product (Problem.mul) takes one dtype for a, b, out
+            names = scan.instantiations(*combo, fused=True)
+            out.append((f"scan.cu fused {'/'.join(combo)}", "scan.cu", dict.fromkeys(names, ())))
     out.append(("matmulscan.cu", "matmulscan.cu", dict.fromkeys(matmulscan.instantiations(), ())))
     for source, names in dense.instantiations(H200).items():
         by_opts = {}

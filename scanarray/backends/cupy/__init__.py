@@ -69,14 +69,25 @@ def _dense_auto(problem, t):
 
 
 def linear_recurrence(problem):
+    """Compute ``problem`` into ``problem.out``; with ``Problem.mul`` set also ``mul_out = h * mul``,
+    in the scan's own pass where the diagonal kernels take the layout, else right after it."""
+    if not problem.dense and problem.method != "matmulscan":
+        from . import scan
+
+        return scan.linear_recurrence(problem)
+    mul, mul_out = problem.mul, problem.mul_out
+    problem.mul = problem.mul_out = None
     if problem.dense:
         from . import dense
 
-        return dense.linear_recurrence(problem)
-    if problem.method == "matmulscan":
+        dense.linear_recurrence(problem)
+    else:
         from . import matmulscan
 
-        return matmulscan.linear_recurrence(problem)
-    from . import scan
+        matmulscan.linear_recurrence(problem)
+    if mul is not None and mul_out is not None:
+        import cupy
 
-    return scan.linear_recurrence(problem)
+        cupy.multiply(problem.out, mul, out=mul_out)
+    problem.mul, problem.mul_out = mul, mul_out
+    return problem.out

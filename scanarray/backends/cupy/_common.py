@@ -24,6 +24,7 @@ __all__ = [
     "Binder",
     "PackedLauncher",
     "compile_options",
+    "extent",
     "get_function",
     "raw_args",
     "read_source",
@@ -282,7 +283,7 @@ class PackedLauncher:
                                       cupy.cuda.get_current_stream().ptr, params, 0)
 
 
-def _extent(x):
+def extent(x):
     """Byte range ``(lo, hi)`` of ``x``'s elements relative to its data pointer."""
     lo = hi = 0
     for n, st in zip(x.shape, x.strides):
@@ -332,8 +333,8 @@ class Binder:
         ra0, rb0, ro0 = a.data.ptr, b.data.ptr, result.data.ptr
         off_a, off_b, off_o = pa - ra0, pb - rb0, po - ro0
         stream0 = stream().ptr
-        ext_a, ext_b, ext_o = _extent(a), _extent(b), _extent(result)
-        ext_h = None if h0 is None else _extent(h0)
+        ext_a, ext_b, ext_o = extent(a), extent(b), extent(result)
+        ext_h = None if h0 is None else extent(h0)
         if h0 is not None and ph0 != h0.data.ptr:
             return None
         const = a if a_const else None

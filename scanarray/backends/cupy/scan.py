@@ -60,8 +60,11 @@ def linear_recurrence(p, *, tuning=TUNING, packed=True):
     import cupy
 
     a, b, out = p.a, p.b, p.out
+    mul, mul_out = (p.mul, p.mul_out) if p.mul is not None and p.mul_out is not None else (None, None)
     if p.reverse:  # views with negative time strides: no flipped copies
         a, b, out = a[..., ::-1], b[..., ::-1], out[..., ::-1]
+        if mul is not None:
+            mul, mul_out = mul[..., ::-1], mul_out[..., ::-1]
     dt = np.dtype(p.dtype)
     dev = out.data.device_id
     # Entering a Device context costs host time on every call: only when it would change anything.
@@ -95,8 +98,13 @@ def linear_recurrence(p, *, tuning=TUNING, packed=True):
         if h0 is not None:
             h0 = h0 if trivial else h0[sel].transpose(order)
             h0 = cupy.ascontiguousarray(h0.astype(dt, copy=False))
-        plan_ = _scan(cupy, a, b, out, h0, dt, p.method, tuning, packed)
-        if plan_ is not None and same_dev and own:
+        epi = None
+        if mul is not None:
+            epi = _epilogue(a, b, out, lanes_view(mul), lanes_view(mul_out))
+        plan_ = _scan(cupy, a, b, out, h0, dt, p.method, tuning, packed, epi)
+        if mul is not None and epi is None:  # a layout the kernels do not fuse: one more pass
+            cupy.multiply(p.out, p.mul, out=p.mul_out)
+        if plan_ is not None and same_dev and own and mul is None:
             # one launch on the caller's own memory (a row of shape (1, T) included: its length-1
             # lane axis is viewed away): a repeated call can go straight to it
             ptrs = tuple(None if x is None else x.data.ptr for x in (a, b, out, h0))
@@ -115,19 +123,50 @@ def _readable(cupy, x, dt):
     return cupy.broadcast_to(cupy.ascontiguousarray(compact.astype(dt)), x.shape)
 
 
-def _scan(cupy, a, b, out, h0, dt, method, tuning, packed):
+def _scan(cupy, a, b, out, h0, dt, method, tuning, packed, epi=None):
     ns = list(b.shape[:-1])
     ss = [_estrides(x)[:-1] for x in (a, b, out)]
     ns, ss = _merge(ns, ss)
     if len(ns) > _MAX_LANE_DIMS:  # rare: more unmergeable lane axes than the kernels take
         for i in range(b.shape[0]):
-            _scan(cupy, a[i], b[i], out[i], None if h0 is None else h0[i], dt, method, tuning, packed)
+            _scan(cupy, a[i], b[i], out[i], None if h0 is None else h0[i], dt, method, tuning, packed,
+                  None if epi is None else (epi[0][i], epi[1][i]))
         return None
     if h0 is not None:
         h0 = h0.reshape(-1)
-    plan_ = plan(a, b, out, dt, method, ns, ss, tuning=tuning, packed=packed)
-    plan_.launch(cupy, a, b, out, h0)
+    plan_ = plan(a, b, out, dt, method, ns, ss, tuning=tuning, packed=packed, fused=epi is not None)
+    if epi is None:
+        plan_.launch(cupy, a, b, out, h0)
+    else:
+        pm, pmo = epi[0].data.ptr, epi[1].data.ptr
+        plan_.launch(cupy, a, b, out, h0, (pm, pmo, np.int32((pm - out.data.ptr) % 16 == 0)))
     return plan_
+
+
+def _epilogue(a, b, out, mul, mul_out):
+    """``(mul, mul_out)`` where the kernels can write ``mul_out = h * mul`` as they write ``h``
+    (``Problem.mul``; MulOut in scan.cuh), else None: one dtype for a, b, out and both, the
+    element strides of out, ``mul_out`` aligned as out modulo 16, and neither overlapping out (nor
+    each other, unless the same view)."""
+    dt = out.dtype
+    if not (a.dtype == b.dtype == dt == mul.dtype == mul_out.dtype) or dt.name not in _STORAGE:
+        return None
+    so = _estrides(out)
+    if _estrides(mul) != so or _estrides(mul_out) != so or (mul_out.data.ptr - out.data.ptr) % 16:
+        return None
+    if any(x.strides[i] % x.itemsize for x in (mul, mul_out) for i in range(x.ndim)):
+        return None
+    same = mul.data.ptr == mul_out.data.ptr
+    pairs = [(out, mul), (out, mul_out)] + ([] if same else [(mul, mul_out)])
+    if any(_overlap(x, y) for x, y in pairs):
+        return None
+    return mul, mul_out
+
+
+def _overlap(x, y):
+    """Whether the byte ranges of ``x`` and ``y`` intersect."""
+    (lx, hx), (ly, hy) = _common.extent(x), _common.extent(y)
+    return x.data.ptr + lx < y.data.ptr + hy and y.data.ptr + ly < x.data.ptr + hx
 
 
 _ONE, _ZERO = np.int32(1), np.int32(0)
@@ -143,18 +182,24 @@ class _Plan:
         self.__dict__.update(kw)
         self.fns = {}  # (compiled kernel, packed launcher or None) per device
 
-    def launch(self, cupy, a, b, out, h0):
-        self.launch_ptrs(cupy, a.data.ptr, b.data.ptr, out.data.ptr, None if h0 is None else h0.data.ptr)
+    def launch(self, cupy, a, b, out, h0, epi=()):
+        self.launch_ptrs(cupy, a.data.ptr, b.data.ptr, out.data.ptr, None if h0 is None else h0.data.ptr, epi=epi)
 
-    def launch_ptrs(self, cupy, pa, pb, po, ph0, dev=None):
+    def launch_ptrs(self, cupy, pa, pb, po, ph0, dev=None, epi=()):
         """Launch on device pointers (ints) of the planned views (``ph0`` None for zeros) on the
-        current device (``dev``, when the caller knows it)."""
+        current device (``dev``, when the caller knows it); ``epi``: the fused product's arguments."""
         if self.kt <= 1:
-            self._call(cupy, self._args(pa, pb, po, ph0, None), dev)
+            args = self._args(pa, pb, po, ph0, None)
+            if epi:
+                args += epi
+            self._call(cupy, args, dev)
             return
         ws = _workspace(cupy, self.rec_size, self.slots)
         with ws.launching():
-            self._call(cupy, self._args(pa, pb, po, ph0, ws), dev)
+            args = self._args(pa, pb, po, ph0, ws)
+            if epi:
+                args += epi
+            self._call(cupy, args, dev)
 
     def _args(self, pa, pb, po, ph0, ws):
         """The kernel's argument list (``ws``: the workspace of a look-back launch, else None)."""
@@ -236,9 +281,8 @@ def _fit_group(a, b, out, ss, times, ac, T, rows_shape, G):
     every array contiguous along time is aligned (pointer and lane strides) and, for rows shorter
     than a tile of the widest groups, the rows hold whole groups. Rows that allow no wider group
     read one step a load: still coalesced across the warp and issued up front, where 16-byte
-    groups sent every load down the per-group path (float16 rows of 300 steps 24% -> 45% of the
-    copy, float32 rows of 1001 50% -> 69-74%). Rows strided in time keep the widest (their loads
-    are per element anyway)."""
+    groups would send every load down the per-group path. Rows strided in time keep the widest
+    (their loads are per element anyway)."""
     NT, items, _ = rows_shape
     (ta, tb, to), (sa, sb, so) = times, ss
     arrays = [(x, t, s) for x, t, s in [(b, tb, sb), (out, to, so)] + ([] if ac else [(a, ta, sa)]) if abs(t) == 1]
@@ -267,8 +311,9 @@ def _lanes_vec(a, b, out, ns, ss, times, ac):
     return q, (2 if sa else 3) if ac else (0 if sa else 1)
 
 
-def plan(a, b, out, dt, method, ns=None, ss=None, *, tuning=TUNING, packed=True):
-    """Choose kernel, template arguments and grid for canonical views ``a, b, out (*lanes, T)``.
+def plan(a, b, out, dt, method, ns=None, ss=None, *, tuning=TUNING, packed=True, fused=False):
+    """Choose kernel, template arguments and grid for canonical views ``a, b, out (*lanes, T)``
+    (``fused``: the kernels that also write the adjoint's product, :func:`_epilogue`).
 
     Plans are cached by everything they depend on (shapes, strides, dtypes, pointer alignment,
     method, the ``tuning`` table, device), so a repeated call costs a dictionary lookup.
@@ -277,12 +322,12 @@ def plan(a, b, out, dt, method, ns=None, ss=None, *, tuning=TUNING, packed=True)
         ns, ss = _merge(list(b.shape[:-1]), [_estrides(x)[:-1] for x in (a, b, out)])
     key = (tuple(b.shape), a.strides, b.strides, out.strides, a.dtype, b.dtype, out.dtype, dt, method,
            tuple(ns), tuple(map(tuple, ss)), a.data.ptr % 16, b.data.ptr % 16, out.data.ptr % 16, id(tuning),
-           packed, b.device.id)
+           packed, b.device.id, fused)
     p = _plans.get(key)
     if p is None or p.tuning is not tuning:  # (a table of another call that had the same id)
         if len(_plans) > 4096:
             _plans.clear()
-        p = _plans[key] = _make_plan(a, b, out, dt, method, ns, ss, tuning)
+        p = _plans[key] = _make_plan(a, b, out, dt, method, ns, ss, tuning, fused)
         p.tuning, p.packed = tuning, packed
     return p
 
@@ -296,8 +341,9 @@ class _Kernels:
     (``ac``), vector accesses of ``G`` steps where the widest storage takes ``Gmax``. Tile shapes
     from ``cfg`` (:data:`.tuning.TUNING`)."""
 
-    def __init__(self, types, csize, ac, G, Gmax, cfg):
+    def __init__(self, types, csize, ac, G, Gmax, cfg, epi=""):
         self.types, self.cs, self.ac, self.G, self.Gmax, self.cfg = types, csize, _b(ac), G, Gmax, cfg
+        self.epi = epi  # the fused product's template arguments (", const T*, T*, int"), or none
         # rows_warp: its own register budget (tuning.py); a lane holds only as many vectors as a row
         # needs when the row fits one pass of the warp (NV from 1 to the shape's)
         self.warp_shape = cfg.get("rows_warp", {}).get(csize) or cfg["rows"][csize]
@@ -306,46 +352,48 @@ class _Kernels:
     def rows(self, which):
         """``(threads, tile length, template arguments)`` of the rows kernels of shape ``which``. NV
         (vectors a thread) is that of the widest groups whatever G, so narrower groups hold no more
-        registers (float32 rows_tiles and rows_warp with G = 1 and 16 steps a thread spilled
-        252-740 bytes; with 4 steps, none)."""
+        registers (float32 rows_tiles and rows_warp with G = 1 and 16 steps a thread spilled)."""
         NT, items, minb = self.cfg[which][self.cs]
         NV = max(1, items // self.Gmax)
         return NT, NT * self.G * NV, f"{self.types}, {NT}, {self.G}, {NV}, {self.ac}, {minb}"
 
     def rows_kernel(self, kernel, which, *extra):
-        return f"scanarray::{kernel}<{', '.join((self.rows(which)[2],) + extra)}>"
+        if self.epi and kernel == "rows_tiles" and not extra:
+            extra = ("true",)  # LB, defaulted before the fused product's arguments
+        return f"scanarray::{kernel}<{', '.join((self.rows(which)[2],) + extra)}{self.epi}>"
 
     def seg(self, S):
         NT, items, minb = self.cfg["rows"][self.cs]
         nv = max(1, items // self.Gmax)
-        return f"scanarray::rows_seg<{self.types}, {NT}, {self.G}, {nv}, {S}, {self.ac}, {minb}>"
+        return f"scanarray::rows_seg<{self.types}, {NT}, {self.G}, {nv}, {S}, {self.ac}, {minb}{self.epi}>"
 
     def warp(self, nv):
         NT, _, minb = self.warp_shape
-        return f"scanarray::rows_warp<{self.types}, {NT}, {self.G}, {nv}, {self.ac}, {minb}>"
+        return f"scanarray::rows_warp<{self.types}, {NT}, {self.G}, {nv}, {self.ac}, {minb}{self.epi}>"
 
     def lanes(self, staged, lw):
         nw, S, minb, *_ = self.cfg["lanes_staged" if staged else "lanes"][self.cs]
-        return f"scanarray::lanes_tiles<{self.types}, {nw}, {S}, {self.ac}, {minb}, {_b(staged)}, {lw}>"
+        return f"scanarray::lanes_tiles<{self.types}, {nw}, {S}, {self.ac}, {minb}, {_b(staged)}, {lw}{self.epi}>"
 
     def lanes_vec(self, q, ak, lw):
         nw, S, minb, *_ = self.cfg["lanes_vec"][self.cs]
-        return f"scanarray::lanes_vec<{self.types}, {nw}, {S}, {q}, {ak}, {minb}, {lw}>"
+        return f"scanarray::lanes_vec<{self.types}, {nw}, {S}, {q}, {ak}, {minb}, {lw}{self.epi}>"
 
     def wide(self, direction):
         NT, minb = self.cfg["rows_wide"][self.cs]
-        return f"scanarray::rows_wide<{self.types}, {NT}, {self.G}, {self.ac}, {minb}, {direction}>"
+        return f"scanarray::rows_wide<{self.types}, {NT}, {self.G}, {self.ac}, {minb}, {direction}{self.epi}>"
 
     def seq(self):
-        return f"scanarray::seq<{self.types}, {self.ac}>"
+        return f"scanarray::seq<{self.types}, {self.ac}{self.epi}>"
 
 
-def instantiations(a_dt, b_dt, out_dt, dt, tuning=TUNING, narrower=True):
+def instantiations(a_dt, b_dt, out_dt, dt, tuning=TUNING, narrower=True, fused=False):
     """Every kernel (scan.cu) the planner can name for these dtypes of a, b, out and compute: each
     kernel at every tile shape of ``tuning``, vector accesses of the widest group (and, with
-    ``narrower``, of one narrower), the short-row kernels' smallest and largest widths (for
-    tools/compile_cuda.py)."""
+    ``narrower``, of one narrower), the short-row kernels' smallest and largest widths; ``fused``:
+    those writing the adjoint's product (for tools/compile_cuda.py)."""
     types = ", ".join(_dtypes.ctype(x) for x in (a_dt, b_dt, out_dt, dt))
+    epi = _epi_args(out_dt) if fused else ""
     size = {x: _dtypes.lookup(x).itemsize for x in (a_dt, b_dt, out_dt, dt)}
     cs = size[dt]
     names = []
@@ -353,7 +401,7 @@ def instantiations(a_dt, b_dt, out_dt, dt, tuning=TUNING, narrower=True):
         widest = max(size[b_dt], size[out_dt], 0 if ac else size[a_dt])
         Gmax = max(1, 16 // widest)
         for G in dict.fromkeys((Gmax, max(1, Gmax // 2) if narrower else Gmax)):
-            k = _Kernels(types, cs, ac, G, Gmax, tuning)
+            k = _Kernels(types, cs, ac, G, Gmax, tuning, epi)
             names += [k.rows_kernel("rows_tiles", "rows", "false"), k.rows_kernel("rows_tiles", "rows_long"),
                       k.rows_kernel("rows_block", "rows_block"), k.seg(1), k.seg(16), k.warp(1), k.warp(k.nv_max)]
             if tuning["rows_staged"].get(cs):
@@ -373,7 +421,13 @@ def instantiations(a_dt, b_dt, out_dt, dt, tuning=TUNING, narrower=True):
     return list(dict.fromkeys(names))
 
 
-def _make_plan(a, b, out, dt, method, ns, ss, cfg):
+def _epi_args(out_dt):
+    """The fused kernels' trailing template arguments (``EPI`` in scan.cu: mul, mul_out, vec_m)."""
+    co = _dtypes.ctype(out_dt)
+    return f", const {co}*, {co}*, int"
+
+
+def _make_plan(a, b, out, dt, method, ns, ss, cfg, fused=False):
     T = b.shape[-1]
     nlanes = math.prod(ns)
     ta, tb, to = (_estrides(x)[-1] for x in (a, b, out))
@@ -384,16 +438,13 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     widest = max(b.itemsize, out.itemsize, 0 if ac else a.itemsize)
     Gmax = max(1, 16 // widest)
     G = _fit_group(a, b, out, ss, (ta, tb, to), ac, T, cfg["rows"][csize], Gmax)
-    k = _Kernels(types, csize, ac, G, Gmax, cfg)
+    k = _Kernels(types, csize, ac, G, Gmax, cfg, _epi_args(out.dtype) if fused else "")
     NT, tile, _ = k.rows("rows")
-    # rows shorter than a tile of the widest groups run the short-row kernels whatever G: rows of 601
-    # float64 steps read one step a load (G = 1, 512-step tiles) ran at 40% of the copy a block a row,
-    # 73% a warp a row
+    # rows shorter than a tile of the widest groups run the short-row kernels whatever G (a block a
+    # row on narrow groups ran at half a warp's rate)
     short = T < cfg["rows"][csize][0] * cfg["rows"][csize][1]
     # Rows of at most 16 lanes' steps run rows_seg: 32 / S rows a warp, each row's scan on its S
-    # lanes (S a power of two). A warp per row (rows_warp) spans 32 lanes' steps whatever the row:
-    # rows of 64 float32 steps reached 15% of the copy, 59% with a lane's steps cut to the row's,
-    # 97% on rows_seg.
+    # lanes (S a power of two). A warp per row (rows_warp) spans 32 lanes' steps whatever the row.
     items_r = G * max(1, cfg["rows"][csize][1] // Gmax)
     S_seg = 1 << (max(1, -(-T // items_r)) - 1).bit_length()
     NT_w = k.warp_shape[0]
@@ -428,7 +479,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg):
     # every rows_seg width and rows_warp depth in the same module: one compilation serves short rows
     # of any length
     group = tuple(dict.fromkeys([*names.values(), *(k.seg(1 << i) for i in range(5)),
-                                 *(k.warp(nv) for nv in range(1, k.nv_max + 1))]))
+                                 *(k.warp(nv) for nv in range(1, k.nv_max + 1))])) if not fused else ()
     common = dict(ns=ns, ss=ss, nlanes=nlanes, group=group, times=(T, ta, tb, to))
 
     if method == "sequential":

@@ -179,7 +179,7 @@ __device__ __forceinline__ bool rows_vec(i64 T, i64 sta, i64 stb, int vec_a, int
 // A thread's NV groups of G steps starting at t + v * STRIDE * G, in a row for which rows_vec
 // holds: every vector load is issued before any is used, and groups past the row's end read its
 // first group and are masked (a = 1, b = 0). A load behind a branch per group waits for the one
-// before (short rows ran at 62-72% of the copy that way, 74-98% with this; docs/guide/gpu.md).
+// before.
 template <class TA, class TB, class C, int G, int NV, int STRIDE, bool AC>
 __device__ __forceinline__ void load_masked(const TA* pa, const TB* pb, i64 stb, i64 t, i64 T, C a_val,
                                             C (&xa)[NV][G], C (&xb)[NV][G]) {
@@ -266,9 +266,9 @@ __device__ __forceinline__ int scan_warp_totals(Pair<C>* warp, const int* bad, i
 
 // The fast path's output: each of the thread's groups from its entering state (pre[v] applied
 // to h, the state before the thread's first group), stepped and stored; groups S * G steps apart.
-template <class TO, class C, int G, int NV, int S = 32>
+template <class TO, class C, int G, int NV, int S = 32, class P>
 __device__ __forceinline__ void write_groups(const C (&xa)[NV][G], const C (&xb)[NV][G], const Pair<C> (&pre)[NV],
-                                             C h_in, TO* po, i64 sto, i64 tw, i64 T, int vec_o) {
+                                             C h_in, P po, i64 sto, i64 tw, i64 T, int vec_o) {
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
     C h = apply(pre[v], h_in);
@@ -344,19 +344,21 @@ struct RegTile {
     for (int v = 0; v < NV; ++v) bad |= group_bad<C, G>(xa[v], xb[v]);
     return warp_prefixes<C, G, NV>(xa, xb, pre, lane);
   }
-  template <class TO>
-  __device__ __forceinline__ void write(const Pair<C> (&pre)[NV], C h, TO* po, i64 sto, i64 tw, i64 T, int vec_o) {
-    write_groups<TO, C, G, NV>(xa, xb, pre, h, po, sto, tw, T, vec_o);
+  template <class P>
+  __device__ __forceinline__ void write(const Pair<C> (&pre)[NV], C h, P po, i64 sto, i64 tw, i64 T, int vec_o) {
+    write_groups<typename Stored<P>::type, C, G, NV>(xa, xb, pre, h, po, sto, tw, T, vec_o);
   }
   // the replay's states replace xb; store_replayed writes them once every warp has replayed
-  template <class TO>
-  __device__ __forceinline__ C replay(C h, int lane, TO*, i64, i64, i64, int) {
+  template <class P>
+  __device__ __forceinline__ C replay(C h, int lane, P, i64, i64, i64, int) {
     return warp_replay<C, G, NV>(xa, xb, h, lane);
   }
-  template <class TO>
-  __device__ __forceinline__ void store_replayed(TO* po, i64 sto, i64 tw, i64 T, int vec_o) {
+  template <class P>
+  __device__ __forceinline__ void store_replayed(P po, i64 sto, i64 tw, i64 T, int vec_o) {
 #pragma unroll
-    for (int v = 0; v < NV; ++v) store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
+    for (int v = 0; v < NV; ++v) {
+      store_group<typename Stored<P>::type, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb[v]);
+    }
   }
 };
 
@@ -407,10 +409,10 @@ __device__ __forceinline__ C lookback_entering(const PairStatus<C>& status, Tile
 
 // Everything of one rows tile after its loads: reduce to the tile's pair, publish it, look back,
 // write h once. Tile `id` is tile k of row `row` (KT tiles per row, status index = id).
-template <class TO, class C, int NT, int G, int NV, bool LB, class Tile>
+template <class C, int NT, int G, int NV, bool LB, class Tile, class P>
 __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& sh,
                                                const PairStatus<C>& status, i64 id, i64 row, i64 k, i64 KT,
-                                               const C* h0, int has_h0, u32 epoch, TO* po, i64 sto, i64 tw, i64 T,
+                                               const C* h0, int has_h0, u32 epoch, P po, i64 sto, i64 tw, i64 T,
                                                int vec_o) {
   constexpr int NW = NT / 32;
   static_assert(NW <= 32, "at most 32 warps");
@@ -486,8 +488,8 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
 // ---------------------------------------------------------------------------------------- rows_staged
 // rows_tiles for rows of several tiles, with the tile staged in shared memory. In rows_tiles a
 // block holds its tile in registers from its loads to its writes, look-back included, and the
-// register file caps the tiles in flight per SM (4 x 4096 float32 steps): one row of 2**28 ran at
-// 100% of the copy bandwidth without the look-back and 74% with it (docs/guide/gpu.md). Each thread
+// register file caps the tiles in flight per SM (4 x 4096 float32 steps), too few to cover a long
+// row's look-back latency (docs/guide/gpu.md). Each thread
 // copies its groups into shared memory asynchronously (cp.async, sm_80+: no registers held while
 // the copies fly), reduces them from there, and reads them again to write h after the look-back,
 // so a block needs few registers and more tiles wait on their look-back at once.
@@ -533,8 +535,8 @@ struct SmemTile {
     }
     return warp_prefixes_of<C, NV>(inc, pre, lane);
   }
-  template <class TO>
-  __device__ __forceinline__ void write(const Pair<C> (&pre)[NV], C h_in, TO* po, i64 sto, i64, i64, int vec_o) {
+  template <class P>
+  __device__ __forceinline__ void write(const Pair<C> (&pre)[NV], C h_in, P po, i64 sto, i64, i64, int vec_o) {
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
       C xa[G], xb[G];
@@ -545,12 +547,12 @@ struct SmemTile {
         h = xa[g] * h + xb[g];
         xb[g] = h;
       }
-      store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb);
+      store_group<typename Stored<P>::type, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb);
     }
   }
   // the exact replay stores as it goes (the staged inputs are not overwritten)
-  template <class TO>
-  __device__ __forceinline__ C replay(C h, int lane, TO* po, i64 sto, i64, i64, int vec_o) {
+  template <class P>
+  __device__ __forceinline__ C replay(C h, int lane, P po, i64 sto, i64, i64, int vec_o) {
 #pragma unroll 1
     for (int v = 0; v < NV; ++v) {
       for (int l = 0; l < 32; ++l) {
@@ -562,15 +564,15 @@ struct SmemTile {
             h = xa[g] * h + xb[g];
             xb[g] = h;
           }
-          store_group<TO, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb);
+          store_group<typename Stored<P>::type, C, G>(po, sto, tw + v * 32 * G, T, vec_o != 0, xb);
         }
         h = shfl_idx(h, l);
       }
     }
     return h;
   }
-  template <class TO>
-  __device__ __forceinline__ void store_replayed(TO*, i64, i64, i64, int) {}
+  template <class P>
+  __device__ __forceinline__ void store_replayed(P, i64, i64, i64, int) {}
 };
 
 // Stage one thread's NV groups of b (and a, unless constant in time): asynchronous vector copies
@@ -605,10 +607,10 @@ __device__ __forceinline__ void stage_groups(const TA* pa, const TB* pb, i64 sta
 // ------------------------------------------------------------------------ rows_tiles, rows_staged
 // One rows tile: its index, its data (in registers, or with STG staged in shared memory: see
 // rows_staged), then rows_tile_scan. LB = false: rows of one tile, compiled without the look-back.
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, bool LB, bool STG>
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, bool LB, bool STG, class... EPI>
 __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T,
                                           i64 sta, i64 stb, i64 sto, int vec_a, int vec_b, int vec_o,
-                                          SCAN_LANE_PARAMS, char* ws, u32 epoch, i64 KT) {
+                                          SCAN_LANE_PARAMS, char* ws, u32 epoch, i64 KT, EPI... epi) {
   constexpr int ITEMS = G * NV;
   constexpr int TILE = NT * ITEMS;
   __shared__ TileShared<C, NT / 32> sh;
@@ -644,33 +646,35 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
   if constexpr (STG) {
     stage_groups<TA, TB, NT, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, s_a, s_b, tid);
     SmemTile<TA, TB, C, NT, G, NV, AC> d{s_a, s_b, a_val, tw, T, tid, stb == -1};
-    rows_tile_scan<TO, C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
-                                         vec_o);
+    rows_tile_scan<C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out_at<C>(out, out + oo, epi...),
+                                     sto, tw, T, vec_o);
   } else {
     C xa[NV][G], xb[NV][G];
     load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
     RegTile<C, G, NV> d{xa, xb};
-    rows_tile_scan<TO, C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out + oo, sto, tw, T,
-                                         vec_o);
+    rows_tile_scan<C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out_at<C>(out, out + oo, epi...),
+                                     sto, tw, T, vec_o);
   }
 }
 
 // The tile held in registers. LB = false: rows of one tile, compiled without the look-back (fewer
 // registers: 1024-thread blocks are held to 32 per thread).
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, bool LB = true>
+// EPI (every kernel): empty, or the fused product's mul, mul_out, vec_m (MulOut in scan.cuh).
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, bool LB = true,
+          class... EPI>
 __global__ void __launch_bounds__(NT, MINB)
     rows_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u32 epoch, i64 KT) {
+               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u32 epoch, i64 KT, EPI... epi) {
   rows_tile<TA, TB, TO, C, NT, G, NV, AC, LB, false>(a, b, out, h0, has_h0, T, sta, stb, sto, vec_a, vec_b, vec_o,
-                                                     SCAN_LANE_ARGS, ws, epoch, KT);
+                                                     SCAN_LANE_ARGS, ws, epoch, KT, epi...);
 }
 
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, class... EPI>
 __global__ void __launch_bounds__(NT, MINB)
     rows_staged(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u32 epoch, i64 KT) {
+                int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, char* ws, u32 epoch, i64 KT, EPI... epi) {
   rows_tile<TA, TB, TO, C, NT, G, NV, AC, true, true>(a, b, out, h0, has_h0, T, sta, stb, sto, vec_a, vec_b, vec_o,
-                                                      SCAN_LANE_ARGS, ws, epoch, KT);
+                                                      SCAN_LANE_ARGS, ws, epoch, KT, epi...);
 }
 
 // --------------------------------------------------------------------------------------- rows_block
@@ -734,10 +738,10 @@ struct BlockRow {
 
 // Many long rows: a block per row, looping along it tile after tile with the state carried in
 // shared memory. Enough rows fill the device without any look-back.
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, class... EPI>
 __global__ void __launch_bounds__(NT, MINB)
     rows_block(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS) {
+               int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, EPI... epi) {
   constexpr int NW = NT / 32;
   static_assert(NW <= 32, "at most 32 warps");
   constexpr int ITEMS = G * NV;
@@ -749,7 +753,7 @@ __global__ void __launch_bounds__(NT, MINB)
   const BlockRow<TA, TB, TO, C, AC> r(lm, blockIdx.x, a, b, out, h0, has_h0, sh.h);
   const TA* pa = r.pa;
   const TB* pb = r.pb;
-  TO* po = r.po;
+  const auto po = out_at<C>(out, r.po, epi...);
   const C a_val = r.a_val;
 
   // The next tile's loads are issued before this tile's reduction, barriers and stores (raw
@@ -801,13 +805,12 @@ __global__ void __launch_bounds__(NT, MINB)
 
 // --------------------------------------------------------------------------------------- rows_wide
 // rows_wide's exact replay of a tile, warp after warp from the state at *s_hn, which carries it;
-// stores the tile. Out of line: inlined, its code cost the kernel's fast path 2.5% of the copy
-// (16 bytes of spills at 32 registers).
+// stores the tile. Out of line: inlined, its code made the kernel's fast path spill.
 // (The group is passed by value: taking the address of the kernel's arrays made it keep them in
 // local memory on every tile.)
 template <class C, int G> struct Steps { C a[1][G], b[1][G]; };
-template <class TO, class C, int G, int NW>
-__device__ __noinline__ void rows_wide_replay(Steps<C, G> x, C* s_hn, TO* po, i64 sto, i64 t0, i64 T) {
+template <class TO, class C, int G, int NW, class P>
+__device__ __noinline__ void rows_wide_replay(Steps<C, G> x, C* s_hn, P po, i64 sto, i64 t0, i64 T) {
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
   auto& ya = x.a;
   auto& yb = x.b;
@@ -826,13 +829,13 @@ __device__ __noinline__ void rows_wide_replay(Steps<C, G> x, C* s_hn, TO* po, i6
 // stride +-1): a block per row, one group of G steps of a and of b a thread and tile (NT = 1024:
 // the geometry of fpscan's kernel, two blocks a SM), looping along the row with the state carried
 // in shared memory. Lean on registers on purpose: at 32 a thread, rows_block at this geometry split
-// its 16-byte stores in two and ran at 52-62% of the copy, where this structure runs at 96-97% and
-// rows_block's own shape (128 threads x 16 steps) at 92-94%. The driver sends other rows to rows_block.
+// its 16-byte stores in two; this structure runs at the copy's rate, a little above rows_block's
+// own shape (docs/guide/gpu.md). The driver sends other rows to rows_block.
 // DIR: the time stride of a and b (+1 or -1; the driver instantiates the one it needs).
-template <class TA, class TB, class TO, class C, int NT, int G, bool AC, int MINB, int DIR>
+template <class TA, class TB, class TO, class C, int NT, int G, bool AC, int MINB, int DIR, class... EPI>
 __global__ void __launch_bounds__(NT, MINB)
     rows_wide(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-              SCAN_LANE_PARAMS) {
+              SCAN_LANE_PARAMS, EPI... epi) {
   constexpr int NW = NT / 32;
   static_assert(NW <= 32, "at most 32 warps");
   constexpr i64 TILE = (i64)NT * G;
@@ -843,7 +846,7 @@ __global__ void __launch_bounds__(NT, MINB)
   const BlockRow<TA, TB, TO, C, AC> r(lm, blockIdx.x, a, b, out, h0, has_h0, sh.h);
   const TA* pa = r.pa;
   const TB* pb = r.pb;
-  TO* po = r.po;
+  const auto po = out_at<C>(out, r.po, epi...);
   const C a_val = r.a_val;
 
   int cur = 0;
@@ -903,10 +906,10 @@ __global__ void __launch_bounds__(NT, MINB)
 }
 
 // ---------------------------------------------------------------------------------------- rows_warp
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB>
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, class... EPI>
 __global__ void __launch_bounds__(NT, MINB)
     rows_warp(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-              int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, i64 nrows) {
+              int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, i64 nrows, EPI... epi) {
   constexpr int NW = NT / 32;
   constexpr int ITEMS = G * NV;
   constexpr int STEP = 32 * ITEMS;
@@ -919,7 +922,7 @@ __global__ void __launch_bounds__(NT, MINB)
   lm.offsets(row, oa, ob, oo);
   const TA* pa = a + oa;
   const TB* pb = b + ob;
-  TO* po = out + oo;
+  const auto po = out_at<C>(out, out + oo, epi...);
   C a_val = Num<C>::one();
   if (AC) a_val = To<C>::f(pa[0]);
   C hin = has_h0 ? h0[row] : Num<C>::zero();
@@ -947,14 +950,14 @@ __global__ void __launch_bounds__(NT, MINB)
 // ----------------------------------------------------------------------------------------- rows_seg
 // Many rows of at most S * G * NV steps (S < 32 lanes a row, a power of two): 32 / S rows a warp,
 // the scan confined to each row's S lanes. A warp per row (rows_warp) pays five shuffle rounds and
-// their compositions whatever the row's length (rows of 64 float32 steps stayed at 55-59% of the
-// copy that way); here a row of 64 takes two rounds over 4 lanes (97%). Lane s of a row holds,
+// their compositions whatever the row's length; here a row of 64 float32 steps takes two rounds
+// over 4 lanes. Lane s of a row holds,
 // for v < NV, the G steps starting at (v * S + s) * G. A warp any of whose rows holds a non-finite
 // value (or state) replays all its rows in order, lane after lane (exact; see the file's header).
-template <class TA, class TB, class TO, class C, int NT, int G, int NV, int S, bool AC, int MINB>
+template <class TA, class TB, class TO, class C, int NT, int G, int NV, int S, bool AC, int MINB, class... EPI>
 __global__ void __launch_bounds__(NT, MINB)
     rows_seg(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-             int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, i64 nrows) {
+             int vec_a, int vec_b, int vec_o, SCAN_LANE_PARAMS, i64 nrows, EPI... epi) {
   static_assert(S >= 1 && S < 32 && (S & (S - 1)) == 0, "S: a power of two below 32");
   constexpr int NW = NT / 32, R = 32 / S;
   SCAN_LANE_MAP;
@@ -967,7 +970,12 @@ __global__ void __launch_bounds__(NT, MINB)
   if (live) lm.offsets(row, oa, ob, oo);
   const TA* pa = a + oa;
   const TB* pb = b + ob;
-  TO* po = out + oo;
+  decltype(out_at<C>(out, out, epi...)) po;  // (spelled out: through out_at the plain kernel's code changed)
+  if constexpr (sizeof...(EPI) == 0) {
+    po = out + oo;
+  } else {
+    po = out_at<C>(out, out + oo, epi...);
+  }
   C a_val = Num<C>::one();
   if (AC && live) a_val = To<C>::f(pa[0]);
   C xa[NV][G], xb[NV][G];
@@ -1120,10 +1128,11 @@ __device__ __forceinline__ int lanes_resolve(const PairStatus<C>& status, LanesS
   return slow_lane;
 }
 
-template <class TA, class TB, class TO, class C, int NW, int S, bool AC, int MINB, bool STG = false, int LW = 32>
+template <class TA, class TB, class TO, class C, int NW, int S, bool AC, int MINB, bool STG = false, int LW = 32,
+          class... EPI>
 __global__ void __launch_bounds__(NW * 32, MINB)
     lanes_tiles(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-                SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u32 epoch, i64 KT) {
+                SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u32 epoch, i64 KT, EPI... epi) {
   static_assert(LW == 32 || LW == 16 || LW == 8, "lanes per tile: 32, 16 or 8");
   constexpr int NT = NW * 32;
   constexpr int NSEG = NT / LW;  // stretches of S steps along time, one per LW threads
@@ -1144,8 +1153,9 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   const bool valid = l < nlanes;
   const TA* pa;
   const TB* pb;
-  TO* po;
-  lm.at(l, valid, a, b, out, pa, pb, po);
+  TO* pl;
+  lm.at(l, valid, a, b, out, pa, pb, pl);
+  const auto po = out_at<C>(out, pl, epi...);
   const i64 t0 = k * (i64)L + (i64)w * S;
 
   C xa[ST ? 1 : S], xb[ST ? 1 : S];
@@ -1242,10 +1252,10 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 // warp 0 composes and looks back one thread a lane, as in lanes_tiles. AK: how a is read: 0 a
 // vector a step, 1 one value a step (a broadcast over lanes), 2 a vector for all steps (constant
 // in time), 3 one value (a scalar).
-template <class TA, class TB, class TO, class C, int NW, int S, int Q, int AK, int MINB, int LW = 32>
+template <class TA, class TB, class TO, class C, int NW, int S, int Q, int AK, int MINB, int LW = 32, class... EPI>
 __global__ void __launch_bounds__(NW * 32, MINB)
     lanes_vec(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-              SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u32 epoch, i64 KT) {
+              SCAN_LANE_PARAMS, i64 nlanes, i64 NG, char* ws, u32 epoch, i64 KT, EPI... epi) {
   static_assert(LW == 32 || LW == 16 || LW == 8, "lanes per tile: 32, 16 or 8");
   static_assert(Q >= 2 && LW % Q == 0, "lanes per thread: a divisor of the tile's lanes");
   constexpr int NT = NW * 32;
@@ -1260,13 +1270,14 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   const PairStatus<C> status(ws);
   i64 g;
   const i64 id = blockIdx.x, k = divmod(id, NG, g);  // all lane groups of time tile k come before k + 1
+  TO* pl;
   const i64 t0 = k * (i64)L + (i64)w * S;
   const i64 l0 = g * LW + q0;  // this thread's first lane; nlanes is a multiple of Q
   const bool valid = l0 < nlanes;
   const TA* pa;
   const TB* pb;
-  TO* po;
-  lm.at(l0, valid, a, b, out, pa, pb, po);
+  lm.at(l0, valid, a, b, out, pa, pb, pl);
+  const auto po = out_at<C>(out, pl, epi...);
 
   C xa[AK >= 2 ? 1 : S][AV ? Q : 1], xb[S][Q];
   if (AK >= 2) {  // constant in time: read once
@@ -1343,7 +1354,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
         h[q] = get_a(s, q) * h[q] + xb[s][q];
         v.v[q] = conv_out(h[q], (TO*)nullptr);
       }
-      if (valid && in_t(s)) *reinterpret_cast<Vec<TO, Q>*>(po + (t0 + s) * sto) = v;
+      if (valid && in_t(s)) vput(po + (t0 + s) * sto, v);
     }
     return;
   }
@@ -1369,16 +1380,16 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 }
 
 // ---------------------------------------------------------------------------------------------- seq
-template <class TA, class TB, class TO, class C, bool AC>
+template <class TA, class TB, class TO, class C, bool AC, class... EPI>
 __global__ void seq(const TA* a, const TB* b, TO* out, const C* h0, int has_h0, i64 T, i64 sta, i64 stb, i64 sto,
-                    SCAN_LANE_PARAMS, i64 nlanes) {
+                    SCAN_LANE_PARAMS, i64 nlanes, EPI... epi) {
   SCAN_LANE_MAP;
   for (i64 l = (i64)blockIdx.x * blockDim.x + threadIdx.x; l < nlanes; l += (i64)gridDim.x * blockDim.x) {
     i64 oa, ob, oo;
     lm.offsets(l, oa, ob, oo);
     const TA* pa = a + oa;
     const TB* pb = b + ob;
-    TO* po = out + oo;
+    const auto po = out_at<C>(out, out + oo, epi...);
     C h = has_h0 ? h0[l] : Num<C>::zero();
     const C a_val = AC ? To<C>::f(pa[0]) : Num<C>::one();
     constexpr int U = 8;  // loads of U steps in flight before the dependent chain uses them

@@ -110,18 +110,70 @@ __device__ __forceinline__ void load_group(const S* p, i64 st, i64 t0, i64 T, bo
   }
 }
 
-template <class S, class C, int G>
-__device__ __forceinline__ void store_group(S* p, i64 st, i64 t0, i64 T, bool vec, const C (&x)[G]) {
+// ------------------------------------------------------------------ stores, and the adjoint's product
+// With the epilogue (Problem.mul; docs/guide/gpu.md) a kernel writes, beside each value y it stores
+// to out at element offset o, y * mul[o] to mul_out[o] in the same pass (y as stored: what the
+// unfused h * mul gives). The driver gives mul and mul_out out's dtype and element strides, and
+// mul_out out's alignment modulo 16; vec_m: mul's too, so that out's vector accesses fit it.
+template <class TO, class C> struct MulOut {
+  TO* p;
+  const TO* m;
+  TO* mo;
+  int vec_m;
+  __device__ __forceinline__ MulOut operator+(i64 d) const { return MulOut{p + d, m + d, mo + d, vec_m}; }
+  __device__ __forceinline__ MulOut operator-(i64 d) const { return MulOut{p - d, m - d, mo - d, vec_m}; }
+};
+template <class P> struct Stored;
+template <class TO> struct Stored<TO*> { typedef TO type; };
+template <class TO, class C> struct Stored<MulOut<TO, C>> { typedef TO type; };
+
+// Where a kernel stores the elements of out from po on: po itself, or with the epilogue's
+// arguments (the kernels' trailing parameter pack: mul, mul_out, vec_m) po and its product.
+template <class C, class TO> __device__ __forceinline__ TO* out_at(TO*, TO* po) { return po; }
+template <class C, class TO>
+__device__ __forceinline__ MulOut<TO, C> out_at(TO* out, TO* po, const TO* mul, TO* mul_out, int vec_m) {
+  const i64 o = po - out;
+  return MulOut<TO, C>{po, mul + o, mul_out + o, vec_m};
+}
+
+template <class TO, class C> __device__ __forceinline__ TO product(TO y, TO m) {
+  return conv_out(To<C>::f(y) * To<C>::f(m), (TO*)nullptr);
+}
+template <class TO, class C, class V> __device__ __forceinline__ void put(MulOut<TO, C> p, V v) {
+  const TO y = conv_out(v, (TO*)nullptr);
+  *p.p = y;
+  *p.mo = product<TO, C>(y, *p.m);
+}
+// G elements as one aligned vector
+template <class S, int G> __device__ __forceinline__ void vput(S* p, const Vec<S, G>& v) {
+  *reinterpret_cast<Vec<S, G>*>(p) = v;
+}
+template <class TO, class C, int G> __device__ __forceinline__ void vput(MulOut<TO, C> p, const Vec<TO, G>& v) {
+  vput(p.p, v);
+  Vec<TO, G> m;
+  if (p.vec_m) {
+    m = *reinterpret_cast<const Vec<TO, G>*>(p.m);
+  } else {
+#pragma unroll
+    for (int g = 0; g < G; ++g) m.v[g] = p.m[g];
+  }
+#pragma unroll
+  for (int g = 0; g < G; ++g) m.v[g] = product<TO, C>(v.v[g], m.v[g]);
+  vput(p.mo, m);
+}
+
+template <class S, class C, int G, class P>
+__device__ __forceinline__ void store_group(P p, i64 st, i64 t0, i64 T, bool vec, const C (&x)[G]) {
   if (vec && t0 + G <= T) {
     Vec<S, G> v;
     if (st == 1) {
 #pragma unroll
       for (int g = 0; g < G; ++g) v.v[g] = conv_out(x[g], (S*)nullptr);
-      *reinterpret_cast<Vec<S, G>*>(p + t0) = v;
+      vput(p + t0, v);
     } else {
 #pragma unroll
       for (int g = 0; g < G; ++g) v.v[G - 1 - g] = conv_out(x[g], (S*)nullptr);
-      *reinterpret_cast<Vec<S, G>*>(p - t0 - (G - 1)) = v;
+      vput(p - t0 - (G - 1), v);
     }
   } else {
 #pragma unroll
