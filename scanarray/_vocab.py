@@ -1,0 +1,229 @@
+"""What the users' vocabulary (EWM, IIR filters, RL returns) shares: namespaces, axes, labels.
+
+The helpers in :mod:`scanarray._ewm`, :mod:`scanarray.signal` and :mod:`scanarray.rl` are
+written against the array namespace of their inputs (``array_api_compat``), with elementwise
+operations and calls of :func:`scanarray.linear_recurrence` only, so one implementation serves
+NumPy, CuPy, Dask and the torch/JAX front-ends (gradients included). Nothing here imports an
+array library that the caller's arrays do not already come from.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+import sys
+
+import numpy as np
+
+_SCALARS = (bool, int, float, complex, np.generic)
+
+
+def is_array(x) -> bool:
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, np.generic)
+
+
+def as_array(x, name):
+    """Arrays pass through; Python scalars and sequences become NumPy arrays; pandas and
+    xarray objects have been unwrapped by the caller (:func:`unwrap`)."""
+    if is_array(x):
+        return x
+    if isinstance(x, _SCALARS) or isinstance(x, (list, tuple)):
+        try:
+            return np.asarray(x)
+        except ValueError as exc:
+            raise ValueError(f"{name} is a sequence NumPy cannot make a rectangular array of ({exc})") from None
+    raise TypeError(
+        f"{name} must be an array (NumPy, CuPy, Dask, torch, JAX), a scalar or a sequence; "
+        f"got {type(x).__name__}"
+    )
+
+
+def namespace(*xs):
+    """The array-API namespace of the arrays among ``xs`` (NumPy's when there are none)."""
+    from array_api_compat import array_namespace
+
+    arrays = [x for x in xs if is_array(x)]
+    if not arrays:
+        return array_namespace(np.empty(0))
+    try:
+        return array_namespace(*arrays)
+    except TypeError as exc:
+        kinds = sorted({type(x).__module__.split(".")[0] for x in arrays})
+        raise TypeError(
+            f"inputs come from different array libraries ({', '.join(kinds)}); pass arrays of one "
+            "library: scanarray never copies between host and device behind your back"
+        ) from exc
+
+
+def is_numpy(x) -> bool:
+    return type(x) is np.ndarray
+
+
+def is_eager_buffer(x) -> bool:
+    """NumPy or CuPy: arrays whose values can be inspected cheaply and that ops may write in place.
+
+    Only these take the data-dependent fast paths (a look at whether there are NaNs): a Dask
+    array would compute its graph to answer, a JAX tracer cannot answer, a torch tensor may be
+    part of an autograd graph that in-place writes would break.
+    """
+    if type(x) is np.ndarray:
+        return True
+    cupy = sys.modules.get("cupy")
+    return cupy is not None and isinstance(x, cupy.ndarray)
+
+
+def float_dtype(xp, *xs):
+    """The floating dtype results are computed in: the promoted dtype of the arrays, integers
+    and bools as the default float (float64; float32 where the library's default is float32)."""
+    arrays = [x for x in xs if is_array(x)]
+    dt = xp.result_type(*[x.dtype for x in arrays]) if arrays else xp.float64
+    if xp.isdtype(dt, ("real floating", "complex floating")):
+        return dt
+    return xp.asarray(0.0).dtype if _default_float_is_32(xp) else xp.float64
+
+
+def _default_float_is_32(xp) -> bool:
+    name = getattr(xp, "__name__", "")
+    return "jax" in name or "torch" in name
+
+
+def check_dtype(x, name, accept=("real floating", "integral", "bool"), what="real numbers"):
+    from array_api_compat import array_namespace
+
+    xp = array_namespace(x)
+    if not xp.isdtype(x.dtype, accept):
+        raise TypeError(f"{name} has dtype {x.dtype}; accepted: {what} (bool, integer or floating dtypes)")
+
+
+def normalize_axis(axis, ndim, name, shape):
+    if isinstance(axis, (bool, np.bool_)):
+        raise TypeError(f"axis must be an int; got {axis!r}")
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise TypeError(f"axis must be an int; got {axis!r}") from None
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(
+            f"axis {axis} is out of bounds for {name} of shape {tuple(shape)}; "
+            f"accepted: {-ndim} <= axis < {ndim}" if ndim else
+            f"axis {axis}: {name} is a scalar, with no time axis; pass an array"
+        )
+    return axis % ndim
+
+
+def check_scalar(value, name, lo=None, hi=None, lo_open=False, hi_open=False):
+    """A real Python/NumPy scalar within [lo, hi] (open ends where asked); returns a float."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
+    v = float(value)
+    bad = v != v or (lo is not None and (v < lo or (lo_open and v == lo))) or \
+        (hi is not None and (v > hi or (hi_open and v == hi)))
+    if bad:
+        lo_s = "(" if lo_open else "["
+        hi_s = ")" if hi_open else "]"
+        rng = f"{lo_s}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{hi_s}"
+        raise ValueError(f"{name} must be in {rng}; got {value!r}")
+    return v
+
+
+def along(x, sl, axis):
+    """``x[..., sl, ...]`` with ``sl`` on ``axis``."""
+    return x[(slice(None),) * axis + (sl,)]
+
+
+def shift_forward(xp, x, axis, fill):
+    """``y[t] = x[t-1]`` along ``axis``, ``y[0] = fill`` (an array of x's shape without the axis, or
+    a scalar)."""
+    T = x.shape[axis]
+    head_shape = tuple(x.shape[:axis]) + (1,) + tuple(x.shape[axis + 1:])
+    if is_array(fill):
+        head = xp.reshape(xp.broadcast_to(fill, head_shape[:axis] + head_shape[axis + 1:]), head_shape)
+        head = xp.astype(head, x.dtype)
+    else:
+        head = xp.full(head_shape, fill, dtype=x.dtype, **device_of(xp, x))
+    if T == 0:
+        return x
+    return xp.concat([head, along(x, slice(0, T - 1), axis)], axis=axis)
+
+
+def shift_backward(xp, x, axis, fill):
+    """``y[t] = x[t+1]`` along ``axis``, ``y[T-1] = fill`` (array without the axis, or scalar)."""
+    T = x.shape[axis]
+    tail_shape = tuple(x.shape[:axis]) + (1,) + tuple(x.shape[axis + 1:])
+    if is_array(fill):
+        tail = xp.reshape(xp.broadcast_to(fill, tail_shape[:axis] + tail_shape[axis + 1:]), tail_shape)
+        tail = xp.astype(tail, x.dtype)
+    else:
+        tail = xp.full(tail_shape, fill, dtype=x.dtype, **device_of(xp, x))
+    if T == 0:
+        return x
+    return xp.concat([along(x, slice(1, T), axis), tail], axis=axis)
+
+
+def device_of(xp, x):
+    """``{"device": ...}`` for creation functions, or ``{}`` where the library takes none."""
+    from array_api_compat import device, is_dask_array, is_numpy_array
+
+    if is_numpy_array(x) or is_dask_array(x):
+        return {}
+    return {"device": device(x)}
+
+
+def time_vector(xp, v, axis, ndim):
+    """A 1-D array along time reshaped to broadcast along ``axis`` of an ``ndim``-d array."""
+    return xp.reshape(v, (v.shape[0],) + (1,) * (ndim - axis - 1))
+
+
+def exact_method(x):
+    """``linear_recurrence`` keywords that make a NumPy scan the plain loop, bit for bit.
+
+    numba's ``sequential`` kernels evaluate ``a[t] * h + b[t]`` with one rounding per operation
+    (no FMA contraction), as a Python or NumPy loop does; its ``chunked`` method (taken by
+    ``"auto"`` for few long lanes) and the other backends' parallel scans reassociate.
+    """
+    if not is_numpy(x):
+        return {}
+    from . import _registry
+
+    if _registry.unavailable_reason("numba") is None:
+        return {"backend": "numba", "method": "sequential"}
+    return {}
+
+
+# --------------------------------------------------------------------------- labelled inputs
+
+
+class Labels:
+    """How to put a pandas/xarray object's labels back on a result computed from its values."""
+
+    def __init__(self, kind, obj):
+        self.kind, self.obj = kind, obj
+
+    def wrap(self, values, name=None):
+        if self.kind is None:
+            return values
+        if self.kind == "series":
+            import pandas as pd
+
+            return pd.Series(np.asarray(values), index=self.obj.index, name=self.obj.name if name is None else name)
+        if self.kind == "frame":
+            import pandas as pd
+
+            return pd.DataFrame(np.asarray(values), index=self.obj.index, columns=self.obj.columns)
+        # xarray.DataArray: same dims and coords, the array type of the input's data kept
+        return self.obj.copy(data=values)
+
+
+def unwrap(x, name):
+    """(array, Labels): the values of a pandas Series/DataFrame or xarray DataArray, or ``x``.
+
+    Duck-typed: nothing is imported to recognise these objects.
+    """
+    mod = type(x).__module__.split(".")[0]
+    if mod == "pandas" and hasattr(x, "index"):
+        kind = "frame" if hasattr(x, "columns") else "series"
+        values = x.to_numpy(dtype=np.float64, na_value=np.nan)
+        return values, Labels(kind, x)
+    if mod == "xarray" and hasattr(x, "dims") and hasattr(x, "data"):
+        return x.data, Labels("dataarray", x)
+    return x, Labels(None, None)

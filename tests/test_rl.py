@@ -1,0 +1,294 @@
+"""scanarray.rl against the plain loops of the RL libraries (bit for bit on NumPy float64)."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from numpy.testing import assert_array_equal
+
+from scanarray.rl import discounted_returns, gae
+
+HAS_NUMBA = importlib.util.find_spec("numba") is not None
+exact = pytest.mark.skipif(not HAS_NUMBA, reason="bitwise equality needs numba's sequential kernels")
+
+
+# --------------------------------------------------------------------------- the loops (oracles)
+
+
+def loop_returns(rewards, gamma, dones, bootstrap=None, terminated=None, next_values=None):
+    """CleanRL / Stable-Baselines3's loop, time-major ``(T, ...)``, in NumPy float64."""
+    T = rewards.shape[0]
+    out = np.empty_like(rewards)
+    g = np.zeros(rewards.shape[1:]) if bootstrap is None else bootstrap
+    for t in reversed(range(T)):
+        nonterminal = 1.0 - dones[t]
+        b = rewards[t]
+        if terminated is not None:
+            b = rewards[t] + gamma * (dones[t] * (1.0 - terminated[t])) * next_values[t]
+        g = b + gamma * nonterminal * g
+        out[t] = g
+    return out
+
+
+def loop_gae(rewards, values, dones, gamma, lam, bootstrap=None, terminated=None, next_values=None):
+    T = rewards.shape[0]
+    adv = np.empty_like(rewards)
+    last = np.zeros(rewards.shape[1:])
+    for t in reversed(range(T)):
+        if next_values is not None:
+            nv = next_values[t]
+        else:
+            nv = values[t + 1] if t < T - 1 else (np.zeros(rewards.shape[1:]) if bootstrap is None else bootstrap)
+        nonterminal = 1.0 - dones[t]
+        boots = nonterminal if terminated is None else 1.0 - terminated[t]
+        delta = rewards[t] + gamma * nv * boots - values[t]
+        last = delta + gamma * lam * nonterminal * last
+        adv[t] = last
+    return adv
+
+
+def episode_data(rng, T, n, p_done=0.1, p_term=0.5):
+    rewards = rng.standard_normal((T, n))
+    values = rng.standard_normal((T, n))
+    dones = rng.random((T, n)) < p_done
+    terminated = dones & (rng.random((T, n)) < p_term)
+    next_values = rng.standard_normal((T, n))
+    bootstrap = rng.standard_normal(n)
+    return rewards, values, dones, terminated, next_values, bootstrap
+
+
+# --------------------------------------------------------------------------- exactness
+
+
+@exact
+@pytest.mark.parametrize("T", [1, 2, 63, 64, 65, 1000])
+@pytest.mark.parametrize("n", [1, 3, 16])
+def test_returns_equal_the_loop_bitwise(rng, T, n):
+    r, v, d, term, nv, boot = episode_data(rng, T, n)
+    gamma = 0.99
+    assert_array_equal(discounted_returns(r, gamma, d), loop_returns(r, gamma, d))
+    assert_array_equal(discounted_returns(r, gamma, d, boot), loop_returns(r, gamma, d, boot))
+    assert_array_equal(discounted_returns(r, gamma, d, boot, terminated=term, next_values=nv),
+                       loop_returns(r, gamma, d, boot, term, nv))
+
+
+@exact
+@pytest.mark.parametrize("T", [1, 2, 65, 1000])
+@pytest.mark.parametrize("n", [1, 4])
+def test_gae_equals_the_loop_bitwise(rng, T, n):
+    r, v, d, term, nv, boot = episode_data(rng, T, n)
+    gamma, lam = 0.99, 0.95
+    assert_array_equal(gae(r, v, d, gamma, lam), loop_gae(r, v, d, gamma, lam))
+    assert_array_equal(gae(r, v, d, gamma, lam, boot), loop_gae(r, v, d, gamma, lam, boot))
+    assert_array_equal(gae(r, v, d, gamma, lam, terminated=term, next_values=nv),
+                       loop_gae(r, v, d, gamma, lam, None, term, nv))
+
+
+@exact
+def test_long_few_lanes_stay_exact(rng):
+    # numba's "auto" would take its chunked (reassociating) kernel here
+    r, v, d, *_ = episode_data(rng, 1 << 18, 1, p_done=1e-4)
+    assert_array_equal(gae(r, v, d, 0.999, 0.95), loop_gae(r, v, d, 0.999, 0.95))
+
+
+@exact
+@given(st.integers(1, 40), st.integers(1, 3), st.floats(0, 1), st.floats(0, 1), st.integers(0, 2**32 - 1))
+def test_gae_hypothesis(T, n, gamma, lam, seed):
+    rng = np.random.default_rng(seed)
+    r, v, d, term, nv, boot = episode_data(rng, T, n, p_done=0.3)
+    assert_array_equal(gae(r, v, d, gamma, lam, boot), loop_gae(r, v, d, gamma, lam, boot))
+    assert_array_equal(discounted_returns(r, gamma, d, boot, terminated=term, next_values=nv),
+                       loop_returns(r, gamma, d, boot, term, nv))
+
+
+def test_tiny_example_by_hand():
+    r = np.array([1.0, 2.0, 3.0])
+    d = np.array([0, 1, 0])
+    # G2 = 3 + .5 * 10, G1 = 2 (done), G0 = 1 + .5 * 2
+    assert_array_equal(discounted_returns(r, 0.5, d, np.array(10.0)), [2.0, 2.0, 8.0])
+
+
+# --------------------------------------------------------------------------- layouts and types
+
+
+def test_batch_major_equals_time_major(rng):
+    r, v, d, term, nv, boot = episode_data(rng, 50, 4)
+    tm = gae(r, v, d, 0.9, 0.8, boot)
+    bm = gae(r.T, v.T, d.T, 0.9, 0.8, boot, axis=1)
+    assert_array_equal(bm, tm.T)
+    assert_array_equal(gae(r.T, v.T, d.T, 0.9, 0.8, boot, axis=-1), tm.T)
+    assert_array_equal(discounted_returns(r.T, 0.9, d.T, boot, axis=1), discounted_returns(r, 0.9, d, boot).T)
+
+
+def test_higher_rank_and_per_env_gamma(rng):
+    r = rng.standard_normal((20, 2, 3))
+    d = rng.random((20, 2, 3)) < 0.2
+    gamma = np.array([0.5, 0.9, 0.99])  # per environment, broadcast along time
+    got = discounted_returns(r, gamma, d)
+    ref = loop_returns(r, gamma, d.astype(float))
+    np.testing.assert_allclose(got, ref, rtol=1e-14, atol=1e-14)
+
+
+def test_no_dones_and_float32(rng):
+    r = rng.standard_normal((30, 2)).astype(np.float32)
+    v = rng.standard_normal((30, 2)).astype(np.float32)
+    adv = gae(r, v, None, 0.9, 0.9)
+    assert adv.dtype == np.float32
+    ref = loop_gae(r.astype(float), v.astype(float), np.zeros((30, 2)), 0.9, 0.9)
+    np.testing.assert_allclose(adv, ref, rtol=1e-5, atol=1e-5 * np.abs(ref).max())
+    ret = discounted_returns(r, 0.9)
+    assert ret.dtype == np.float32
+
+
+def test_integer_rewards_and_lists():
+    got = discounted_returns([1, 1, 1], 0.5, [False, False, True])
+    assert got.dtype == np.float64
+    assert_array_equal(got, [1.75, 1.5, 1.0])
+
+
+def test_inputs_not_modified(rng):
+    r, v, d, term, nv, boot = episode_data(rng, 10, 2)
+    copies = [x.copy() for x in (r, v, d, term, nv, boot)]
+    gae(r, v, d, 0.9, 0.9, terminated=term, next_values=nv)
+    discounted_returns(r, 0.9, d, boot)
+    for x, c in zip((r, v, d, term, nv, boot), copies):
+        assert_array_equal(x, c)
+
+
+def test_empty_time_axis():
+    out = gae(np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3), bool), 0.9, 0.9)
+    assert out.shape == (0, 3)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.5, float("nan")])
+def test_gamma_range(bad):
+    with pytest.raises(ValueError, match="gamma must be in"):
+        discounted_returns(np.ones(3), bad)
+    with pytest.raises(ValueError, match="lam must be in"):
+        gae(np.ones(3), np.ones(3), None, 0.9, bad)
+
+
+def test_errors():
+    with pytest.raises(TypeError, match="gamma must be a real number"):
+        discounted_returns(np.ones(3), "0.9")
+    with pytest.raises(ValueError, match="does not broadcast"):
+        discounted_returns(np.ones((3, 2)), 0.9, np.ones((4, 2)))
+    with pytest.raises(ValueError, match="needs next_values"):
+        gae(np.ones(3), np.ones(3), np.zeros(3), 0.9, 0.9, terminated=np.zeros(3))
+    with pytest.raises(ValueError, match="not both"):
+        gae(np.ones(3), np.ones(3), np.zeros(3), 0.9, 0.9, np.array(1.0), next_values=np.ones(3))
+    with pytest.raises(ValueError, match="bootstrap value with shape"):
+        gae(np.ones((3, 2)), np.ones((3, 2)), None, 0.9, 0.9, np.ones(3))
+    with pytest.raises(np.exceptions.AxisError, match="axis 2"):
+        discounted_returns(np.ones((3, 2)), 0.9, axis=2)
+    with pytest.raises(TypeError, match="dtype complex128"):
+        discounted_returns(np.ones(3, complex), 0.9)
+    with pytest.raises(ValueError, match="time axis"):
+        discounted_returns(np.float64(1.0), 0.9)
+
+
+# --------------------------------------------------------------------------- other array libraries
+
+
+def test_dask(rng):
+    da = pytest.importorskip("dask.array")
+    r, v, d, term, nv, boot = episode_data(rng, 200, 3)
+    got = gae(da.from_array(r, chunks=(64, 2)), da.from_array(v, chunks=(64, 2)),
+              da.from_array(d, chunks=(64, 2)), 0.99, 0.95, da.from_array(boot, chunks=2))
+    assert isinstance(got, da.Array)
+    ref = loop_gae(r, v, d, 0.99, 0.95, boot)
+    np.testing.assert_allclose(got.compute(), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+
+
+@pytest.mark.gpu
+def test_cupy(rng):
+    cp = pytest.importorskip("cupy")
+    r, v, d, term, nv, boot = episode_data(rng, 1000, 8)
+    got = gae(cp.asarray(r), cp.asarray(v), cp.asarray(d), 0.99, 0.95, cp.asarray(boot),
+              terminated=None)
+    assert isinstance(got, cp.ndarray)
+    ref = loop_gae(r, v, d, 0.99, 0.95, boot)
+    np.testing.assert_allclose(got.get(), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+    got = discounted_returns(cp.asarray(r, dtype=cp.float32), 0.99, cp.asarray(d),
+                             terminated=cp.asarray(term), next_values=cp.asarray(nv, dtype=cp.float32))
+    assert got.dtype == cp.float32
+    ref = loop_returns(r, 0.99, d, None, term, nv)
+    np.testing.assert_allclose(got.get(), ref, rtol=1e-4, atol=1e-4 * np.abs(ref).max())
+
+
+def _frontend_takes(module):
+    """Whether linear_recurrence accepts this framework's arrays (the torch/JAX front-ends)."""
+    import scanarray
+
+    try:
+        if module == "torch":
+            import torch
+
+            scanarray.linear_recurrence(torch.ones(2), torch.ones(2))
+        else:
+            import jax.numpy as jnp
+
+            scanarray.linear_recurrence(jnp.ones(2), jnp.ones(2))
+        return True
+    except TypeError:
+        return False
+
+
+def test_torch_values_and_gradients(rng):
+    torch = pytest.importorskip("torch")
+    if not _frontend_takes("torch"):
+        pytest.skip("linear_recurrence does not take torch tensors here (the torch front-end)")
+    r, v, d, term, nv, boot = episode_data(rng, 40, 3)
+    rt = torch.tensor(r)
+    vt = torch.tensor(v, requires_grad=True)
+    dt = torch.tensor(d)
+    bt = torch.tensor(boot)
+    adv = gae(rt, vt, dt, 0.99, 0.95, bt)
+    assert isinstance(adv, torch.Tensor)
+    np.testing.assert_allclose(adv.detach().numpy(), loop_gae(r, v, d, 0.99, 0.95, boot), rtol=1e-12, atol=1e-12)
+    (adv ** 2).sum().backward()
+    # the same loss through a torch loop
+    v2 = torch.tensor(v, requires_grad=True)
+    last, advs = torch.zeros(3, dtype=torch.float64), []
+    for t in reversed(range(40)):
+        nvt = v2[t + 1] if t < 39 else bt
+        nonterminal = 1.0 - dt[t].double()
+        delta = rt[t] + 0.99 * nvt * nonterminal - v2[t]
+        last = delta + 0.99 * 0.95 * nonterminal * last
+        advs.append(last)
+    (torch.stack(advs[::-1]) ** 2).sum().backward()
+    torch.testing.assert_close(vt.grad, v2.grad, rtol=1e-12, atol=1e-12)
+
+
+def test_jax_values_and_gradients(rng):
+    jax = pytest.importorskip("jax")
+    if not _frontend_takes("jax"):
+        pytest.skip("linear_recurrence does not take JAX arrays here (the JAX front-end)")
+    import jax.numpy as jnp
+
+    r, v, d, term, nv, boot = episode_data(rng, 40, 3)
+    r32, v32, b32 = (np.asarray(x, np.float32) for x in (r, v, boot))
+
+    def loss(values):
+        return jnp.sum(gae(jnp.asarray(r32), values, jnp.asarray(d), 0.99, 0.95, jnp.asarray(b32)) ** 2)
+
+    def loss_loop(values):
+        last, advs = jnp.zeros(3), []
+        for t in reversed(range(40)):
+            nvt = values[t + 1] if t < 39 else b32
+            nonterminal = 1.0 - d[t]
+            delta = r32[t] + 0.99 * nvt * nonterminal - values[t]
+            last = delta + 0.99 * 0.95 * nonterminal * last
+            advs.append(last)
+        return jnp.sum(jnp.stack(advs[::-1]) ** 2)
+
+    np.testing.assert_allclose(jax.jit(loss)(jnp.asarray(v32)), loss_loop(jnp.asarray(v32)), rtol=1e-4)
+    np.testing.assert_allclose(jax.grad(loss)(jnp.asarray(v32)), jax.grad(loss_loop)(jnp.asarray(v32)),
+                               rtol=1e-4, atol=1e-4)
