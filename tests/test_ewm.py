@@ -1,0 +1,342 @@
+"""scanarray.ewm_mean / ewm_var / ewm_std against pandas' ewm (the oracle), NaN runs included."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import scanarray
+from scanarray import ewm_mean, ewm_std, ewm_var
+
+pd = pytest.importorskip("pandas")
+
+RTOL = 1e-12
+DECAYS = [dict(alpha=0.1), dict(alpha=0.5), dict(alpha=1.0), dict(span=3), dict(span=20.5), dict(com=0.0),
+          dict(com=9.5), dict(halflife=4), dict(alpha=0.002)]
+
+
+def pandas_ref(x, stat, bias=False, **kw):
+    df = pd.DataFrame(np.asarray(x, dtype=np.float64))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ew = df.ewm(**kw)
+        ref = ew.mean() if stat == "mean" else getattr(ew, stat)(bias=bias)
+        # the scale of the terms each result sums: the same weighted mean of |x|
+        scale = pd.DataFrame(np.abs(df.to_numpy())).ewm(**kw).mean().to_numpy()
+    return ref.to_numpy(), scale
+
+
+def pandas_bias_factor(x, **kw):
+    """pandas' S**2 / (S**2 - S2), the factor between its unbiased and biased variances.
+
+    pandas computes ``S**2 - S2`` by subtraction, which loses ``log10(factor)`` digits (after a
+    gap of NaN, with adjust=False, the factor reaches 1e5); its own result is that inexact.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ew = pd.DataFrame(np.asarray(x, dtype=np.float64)).ewm(**kw)
+        return np.abs((ew.var(bias=False) / ew.var(bias=True)).to_numpy())
+
+
+def assert_pandas(got, x, stat, bias=False, **kw):
+    """Same NaN positions as pandas; elsewhere |got - ref| <= RTOL * (the scale of the terms):
+    ``|ref|`` itself, or for a mean crossing zero, the weighted mean of |x|."""
+    ref, scale = pandas_ref(x, stat, bias, **kw)
+    got = np.asarray(got).reshape(ref.shape)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=f"NaN positions differ ({stat}, {kw})")
+    ok = ~np.isnan(ref)
+    if stat == "mean":
+        bound = RTOL * np.maximum(np.abs(ref), scale)
+    else:
+        bound = RTOL * np.maximum(np.abs(ref), scale ** 2 if stat == "var" else scale)
+        if not bias:
+            fac = np.nan_to_num(pandas_bias_factor(x, **kw), nan=1.0, posinf=1.0)
+            bound = bound + 8 * np.finfo(float).eps * fac * np.abs(ref)
+    err = np.abs(got - ref)
+    assert (err[ok] <= bound[ok]).all(), f"{stat} {kw}: max error {np.max(err[ok] / bound[ok]) * RTOL:.3g} (relative)"
+
+
+def gappy(rng, T=300, n=4, shift=3.0):
+    """Columns: NaN runs, leading NaNs, all NaN, and none; offset so that a naive
+    E[x^2] - E[x]^2 would lose digits."""
+    x = rng.standard_normal((T, n)) + shift
+    x[5:9, 0] = np.nan
+    x[50:120, 0] = np.nan
+    x[T - 3:, 0] = np.nan
+    x[:17, 1] = np.nan
+    x[rng.random(T) < 0.3, 1] = np.nan
+    x[:, 2] = np.nan
+    return x
+
+
+# --------------------------------------------------------------------------- against pandas
+
+
+@pytest.mark.parametrize("decay", DECAYS, ids=lambda d: "-".join(f"{k}{v}" for k, v in d.items()))
+@pytest.mark.parametrize("adjust", [True, False])
+@pytest.mark.parametrize("ignore_na", [False, True])
+def test_mean_var_std_match_pandas(rng, decay, adjust, ignore_na):
+    x = gappy(rng)
+    for min_periods in (0, 1, 5):
+        kw = dict(adjust=adjust, ignore_na=ignore_na, min_periods=min_periods, **decay)
+        assert_pandas(ewm_mean(x, **kw), x, "mean", **kw)
+        for bias in (False, True):
+            assert_pandas(ewm_var(x, bias=bias, **kw), x, "var", bias, **kw)
+        assert_pandas(ewm_std(x, **kw), x, "std", **kw)
+
+
+@pytest.mark.parametrize("decay", DECAYS[:6], ids=lambda d: "-".join(f"{k}{v}" for k, v in d.items()))
+@pytest.mark.parametrize("adjust", [True, False])
+def test_without_nan_match_pandas(rng, decay, adjust):
+    # the NaN-free path: weights as vectors along time (head and constant tail)
+    x = rng.standard_normal((2000, 3)) * 10 + 100
+    for min_periods in (0, 7):
+        kw = dict(adjust=adjust, min_periods=min_periods, **decay)
+        assert_pandas(ewm_mean(x, **kw), x, "mean", **kw)
+        for bias in (False, True):
+            assert_pandas(ewm_var(x, bias=bias, **kw), x, "var", bias, **kw)
+
+
+@given(
+    st.integers(1, 60), st.integers(0, 2**32 - 1),
+    st.sampled_from(["alpha", "span", "com", "halflife"]), st.floats(0.01, 0.99),
+    st.booleans(), st.booleans(), st.integers(0, 6), st.floats(0.0, 0.9),
+)
+def test_hypothesis_against_pandas(T, seed, name, u, adjust, ignore_na, min_periods, p_nan):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((T, 2))
+    x[rng.random((T, 2)) < p_nan] = np.nan
+    value = {"alpha": u, "span": 1 + 40 * u, "com": 20 * u, "halflife": 0.1 + 20 * u}[name]
+    kw = {name: value, "adjust": adjust, "ignore_na": ignore_na, "min_periods": min_periods}
+    assert_pandas(ewm_mean(x, **kw), x, "mean", **kw)
+    assert_pandas(ewm_var(x, **kw), x, "var", **kw)
+    assert_pandas(ewm_var(x, bias=True, **kw), x, "var", True, **kw)
+
+
+@pytest.mark.parametrize("adjust", [True, False])
+@pytest.mark.parametrize("ignore_na", [False, True])
+def test_times_match_pandas(rng, adjust, ignore_na):
+    T = 400
+    times = pd.Timestamp("2021-03-01") + pd.to_timedelta(np.cumsum(rng.integers(0, 7, T)), unit="h")
+    for x in (gappy(rng, T), rng.standard_normal((T, 2))):
+        for halflife in ("5h", np.timedelta64(90, "m"), pd.Timedelta("1D")):
+            kw = dict(adjust=adjust, ignore_na=ignore_na, times=times, halflife=halflife)
+            assert_pandas(ewm_mean(x, **kw), x, "mean", **kw)
+            np.testing.assert_array_equal(ewm_mean(x, **{**kw, "times": times.to_numpy()}), ewm_mean(x, **kw))
+    # numeric times with a numeric halflife: the same decays as datetimes in hours
+    hours = (times - times[0]) / pd.Timedelta("1h")
+    x = gappy(rng, T)
+    np.testing.assert_allclose(
+        ewm_mean(x, times=hours.to_numpy(), halflife=5.0, adjust=adjust, ignore_na=ignore_na),
+        ewm_mean(x, times=times, halflife="5h", adjust=adjust, ignore_na=ignore_na), rtol=1e-14)
+
+
+def test_long_gap_carries_the_mean(rng):
+    # a gap long enough for (1 - alpha) ** gap to underflow: pandas carries the last mean
+    x = rng.standard_normal(5000)
+    x[100:4000] = np.nan
+    for kw in (dict(alpha=0.5), dict(alpha=0.5, adjust=False), dict(com=3.0, adjust=False)):
+        assert_pandas(ewm_mean(x, **kw), x, "mean", **kw)
+        assert_pandas(ewm_var(x, **kw), x, "var", **kw)
+
+
+def test_constant_series_and_one_step():
+    x = np.full(50, 3.25)
+    np.testing.assert_allclose(ewm_mean(x, span=5), 3.25, rtol=1e-15)
+    v = ewm_var(x, span=5, bias=True)
+    assert v[0] == 0.0 and np.abs(v).max() < 1e-28
+    assert_pandas(ewm_mean(np.array([2.0]), alpha=0.3), np.array([2.0]), "mean", alpha=0.3)
+    assert ewm_mean(np.zeros(0), alpha=0.3).shape == (0,)
+
+
+def test_offset_data_variance_keeps_its_digits(rng):
+    # mean 1e6, std 1: E[x^2] - E[x]^2 would keep 4 digits; the update keeps all but the
+    # eps * 1e6 that rounding x itself costs. Reference: pandas on x - 1e6 (exact: Sterbenz)
+    x = rng.standard_normal(3000) + 1e6
+    ref, _ = pandas_ref(x - 1e6, "var", alpha=0.05)
+    got = ewm_var(x, alpha=0.05)
+    np.testing.assert_allclose(got[1:], ref[1:, 0], rtol=1e-8)
+
+
+# --------------------------------------------------------------------------- types, axes, dtypes
+
+
+def test_pandas_objects_round_trip(rng):
+    idx = pd.date_range("2020-01-01", periods=100, freq="D", name="day")
+    s = pd.Series(gappy(rng, 100)[:, 1], index=idx, name="price")
+    got = ewm_mean(s, span=10)
+    assert isinstance(got, pd.Series) and got.index.equals(idx) and got.name == "price"
+    pd.testing.assert_series_equal(got, s.ewm(span=10).mean(), rtol=1e-12)
+    df = pd.DataFrame(gappy(rng, 100), index=idx, columns=list("abcd"))
+    got = ewm_std(df, com=4)
+    assert isinstance(got, pd.DataFrame) and list(got.columns) == list("abcd") and got.index.equals(idx)
+    pd.testing.assert_frame_equal(got, df.ewm(com=4).std(), rtol=1e-12)
+
+
+def test_xarray_round_trip(rng):
+    xr = pytest.importorskip("xarray")
+    da = xr.DataArray(gappy(rng, 80), dims=("time", "station"),
+                      coords={"time": np.arange(80), "station": list("wxyz")}, attrs={"units": "m"})
+    got = ewm_mean(da, alpha=0.2)
+    assert isinstance(got, xr.DataArray) and got.dims == da.dims and got.attrs == da.attrs
+    assert list(got.station.values) == list("wxyz")
+    assert_pandas(got.values, da.values, "mean", alpha=0.2)
+    got = ewm_var(da.T, alpha=0.2, axis=1)
+    assert got.dims == ("station", "time")
+    assert_pandas(got.values.T, da.values, "var", alpha=0.2)
+
+
+def test_any_axis(rng):
+    x = gappy(rng, 60)
+    x3 = np.stack([x, 2 * x], axis=0)  # (2, T, n), time on axis 1
+    got = ewm_var(x3, alpha=0.3, axis=1)
+    assert_pandas(got[1], 2 * x, "var", alpha=0.3)
+    np.testing.assert_allclose(ewm_mean(x.T, alpha=0.3, axis=-1), ewm_mean(x, alpha=0.3).T, rtol=1e-15)
+
+
+def test_float32_and_integers(rng):
+    x = rng.standard_normal((500, 3)).astype(np.float32)
+    got = ewm_mean(x, span=10)
+    assert got.dtype == np.float32
+    ref, scale = pandas_ref(x, "mean", span=10)
+    assert np.abs(got - ref).max() <= 1e-5 * scale.max()
+    got = ewm_mean(np.arange(10), alpha=0.5)
+    assert got.dtype == np.float64
+    assert_pandas(got, np.arange(10.0), "mean", alpha=0.5)
+
+
+def test_input_not_modified(rng):
+    x = gappy(rng, 50)
+    c = x.copy()
+    ewm_var(x, alpha=0.1)
+    ewm_mean(x[:, 3], alpha=0.1, min_periods=3)  # NaN-free column: the in-place path
+    np.testing.assert_array_equal(x, c)
+
+
+# --------------------------------------------------------------------------- errors
+
+
+def test_errors():
+    x = np.ones(5)
+    with pytest.raises(ValueError, match="exactly one of com, span, halflife, alpha; got com, span"):
+        ewm_mean(x, com=1, span=3)
+    with pytest.raises(ValueError, match="exactly one"):
+        ewm_mean(x)
+    with pytest.raises(ValueError, match="alpha must satisfy 0 < alpha <= 1"):
+        ewm_mean(x, alpha=1.5)
+    with pytest.raises(ValueError, match="span must satisfy span >= 1"):
+        ewm_mean(x, span=0.5)
+    with pytest.raises(ValueError, match="com must satisfy com >= 0"):
+        ewm_mean(x, com=-1)
+    with pytest.raises(ValueError, match="halflife must satisfy"):
+        ewm_mean(x, halflife=0)
+    with pytest.raises(TypeError, match="alpha must be a real number"):
+        ewm_mean(x, alpha="0.5")
+    with pytest.raises(ValueError, match="min_periods"):
+        ewm_mean(x, alpha=0.5, min_periods=-1)
+    with pytest.raises(TypeError, match="adjust must be True or False"):
+        ewm_mean(x, alpha=0.5, adjust=None)
+    with pytest.raises(TypeError, match="dtype complex128"):
+        ewm_mean(x.astype(complex), alpha=0.5)
+    with pytest.raises(np.exceptions.AxisError, match="axis 1"):
+        ewm_mean(x, alpha=0.5, axis=1)
+    with pytest.raises(ValueError, match="needs halflife"):
+        ewm_mean(x, times=np.arange(5))
+    with pytest.raises(ValueError, match="one time per step"):
+        ewm_mean(x, times=np.arange(4), halflife=1.0)
+    with pytest.raises(NotImplementedError, match="halflife= only"):
+        ewm_mean(x, times=np.arange(5), halflife=1.0, alpha=0.5)
+    with pytest.raises(ValueError, match="only with times"):
+        ewm_mean(x, halflife="2 days")
+    with pytest.raises(ValueError, match="need halflife as a time span"):
+        ewm_mean(x, times=np.arange(5).astype("datetime64[D]"), halflife=2.0)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'times'"):  # as pandas: no var with times
+        ewm_var(x, times=np.arange(5), halflife=1.0)
+
+
+# --------------------------------------------------------------------------- other array libraries
+
+
+def test_dask(rng):
+    da = pytest.importorskip("dask.array")
+    x = gappy(rng, 300)
+    xd = da.from_array(x, chunks=(64, 2))
+    got = ewm_var(xd, span=12, ignore_na=True)
+    assert isinstance(got, da.Array)
+    assert_pandas(got.compute(), x, "var", span=12, ignore_na=True)
+    got = ewm_mean(da.from_array(x[:, 3], chunks=50), span=12, adjust=False)
+    assert_pandas(got.compute(), x[:, 3], "mean", span=12, adjust=False)
+
+
+@pytest.mark.gpu
+def test_cupy(rng):
+    cp = pytest.importorskip("cupy")
+    x = gappy(rng, 3000)
+    for kw in (dict(span=20), dict(alpha=0.5, adjust=False, ignore_na=True)):
+        got = ewm_mean(cp.asarray(x), **kw)
+        assert isinstance(got, cp.ndarray)
+        assert_pandas(got.get(), x, "mean", **kw)
+        assert_pandas(ewm_var(cp.asarray(x), **kw).get(), x, "var", **kw)
+        y = np.ascontiguousarray(x[:, 3])  # NaN-free: the in-place path
+        assert_pandas(ewm_var(cp.asarray(y), **kw).get(), y, "var", **kw)
+
+
+def _frontend_takes(module):
+    try:
+        if module == "torch":
+            import torch
+
+            scanarray.linear_recurrence(torch.ones(2), torch.ones(2))
+        else:
+            import jax.numpy as jnp
+
+            scanarray.linear_recurrence(jnp.ones(2), jnp.ones(2))
+        return True
+    except TypeError:
+        return False
+
+
+def test_torch_values_and_gradients(rng):
+    torch = pytest.importorskip("torch")
+    if not _frontend_takes("torch"):
+        pytest.skip("linear_recurrence does not take torch tensors here (the torch front-end)")
+    x = gappy(rng, 60)
+    xt = torch.tensor(x, requires_grad=True)
+    m = ewm_mean(xt, span=6)
+    assert isinstance(m, torch.Tensor)
+    assert_pandas(m.detach().numpy(), x, "mean", span=6)
+    v = ewm_var(xt, span=6)
+    assert_pandas(v.detach().numpy(), x, "var", span=6)
+    # gradient of one output against central differences
+    loss = lambda z: ewm_var(z, span=6)[40, 1]  # noqa: E731
+    loss(xt).backward()
+    eps = 1e-6
+    for i in (30, 39, 40):
+        zp, zm = x.copy(), x.copy()
+        zp[i, 1] += eps
+        zm[i, 1] -= eps
+        fd = (loss(torch.tensor(zp)) - loss(torch.tensor(zm))).item() / (2 * eps)
+        if np.isnan(x[i, 1]):
+            continue
+        np.testing.assert_allclose(xt.grad[i, 1].item(), fd, rtol=1e-5, atol=1e-8)
+
+
+def test_jax_values(rng):
+    pytest.importorskip("jax")
+    if not _frontend_takes("jax"):
+        pytest.skip("linear_recurrence does not take JAX arrays here (the JAX front-end)")
+    import jax
+    import jax.numpy as jnp
+
+    x = gappy(rng, 60).astype(np.float32)
+    got = jax.jit(lambda z: ewm_mean(z, span=6))(jnp.asarray(x))
+    ref, scale = pandas_ref(x, "mean", span=6)
+    ok = ~np.isnan(ref)
+    np.testing.assert_array_equal(np.isnan(np.asarray(got)), ~ok)
+    assert np.all(np.abs(np.asarray(got)[ok] - ref[ok]) <= 1e-5 * scale[ok])
+    g = jax.grad(lambda z: jnp.nansum(ewm_var(z, span=6)))(jnp.asarray(x))
+    assert np.isfinite(np.asarray(g)).all()
