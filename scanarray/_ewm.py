@@ -412,10 +412,19 @@ class _Ewm:
         return self._tv(linear_recurrence(a, b))
 
     def _weights_tv(self):
-        """pandas' ``old_wt`` after each step (``adjust=True``)."""
+        """pandas' ``old_wt`` after each step (``adjust=True``): ``sum_{k<=t} g**k``."""
         if "Wt" not in self._cache:
-            g = self.g if _vocab.is_array(self.g) else self.g
-            self._cache["Wt"] = self._scan_head(g, 1.0)
+            g = self.g
+            if _vocab.is_array(g):
+                self._cache["Wt"] = self._tv(linear_recurrence(g, self.xp.ones(self.T, dtype=self.dtype, **self.dev)))
+            elif g == 0.0:
+                self._cache["Wt"] = self._tv(self.xp.ones(self._K(), dtype=self.dtype, **self.dev))
+            else:
+                # the closed form (1 - g**(t+1)) / (1 - g), through expm1 so that it keeps its
+                # digits for g near 1: elementwise, no scan for a vector of ~40 / alpha steps
+                xp = self.xp
+                t1 = xp.arange(1, self._K() + 1, dtype=self.dtype, **self.dev)
+                self._cache["Wt"] = self._tv(-xp.expm1(t1 * math.log(g)) / (1.0 - g))
         return self._cache["Wt"]
 
     def _mean_nan_free(self, quirk):

@@ -427,12 +427,16 @@ def _section(xp, x, axis, bn, an, zl, want_zf):
     else:
         disc = a1 * a1 - 4.0 * a2
         if disc < 0.0:
-            # poles p, conj(p): y = 2 Re(r h), h = scan(p, v), r = p / (p - conj(p)); the factor 2r
-            # goes into the numerator, so the scan's output is y in its real part
+            # poles p, conj(p): y = Re(c h), h = scan(p, v), c = 2 p / (p - conj(p)). The scan
+            # reads the real v as it is (a complex a with a real b), the product is taken after
             p = complex(-a1 / 2.0, math.sqrt(-disc) / 2.0)
             c = p / (p - p.conjugate()) * 2.0
-            zc = None if zl is None else [z * c for z in zl]
-            y = xp.real(_scan(p, _fir(xp, x, axis, tuple(c * t for t in taps), zc, eager), axis, eager))
+            h = linear_recurrence(p, _fir(xp, x, axis, taps, zl, eager), axis=axis)
+            if eager:  # in place on the scan's own output; y is a view of its real part
+                h *= c
+                y = xp.real(h)
+            else:
+                y = xp.real(h) * c.real - xp.imag(h) * c.imag
         else:
             # two real poles, cascaded (no partial fractions: exact for a double pole too)
             sq = math.sqrt(disc)

@@ -1,0 +1,361 @@
+"""The users' vocabulary against the libraries users come from: EWM, IIR filters, returns and GAE.
+
+Same process, same data, paired runs: each case times every implementation in turn, round after
+round (the order rotates), and reports medians; the ratio column is the peer's median over
+scanarray's (above 1: scanarray is faster). GPU calls are synchronised inside the timing.
+
+CPU (always): EWM mean and variance against pandas, polars and numbagg on (2**24,) and
+(2**20, 32) float64 (time along axis 0); ``lfilter`` (first order) and ``sosfilt`` (orders 4
+and 8) against SciPy on (16, 2**20) float64; discounted returns and GAE against a numba loop and
+a NumPy loop over time on (2048, 1024) float64. GPU (``--gpu``): ``lfilter``/``sosfilt``
+against ``cupyx.scipy.signal`` on (64, 2**20) float32; EWM and GAE bandwidth (the bytes they
+must read and write over the time) against the device's copy of as many bytes, on 2**26
+elements; GAE against a torch loop and ``jax.lax.scan`` under ``jit`` (when they import), and
+cuDF's EWM when cuDF imports.
+
+    python benchmarks/bench_helpers.py                 # CPU, full sizes
+    python benchmarks/bench_helpers.py --quick         # CPU, small sizes (a smoke run)
+    python benchmarks/bench_helpers.py --gpu --quick   # GPU part only, a few minutes on an H200
+
+The table comes last. Peers that do not import are left out of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))  # this checkout's scanarray
+
+import scanarray  # noqa: E402
+from scanarray import rl, signal as ssignal  # noqa: E402
+
+ROWS = []  # (case, impl, median seconds, note)
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def paired(case, impls, repeat, sync=None, nbytes=None, reference="scanarray"):
+    """Time ``impls`` ({name: callable}) round-robin; record medians. Returns {name: median s}."""
+    for f in impls.values():  # warm-up: compilation, caches, memory pools
+        f()
+        if sync:
+            sync()
+    times = {k: [] for k in impls}
+    names = list(impls)
+    for r in range(repeat):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for k in order:
+            if sync:
+                sync()
+            t0 = time.perf_counter()
+            impls[k]()
+            if sync:
+                sync()
+            times[k].append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    for k in names:
+        note = ""
+        if k != reference and reference in med:
+            note = f"scanarray {med[k] / med[reference]:.2f}x faster" if med[k] >= med[reference] else \
+                f"scanarray {med[reference] / med[k]:.2f}x slower"
+        if nbytes is not None:
+            note = (note + "; " if note else "") + f"{nbytes / med[k] / 1e9:.0f} GB/s"
+        ROWS.append((case, k, med[k], note))
+    return med
+
+
+def optional(name):
+    try:
+        return __import__(name)
+    except Exception:
+        return None
+
+
+# --------------------------------------------------------------------------- CPU
+
+
+def cpu_ewm(quick, repeat):
+    pd, pl, nbg = optional("pandas"), optional("polars"), optional("numbagg")
+    rng = np.random.default_rng(0)
+    alpha = 0.05
+    shapes = [(1 << 18,), (1 << 14, 32)] if quick else [(1 << 24,), (1 << 20, 32)]
+    for shape in shapes:
+        x = rng.standard_normal(shape)
+        tag = "x".join(map(str, shape))
+        for stat in ("mean", "var"):
+            impls = {"scanarray": (lambda s=stat: getattr(scanarray, f"ewm_{s}")(x, alpha=alpha))}
+            if pd is not None:
+                obj = pd.Series(x) if x.ndim == 1 else pd.DataFrame(x)
+                impls["pandas"] = lambda s=stat, o=obj: getattr(o.ewm(alpha=alpha), s)()
+            if pl is not None:
+                if x.ndim == 1:
+                    ps = pl.Series(x)
+                    impls["polars"] = (lambda s=stat, p=ps: p.ewm_mean(alpha=alpha) if s == "mean"
+                                       else p.ewm_var(alpha=alpha, bias=False))
+                else:
+                    df = pl.DataFrame(x)
+                    expr = (pl.all().ewm_mean(alpha=alpha) if stat == "mean"
+                            else pl.all().ewm_var(alpha=alpha, bias=False))
+                    impls["polars"] = lambda d=df, e=expr: d.select(e)
+            if nbg is not None:
+                fn = nbg.move_exp_nanmean if stat == "mean" else nbg.move_exp_nanvar
+                impls["numbagg"] = lambda f=fn: f(x, alpha=alpha, axis=0)
+            paired(f"ewm_{stat} {tag} f64", impls, repeat)
+
+
+def cpu_filters(quick, repeat):
+    sp = optional("scipy.signal")
+    if sp is None:
+        return
+    from scipy import signal
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 1 << 16) if quick else (16, 1 << 20))
+    tag = "x".join(map(str, x.shape))
+    b, a = [0.1], [1.0, -0.9]
+    paired(f"lfilter order 1 {tag} f64", {"scanarray": lambda: ssignal.lfilter(b, a, x),
+                                          "scipy": lambda: signal.lfilter(b, a, x)}, repeat)
+    for order in (4, 8):
+        sos = signal.butter(order, 0.05, output="sos")
+        paired(f"sosfilt order {order} {tag} f64", {
+            "scanarray": lambda s=sos: ssignal.sosfilt(s, x),
+            "scanarray dense": lambda s=sos: ssignal.sosfilt(s, x, method="dense"),
+            "scipy": lambda s=sos: signal.sosfilt(s, x)}, repeat)
+
+
+def _numba_loops():
+    numba = optional("numba")
+    if numba is None:
+        return None, None
+
+    @numba.njit(cache=True, parallel=True)
+    def gae_loop(r, v, d, boot, gamma, lam):
+        T, N = r.shape
+        adv = np.empty_like(r)
+        for n in numba.prange(N):
+            last = 0.0
+            for t in range(T - 1, -1, -1):
+                nv = v[t + 1, n] if t < T - 1 else boot[n]
+                nonterminal = 1.0 - d[t, n]
+                delta = r[t, n] + gamma * nv * nonterminal - v[t, n]
+                last = delta + gamma * lam * nonterminal * last
+                adv[t, n] = last
+        return adv
+
+    @numba.njit(cache=True, parallel=True)
+    def returns_loop(r, d, gamma):
+        T, N = r.shape
+        out = np.empty_like(r)
+        for n in numba.prange(N):
+            g = 0.0
+            for t in range(T - 1, -1, -1):
+                g = r[t, n] + gamma * (1.0 - d[t, n]) * g
+                out[t, n] = g
+        return out
+
+    return gae_loop, returns_loop
+
+
+def numpy_gae(r, v, d, boot, gamma, lam):
+    T = r.shape[0]
+    adv = np.empty_like(r)
+    last = np.zeros(r.shape[1:])
+    for t in range(T - 1, -1, -1):
+        nv = v[t + 1] if t < T - 1 else boot
+        nonterminal = 1.0 - d[t]
+        delta = r[t] + gamma * nv * nonterminal - v[t]
+        last = delta + gamma * lam * nonterminal * last
+        adv[t] = last
+    return adv
+
+
+def numpy_returns(r, d, gamma):
+    out = np.empty_like(r)
+    g = np.zeros(r.shape[1:])
+    for t in range(r.shape[0] - 1, -1, -1):
+        g = r[t] + gamma * (1.0 - d[t]) * g
+        out[t] = g
+    return out
+
+
+def cpu_rl(quick, repeat):
+    rng = np.random.default_rng(2)
+    T, N = (256, 256) if quick else (2048, 1024)
+    r, v = rng.standard_normal((T, N)), rng.standard_normal((T, N))
+    d = rng.random((T, N)) < 0.01
+    df = d.astype(np.float64)
+    boot = rng.standard_normal(N)
+    gae_loop, returns_loop = _numba_loops()
+    impls = {"scanarray": lambda: rl.gae(r, v, d, 0.99, 0.95, boot),
+             "numpy loop": lambda: numpy_gae(r, v, df, boot, 0.99, 0.95)}
+    if gae_loop is not None:
+        impls["numba loop"] = lambda: gae_loop(r, v, df, boot, 0.99, 0.95)
+    paired(f"gae {T}x{N} f64 axis 0", impls, repeat)
+    impls = {"scanarray": lambda: rl.discounted_returns(r, 0.99, d),
+             "numpy loop": lambda: numpy_returns(r, df, 0.99)}
+    if returns_loop is not None:
+        impls["numba loop"] = lambda: returns_loop(r, df, 0.99)
+    paired(f"returns {T}x{N} f64 axis 0", impls, repeat)
+
+
+# --------------------------------------------------------------------------- GPU
+
+
+def gpu_all(quick, repeat):
+    import cupy as cp
+
+    sync = cp.cuda.get_current_stream().synchronize
+    rng = cp.random.default_rng(3)
+    # filters against cupyx
+    x = rng.standard_normal((64, 1 << 20), dtype=cp.float32)
+    csig = optional("cupyx.scipy.signal")
+    from scipy import signal
+
+    b, a = [0.1], [1.0, -0.9]
+    impls = {"scanarray": lambda: ssignal.lfilter(b, a, x)}
+    if csig is not None:
+        import cupyx.scipy.signal as cs
+
+        impls["cupyx"] = lambda: cs.lfilter(cp.asarray(b, cp.float32), cp.asarray(a, cp.float32), x)
+    paired("gpu lfilter order 1 64x2**20 f32", impls, repeat, sync)
+    for order in (4, 8):
+        sos = signal.butter(order, 0.05, output="sos")
+        impls = {"scanarray": lambda s=sos: ssignal.sosfilt(s, x),
+                 "scanarray dense": lambda s=sos: ssignal.sosfilt(s, x, method="dense")}
+        if csig is not None:
+            import cupyx.scipy.signal as cs
+
+            sos_d = cp.asarray(sos, cp.float32)
+            impls["cupyx"] = lambda s=sos_d: cs.sosfilt(s, x)
+        paired(f"gpu sosfilt order {order} 64x2**20 f32", impls, repeat, sync)
+    del x
+
+    # EWM bandwidth: read x, write the result: 2 * 4 bytes per element, against a copy
+    n = 1 << 26
+    for shape, axis in (((64, 1 << 20), -1), ((1 << 20, 64), 0)):
+        x = rng.standard_normal(shape, dtype=cp.float32)
+        out = cp.empty_like(x)
+        nbytes = 2 * x.nbytes
+        for stat in ("mean", "var"):
+            impls = {"scanarray": lambda s=stat: getattr(scanarray, f"ewm_{s}")(x, alpha=0.05, axis=axis),
+                     "copy": lambda: cp.copyto(out, x)}
+            cudf = optional("cudf") if axis == 0 and stat == "mean" else None
+            if cudf is not None:
+                s_ = cudf.Series(x[:, 0])
+                impls["cudf (1 column)"] = lambda: s_.ewm(alpha=0.05).mean()
+            paired(f"gpu ewm_{stat} {shape[0]}x{shape[1]} axis {axis} f32", impls, repeat, sync, nbytes=nbytes,
+                   reference="scanarray")
+        del x, out
+
+    # GAE bandwidth: read rewards, values (4 B), dones (1 B); write advantages (4 B)
+    T, N = 2048, n // 2048
+    r = rng.standard_normal((T, N), dtype=cp.float32)
+    v = rng.standard_normal((T, N), dtype=cp.float32)
+    d = rng.random((T, N), dtype=cp.float32) < 0.01
+    boot = rng.standard_normal(N, dtype=cp.float32)
+    out = cp.empty_like(r)
+    nbytes = r.nbytes + v.nbytes + d.nbytes + r.nbytes
+    impls = {"scanarray": lambda: rl.gae(r, v, d, 0.99, 0.95, boot),
+             "copy": lambda: cp.copyto(out, r)}
+    torch = optional("torch")
+    if torch is not None and torch.cuda.is_available():
+        rt, vt, dt, bt = (torch.from_dlpack(z) for z in (r, v, d.astype(cp.float32), boot))
+
+        def torch_loop():
+            last = torch.zeros_like(bt)
+            adv = torch.empty_like(rt)
+            for t in range(T - 1, -1, -1):
+                nv = vt[t + 1] if t < T - 1 else bt
+                nonterminal = 1.0 - dt[t]
+                delta = rt[t] + 0.99 * nv * nonterminal - vt[t]
+                last = delta + 0.99 * 0.95 * nonterminal * last
+                adv[t] = last
+            return adv
+
+        impls["torch loop"] = torch_loop
+        impls["scanarray (torch)"] = lambda: rl.gae(rt, vt, dt, 0.99, 0.95, bt)
+    jax = optional("jax")
+    if jax is not None and any(dv.platform == "gpu" for dv in jax.devices()):
+        import jax.numpy as jnp
+
+        rj, vj, dj, bj = (jnp.asarray(z.get()) for z in (r, v, d.astype(cp.float32), boot))
+
+        @jax.jit
+        def jax_gae(rj, vj, dj, bj):
+            nv = jnp.concatenate([vj[1:], bj[None]], axis=0)
+            nonterminal = 1.0 - dj
+            delta = rj + 0.99 * nv * nonterminal - vj
+
+            def step(last, inp):
+                de, nt = inp
+                last = de + 0.99 * 0.95 * nt * last
+                return last, last
+
+            _, adv = jax.lax.scan(step, jnp.zeros_like(bj), (delta, nonterminal), reverse=True)
+            return adv
+
+        impls["jax.lax.scan jit"] = lambda: jax_gae(rj, vj, dj, bj).block_until_ready()
+    paired(f"gpu gae {T}x{N} f32 axis 0", impls, repeat, sync, nbytes=nbytes)
+
+
+# --------------------------------------------------------------------------- main
+
+
+def machine():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} logical cores, Python {platform.python_version()}, numpy {np.__version__}"
+
+
+def table():
+    w = max(len(c) for c, *_ in ROWS)
+    wi = max(len(i) for _, i, *_ in ROWS)
+    print(f"\n{'case':<{w}}  {'implementation':<{wi}}  {'median':>10}  note")
+    last = None
+    for case, impl, sec, note in ROWS:
+        print(f"{case if case != last else '':<{w}}  {impl:<{wi}}  {sec * 1e3:8.2f} ms  {note}")
+        last = case
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small CPU sizes, fewer rounds")
+    ap.add_argument("--gpu", action="store_true", help="the GPU part only (CuPy and a CUDA device)")
+    ap.add_argument("--repeat", type=int, default=None, help="rounds per case (default 7, --quick 3)")
+    ap.add_argument("--only", default="", help="comma-separated groups: ewm, filters, rl (CPU)")
+    args = ap.parse_args(argv)
+    repeat = args.repeat or (3 if args.quick else 7)
+    print(f"# {machine()}")
+    if args.gpu:
+        import cupy as cp
+
+        props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
+        print(f"# GPU: {props['name'].decode()}, CuPy {cp.__version__}")
+        gpu_all(args.quick, repeat)
+    else:
+        print("# CPU timings: on a shared machine they move with the load; ratios of paired runs hold better")
+        groups = set(args.only.split(",")) if args.only else {"ewm", "filters", "rl"}
+        if "ewm" in groups:
+            cpu_ewm(args.quick, repeat)
+        if "filters" in groups:
+            cpu_filters(args.quick, repeat)
+        if "rl" in groups:
+            cpu_rl(args.quick, repeat)
+    table()
+
+
+if __name__ == "__main__":
+    main()
