@@ -32,7 +32,8 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))  # this checkout's scanarray
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(HERE))  # run as a script: this checkout's scanarray
 
 import scanarray  # noqa: E402
 from scanarray import rl, signal as ssignal  # noqa: E402
