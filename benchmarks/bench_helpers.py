@@ -110,7 +110,13 @@ def cpu_ewm(quick, repeat):
             if nbg is not None:
                 fn = nbg.move_exp_nanmean if stat == "mean" else nbg.move_exp_nanvar
                 impls["numbagg"] = lambda f=fn: f(x, alpha=alpha, axis=0)
+            impls["copy (memory floor)"] = _copy(x)
             paired(f"ewm_{stat} {tag} f64", impls, repeat)
+
+
+def _copy(x):
+    """Reading x and writing a new array of its size: the floor of any function that returns one."""
+    return lambda: x.copy()
 
 
 def cpu_filters(quick, repeat):
@@ -124,7 +130,8 @@ def cpu_filters(quick, repeat):
     tag = "x".join(map(str, x.shape))
     b, a = [0.1], [1.0, -0.9]
     paired(f"lfilter order 1 {tag} f64", {"scanarray": lambda: ssignal.lfilter(b, a, x),
-                                          "scipy": lambda: signal.lfilter(b, a, x)}, repeat)
+                                          "scipy": lambda: signal.lfilter(b, a, x),
+                                          "copy (memory floor)": _copy(x)}, repeat)
     for order in (4, 8):
         sos = signal.butter(order, 0.05, output="sos")
         paired(f"sosfilt order {order} {tag} f64", {

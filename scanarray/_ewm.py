@@ -522,7 +522,15 @@ class _Ewm:
             xp.subtract(_vocab.along(self.x, slice(1, None), self.axis), _vocab.along(m, slice(0, -1), self.axis),
                         out=_vocab.along(e, slice(1, None), self.axis))
         e *= e
-        cov = self._scan_tv(c, self._apply_tv(e, ck, "mul"))
+        # e = ck * delta**2, cov = scan(c, e): ck is constant past the head, so it is applied to
+        # the head only (as ck / ck_tail) and, with the bias correction, once at the end
+        ckt = ck[1]
+        if ckt is None or not ckt > 0:
+            ckt = None
+            cov = self._scan_tv(c, self._apply_tv(e, ck, "mul"))
+        else:
+            cov = self._scan_tv(c, self._apply_tv(e, (ck[0] / ckt, None), "mul"))
+        fac = (xp.ones_like(c[0]), None if c[1] is None else np.float64(1.0))
         if not p["bias"]:
             # S**2 / D with D = S**2 - S2 by its own recurrence (see var); D = 0 only at t = 0
             if p["adjust"]:  # D[t] = g**2 D[t-1] + 2 g W[t-1]
@@ -533,9 +541,12 @@ class _Ewm:
                 S = self._scan_head(g / dn, alpha / dn)
                 D = self._scan_head((g * g) / (dn * dn),
                                     ((2.0 * alpha * g) * _vocab.shift_forward(xp, S[0], 0, 0.0)) / (dn * dn))
-            fac = self._tv_map(lambda s_, d: (s_ * s_) / d, S, D)
-            fh = xp.where(D[0] > 0, fac[0], xp.nan)
-            cov = self._apply_tv(cov, (fh, None if D[1] is None else (fac[1] if D[1] > 0 else np.nan)), "mul")
+            f = self._tv_map(lambda s_, d: (s_ * s_) / d, S, D)
+            fac = (xp.where(D[0] > 0, f[0], xp.nan), None if D[1] is None else (f[1] if D[1] > 0 else np.nan))
+        if ckt is not None:
+            fac = (fac[0] * ckt, None if fac[1] is None else fac[1] * ckt)
+        if ckt is not None or not p["bias"]:
+            cov = self._apply_tv(cov, fac, "mul")
         return self.masked(cov)
 
 

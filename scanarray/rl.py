@@ -125,11 +125,17 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
     r, d, term, nv, g, boot, dt = (arrays[k] for k in ("rewards", "dones", "terminated", "next_values",
                                                       "gamma", "bootstrap", "dtype"))
     # a = gamma * (1 - d): the loop's factor, computed as the loop computes it
-    a = g if d is None else g * (1.0 - d)
     b = r
     if term is not None:
         trunc = d * (1.0 - term)  # 1 where the episode was cut, not ended
         b = r + g * trunc * nv
+    if d is None:
+        a = g
+    elif _fast(d, g):  # in place on our own copy of dones: (1 - d) * gamma == gamma * (1 - d)
+        a = xp.subtract(1.0, d, out=d)
+        a *= g
+    else:
+        a = g * (1.0 - d)
     return _reverse_scan(xp, a, b, boot, axis, dt)
 
 
@@ -232,6 +238,8 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
     r, v, d, term, nv, g, lm, boot, dt = (
         arrays[k] for k in ("rewards", "values", "dones", "terminated", "next_values", "gamma", "lam",
                             "bootstrap", "dtype"))
+    if nv is None and d is not None and term is None and _fast(d, g, lm) and v.shape == r.shape == d.shape:
+        return _gae_in_place(xp, r, v, d, g, lm, boot, axis)
     if nv is None:
         nv = _vocab.shift_backward(xp, xp.broadcast_to(v, r.shape) if v.shape != r.shape else v,
                                    axis, 0.0 if boot is None else boot)
@@ -248,6 +256,31 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
 
 
 # --------------------------------------------------------------------------- shared
+
+
+def _fast(d, *scalars):
+    """NumPy/CuPy arrays with scalar parameters: the computation may write into buffers of its
+    own (``d`` is the float copy _prepare made) instead of allocating a temporary per operation."""
+    return _vocab.is_eager_buffer(d) and all(not _vocab.is_array(s) for s in scalars)
+
+
+def _gae_in_place(xp, r, v, d, g, lm, boot, axis):
+    """:func:`gae`'s loop expressions evaluated in two buffers, in the loop's order:
+    ``delta = ((gamma * v[t+1]) * nonterminal + r) - v`` (``+`` commutes: the loop's
+    ``r + ...``), ``a = nonterminal * (gamma * lam)``, then the scan over ``delta`` itself."""
+    T = r.shape[axis]
+    delta = xp.empty_like(r)
+    if T:
+        xp.multiply(_vocab.along(v, slice(1, None), axis), g, out=_vocab.along(delta, slice(0, T - 1), axis))
+        last = _vocab.along(delta, slice(T - 1, T), axis)
+        last[...] = (0.0 if boot is None else xp.expand_dims(xp.broadcast_to(boot, last.shape[:axis] + last.shape[
+            axis + 1:]), axis=axis)) * g
+    nonterminal = xp.subtract(1.0, d, out=d)
+    delta *= nonterminal
+    delta += r
+    delta -= v
+    nonterminal *= g * lm
+    return linear_recurrence(nonterminal, delta, axis=axis, reverse=True, out=delta, **_vocab.exact_method(delta))
 
 
 def _reverse_scan(xp, a, b, initial, axis, dtype):
