@@ -3,6 +3,7 @@
 ORDER = [
     "quickstart.py",
     "plot_smoothing.py",
+    "plot_pandas_scipy_vocabulary.py",
     "plot_returns_gae.py",
     "plot_linear_dynamical_system.py",
     "plot_dask_out_of_core.py",
