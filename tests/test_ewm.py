@@ -198,6 +198,19 @@ def test_any_axis(rng):
     np.testing.assert_allclose(ewm_mean(x.T, alpha=0.3, axis=-1), ewm_mean(x, alpha=0.3).T, rtol=1e-15)
 
 
+@pytest.mark.parametrize("adjust", [True, False])
+def test_nan_free_any_axis(rng, adjust):
+    # the NaN-free path writes its head/tail pieces through views along the time axis
+    x = rng.standard_normal((3, 4, 1500)) + 2
+    flat = x.reshape(12, 1500).T
+    kw = dict(alpha=0.05, adjust=adjust, min_periods=3)
+    for f, stat in ((ewm_mean, "mean"), (ewm_var, "var")):
+        got = f(x, axis=-1, **kw)
+        assert_pandas(got.reshape(12, 1500).T, flat, stat, **kw)
+        got = f(np.moveaxis(x, 2, 1), axis=1, **kw)
+        assert_pandas(np.moveaxis(got, 1, 2).reshape(12, 1500).T, flat, stat, **kw)
+
+
 def test_float32_and_integers(rng):
     x = rng.standard_normal((500, 3)).astype(np.float32)
     got = ewm_mean(x, span=10)
