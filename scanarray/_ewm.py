@@ -169,11 +169,7 @@ def ewm_var(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, i
     >>> scanarray.ewm_var(x, alpha=0.5, bias=True)
     array([0.        , 0.22222222, 1.42857143, 6.88888889])
     """
-    x, labels, xp, axis, p = _prepare(x, com, span, halflife, alpha, adjust, ignore_na, min_periods, None,
-                                      axis, "ewm_var")
-    p["bias"] = _flag(bias, "bias")
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        v = _Ewm(xp, x, axis, p).var()
+    labels, xp, v = _variance(x, com, span, halflife, alpha, adjust, ignore_na, min_periods, bias, axis, "ewm_var")
     return labels.wrap(v)
 
 
@@ -192,16 +188,16 @@ def ewm_std(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, i
     Returns
     -------
     std : array, pandas.Series, pandas.DataFrame or xarray.DataArray
-        Same shape and type as `x`, floating dtype.
+        ``sqrt(ewm_var(x, ...))``: the type, shape and floating dtype of `x`.
 
     Raises
     ------
     TypeError, ValueError
-        As :func:`ewm_mean`.
+        As :func:`ewm_var` (the arguments are checked as there).
 
     See Also
     --------
-    ewm_var
+    ewm_var, ewm_mean
 
     Notes
     -----
@@ -214,13 +210,16 @@ def ewm_std(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, i
     >>> scanarray.ewm_std(np.array([1.0, 2.0, 4.0, 8.0]), alpha=0.5)
     array([       nan, 0.70710678, 1.58113883, 3.32737563])
     """
-    x, labels, xp, axis, p = _prepare(x, com, span, halflife, alpha, adjust, ignore_na, min_periods, None,
-                                      axis, "ewm_std")
+    labels, xp, v = _variance(x, com, span, halflife, alpha, adjust, ignore_na, min_periods, bias, axis, "ewm_std")
+    return labels.wrap(xp.sqrt(v))
+
+
+def _variance(x, com, span, halflife, alpha, adjust, ignore_na, min_periods, bias, axis, fname):
+    x, labels, xp, axis, p = _prepare(x, com, span, halflife, alpha, adjust, ignore_na, min_periods, None, axis,
+                                      fname)
     p["bias"] = _flag(bias, "bias")
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        v = _Ewm(xp, x, axis, p).var()
-        s = xp.sqrt(v)
-    return labels.wrap(s)
+        return labels, xp, _Ewm(xp, x, axis, p).var()
 
 
 for _f in (ewm_mean, ewm_var, ewm_std):

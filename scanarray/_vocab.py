@@ -10,7 +10,6 @@ array library that the caller's arrays do not already come from.
 from __future__ import annotations
 
 import numbers
-import operator
 import sys
 
 import numpy as np
@@ -96,19 +95,9 @@ def check_dtype(x, name, accept=("real floating", "integral", "bool"), what="rea
 
 
 def normalize_axis(axis, ndim, name, shape):
-    if isinstance(axis, (bool, np.bool_)):
-        raise TypeError(f"axis must be an int; got {axis!r}")
-    try:
-        axis = operator.index(axis)
-    except TypeError:
-        raise TypeError(f"axis must be an int; got {axis!r}") from None
-    if not -ndim <= axis < ndim:
-        raise np.exceptions.AxisError(
-            f"axis {axis} is out of bounds for {name} of shape {tuple(shape)}; "
-            f"accepted: {-ndim} <= axis < {ndim}" if ndim else
-            f"axis {axis}: {name} is a scalar, with no time axis; pass an array"
-        )
-    return axis % ndim
+    from ._api import _normalize_axis
+
+    return _normalize_axis(axis, ndim, f"{name} of shape {tuple(shape)}")
 
 
 def check_scalar(value, name, lo=None, hi=None, lo_open=False, hi_open=False):
@@ -131,33 +120,29 @@ def along(x, sl, axis):
     return x[(slice(None),) * axis + (sl,)]
 
 
-def shift_forward(xp, x, axis, fill):
-    """``y[t] = x[t-1]`` along ``axis``, ``y[0] = fill`` (an array of x's shape without the axis, or
-    a scalar)."""
+def shift(xp, x, axis, fill, forward=True):
+    """``y[t] = x[t-1]`` (forward) or ``x[t+1]`` along ``axis``, with ``fill`` (an array of x's
+    shape without the axis, or a scalar) entering at the start (forward) or the end."""
     T = x.shape[axis]
-    head_shape = tuple(x.shape[:axis]) + (1,) + tuple(x.shape[axis + 1:])
+    edge_shape = tuple(x.shape[:axis]) + (1,) + tuple(x.shape[axis + 1:])
     if is_array(fill):
-        head = xp.reshape(xp.broadcast_to(fill, head_shape[:axis] + head_shape[axis + 1:]), head_shape)
-        head = xp.astype(head, x.dtype)
+        edge = xp.reshape(xp.broadcast_to(fill, edge_shape[:axis] + edge_shape[axis + 1:]), edge_shape)
+        edge = xp.astype(edge, x.dtype)
     else:
-        head = xp.full(head_shape, fill, dtype=x.dtype, **device_of(xp, x))
+        edge = xp.full(edge_shape, fill, dtype=x.dtype, **device_of(xp, x))
     if T == 0:
         return x
-    return xp.concat([head, along(x, slice(0, T - 1), axis)], axis=axis)
+    if forward:
+        return xp.concat([edge, along(x, slice(0, T - 1), axis)], axis=axis)
+    return xp.concat([along(x, slice(1, T), axis), edge], axis=axis)
+
+
+def shift_forward(xp, x, axis, fill):
+    return shift(xp, x, axis, fill, forward=True)
 
 
 def shift_backward(xp, x, axis, fill):
-    """``y[t] = x[t+1]`` along ``axis``, ``y[T-1] = fill`` (array without the axis, or scalar)."""
-    T = x.shape[axis]
-    tail_shape = tuple(x.shape[:axis]) + (1,) + tuple(x.shape[axis + 1:])
-    if is_array(fill):
-        tail = xp.reshape(xp.broadcast_to(fill, tail_shape[:axis] + tail_shape[axis + 1:]), tail_shape)
-        tail = xp.astype(tail, x.dtype)
-    else:
-        tail = xp.full(tail_shape, fill, dtype=x.dtype, **device_of(xp, x))
-    if T == 0:
-        return x
-    return xp.concat([along(x, slice(1, T), axis), tail], axis=axis)
+    return shift(xp, x, axis, fill, forward=False)
 
 
 def device_of(xp, x):

@@ -329,15 +329,9 @@ def filtfilt(b, a, x, axis=-1, padtype="odd", padlen=None):
     ----------
     b, a : array_like
         1-D numerator and denominator.
-    x : array_like
-        The signal.
-    axis : int, optional
-        The time axis. Default -1.
-    padtype : {"odd", "even", "constant", None}, optional
-        The extension; None for none.
+    (see below)
     padlen : int, optional
-        Samples added at each end. Default ``3 * max(len(a), len(b))``; must be smaller than
-        the length of `x` along `axis`.
+        Samples added at each end. Default ``3 * max(len(a), len(b))``.
 
     Returns
     -------
@@ -368,28 +362,25 @@ def sosfiltfilt(sos, x, axis=-1, padtype="odd", padlen=None):
     ----------
     sos : array_like
         Shape ``(n_sections, 6)``.
-    x : array_like
-        The signal.
-    axis : int, optional
-        The time axis. Default -1.
-    padtype : {"odd", "even", "constant", None}, optional
-        The extension; None for none.
+    (see below)
     padlen : int, optional
-        Default SciPy's: ``3 * (2 * n_sections + 1 - min(#(b2 == 0), #(a2 == 0)))``.
+        Samples added at each end. Default SciPy's:
+        ``3 * (2 * n_sections + 1 - min(#(b2 == 0), #(a2 == 0)))``.
 
     Returns
     -------
     y : array
-        Shape of `x`.
+        The signal filtered forwards and then backwards by every section, shape of `x`.
 
     Examples
     --------
     >>> import numpy as np
-    >>> from scipy import signal
+    >>> import scipy.signal
     >>> from scanarray.signal import sosfiltfilt
-    >>> sos = signal.butter(4, 0.1, output="sos")
+    >>> sos = scipy.signal.butter(4, 0.1, output="sos")
     >>> x = np.random.default_rng(2).standard_normal(300)
-    >>> bool(np.allclose(sosfiltfilt(sos, x), signal.sosfiltfilt(sos, x), rtol=1e-10, atol=1e-12))
+    >>> y = sosfiltfilt(sos, x)
+    >>> bool(np.allclose(y, scipy.signal.sosfiltfilt(sos, x), rtol=1e-10, atol=1e-12))
     True
     """
     sos_n = np.asarray(sos, dtype=float)
@@ -401,6 +392,18 @@ def sosfiltfilt(sos, x, axis=-1, padtype="odd", padlen=None):
     zi = sosfilt_zi(sos_n)
     return _forward_backward(lambda z, zi_: sosfilt(sos_n, z, axis=axis, zi=zi_), zi, x, axis, padtype, padlen,
                              sections=True)
+
+
+_PAD_DOC = """    x : array_like
+        The signal.
+    axis : int, optional
+        The time axis. Default -1.
+    padtype : {"odd", "even", "constant", None}, optional
+        The extension; None for none. `padlen` must be smaller than the length of `x` along
+        `axis`.
+"""
+for _f in (filtfilt, sosfiltfilt):
+    _f.__doc__ = _f.__doc__.replace("    (see below)\n", _PAD_DOC)
 
 
 # --------------------------------------------------------------------------- the section kernel
