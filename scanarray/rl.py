@@ -35,7 +35,8 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
     Parameters
     ----------
     rewards : array_like
-        Rewards, time along `axis`. Bool and integer rewards compute in the default float.
+        Rewards, time along `axis`. Bool and integer rewards compute in the default float. A
+        pandas Series/DataFrame or xarray DataArray comes back as the same type with its labels.
     gamma : float or array_like
         Discount factor in [0, 1], or an array broadcastable to `rewards` (per environment or
         per step).
@@ -124,6 +125,7 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
     )
     r, d, term, nv, g, boot, dt = (arrays[k] for k in ("rewards", "dones", "terminated", "next_values",
                                                       "gamma", "bootstrap", "dtype"))
+    labels = arrays["labels"]
     # a = gamma * (1 - d): the loop's factor, computed as the loop computes it
     b = r
     if term is not None:
@@ -136,7 +138,7 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
         a *= g
     else:
         a = g * (1.0 - d)
-    return _reverse_scan(xp, a, b, boot, axis, dt)
+    return labels.wrap(_reverse_scan(xp, a, b, boot, axis, dt))
 
 
 def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=None,
@@ -151,7 +153,8 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
     Parameters
     ----------
     rewards, values : array_like
-        Rewards and value estimates ``V(s_t)``, same shape, time along `axis`.
+        Rewards and value estimates ``V(s_t)``, same shape, time along `axis`. pandas and
+        xarray rewards come back as the same type with their labels.
     dones : array_like or None
         True where the episode ended with this step (``terminated | truncated``); broadcastable
         to `rewards`. None: no episode ends.
@@ -238,8 +241,9 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
     r, v, d, term, nv, g, lm, boot, dt = (
         arrays[k] for k in ("rewards", "values", "dones", "terminated", "next_values", "gamma", "lam",
                             "bootstrap", "dtype"))
+    labels = arrays["labels"]
     if nv is None and d is not None and term is None and _fast(d, g, lm) and v.shape == r.shape == d.shape:
-        return _gae_in_place(xp, r, v, d, g, lm, boot, axis)
+        return labels.wrap(_gae_in_place(xp, r, v, d, g, lm, boot, axis))
     if nv is None:
         nv = _vocab.shift_backward(xp, xp.broadcast_to(v, r.shape) if v.shape != r.shape else v,
                                    axis, 0.0 if boot is None else boot)
@@ -252,7 +256,7 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
         # the loop's expressions, in its order (bitwise equality on NumPy float64)
         delta = r + g * nv * bootstraps - v
         a = g * lm * nonterminal
-    return _reverse_scan(xp, a, delta, None, axis, dt)
+    return labels.wrap(_reverse_scan(xp, a, delta, None, axis, dt))
 
 
 # --------------------------------------------------------------------------- shared
@@ -302,6 +306,9 @@ def _prepare(fname, args, axis):
         if x is None or (k in ("gamma", "lam") and not _vocab.is_array(x) and not isinstance(x, (list, tuple))):
             conv[k] = x
             continue
+        x, labels = _vocab.unwrap(x, k)  # pandas/xarray: their values (rewards' labels go on the result)
+        if k == "rewards":
+            conv["labels"] = labels
         conv[k] = _vocab.as_array(x, k)
     xp = _vocab.namespace(*[conv[k] for k in names if _vocab.is_array(conv[k])])
 
@@ -371,4 +378,5 @@ def _prepare(fname, args, axis):
             out[k] = xp.astype(x, dt)
         else:
             out[k] = _vocab.check_scalar(x, k, 0.0, 1.0)
+    out["labels"] = conv["labels"]
     return xp, out, axis

@@ -57,7 +57,8 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
         last axis holds the coefficients, the leading axes broadcast against `x` (NumPy rules),
         so a coefficient that changes with time has the time axis of `x` in that position.
     x : array_like
-        The signal (NumPy, CuPy, Dask; torch and JAX through their front-ends).
+        The signal (NumPy, CuPy, Dask; torch and JAX through their front-ends). A pandas
+        Series/DataFrame or xarray DataArray comes back as the same type with its labels.
     axis : int, optional
         The time axis of `x`. Default -1, as SciPy.
     zi : array_like, optional
@@ -119,7 +120,7 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
     if _vocab.is_array(bn) or _vocab.is_array(an):
         if zi is not None:
             raise ValueError("zi= is not supported with time-varying coefficient arrays (1-D b and a only)")
-        return _varying(xp, x, axis, bn, an, dt)
+        return _labelled(labels, _varying(xp, x, axis, bn, an, dt))
     bn, an = _normalize(bn, an)
     K = max(len(an), len(bn)) - 1
     zi_c = None if zi is None else _prepare_zi(xp, zi, x, axis, K, dt, "zi")
@@ -139,7 +140,7 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
         else:
             y = _fir(xp, xs, axis, bn, zl, _vocab.is_eager_buffer(xs))
             zl = None if zi is None else _zf_from_tail(xp, xs, y, axis, bn, an, K)
-        return y if zi is None else (y, _stack_or(xp, zl, zi_c, axis))
+        return _labelled(labels, y if zi is None else (y, _stack_or(xp, zl, zi_c, axis)))
     if method == "dense":
         y, zf = _dense_df2t(xp, xs, axis, bn, an, zi_c, dt)
     else:
@@ -147,7 +148,7 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
         y, zl = _section(xp, xs, axis, bn, an, zl, zi is not None)
         y = _contiguous(xp, y)
         zf = None if zl is None else _stack_or(xp, zl, zi_c, axis)
-    return y if zi is None else (y, zf)
+    return _labelled(labels, y if zi is None else (y, zf))
 
 
 def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
@@ -161,7 +162,7 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
         ``(n_sections, ..., 6)`` for time-varying (or per-channel) sections, the middle axes
         broadcasting against `x`.
     x : array_like
-        The signal.
+        The signal (as :func:`lfilter`: pandas and xarray objects come back labelled).
     axis : int, optional
         The time axis of `x`. Default -1.
     zi : array_like, optional
@@ -223,7 +224,7 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
         for s in range(n):
             row = sos_a[s]
             y = _varying(xp, y, axis, row[..., :3], row[..., 3:], dt)
-        return y
+        return _labelled(labels, y)
     rows = [[_py(v) for v in _host(sos_a[s]).tolist()] for s in range(n)]
     zi_c = None
     if zi is not None:
@@ -251,7 +252,7 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
                 zl = zl + [xp.zeros_like(zl[0])] * (2 - len(zl))
                 zfs.append(xp.stack(zl, axis=axis))
     y = _contiguous(xp, y)
-    return y if zi is None else (y, xp.stack(zfs, axis=0))
+    return _labelled(labels, y if zi is None else (y, xp.stack(zfs, axis=0)))
 
 
 def lfilter_zi(b, a):
@@ -260,7 +261,8 @@ def lfilter_zi(b, a):
     Parameters
     ----------
     b, a : array_like
-        1-D numerator and denominator (``a[0] != 0``).
+        1-D numerator and denominator. Leading zeros of `a` are dropped, as SciPy drops them;
+        one coefficient of `a` must be nonzero.
 
     Returns
     -------
@@ -274,7 +276,12 @@ def lfilter_zi(b, a):
     >>> lfilter_zi([0.5], [1.0, -0.5])
     array([0.5])
     """
-    bn, an = _normalize(_as_coefficients(b, "b", host=True), _as_coefficients(a, "a", host=True))
+    an = _as_coefficients(a, "a", host=True)
+    while len(an) > 1 and an[0] == 0:  # SciPy's lfilter_zi drops leading zeros of a
+        an = an[1:]
+    if not an or an[0] == 0:
+        raise ValueError("a must have at least one nonzero coefficient")
+    bn, an = _normalize(_as_coefficients(b, "b", host=True), an)
     K = max(len(an), len(bn)) - 1
     if K == 0:
         return np.zeros(0)
@@ -754,6 +761,13 @@ def _normalize(bn, an):
     bn = [_py(v / a0) for v in bn]
     an = [_py(v / a0) for v in an]
     return bn, an
+
+
+def _labelled(labels, out):
+    """``y`` (or ``(y, zf)``) with the labels of a pandas/xarray input put back on ``y``."""
+    if isinstance(out, tuple):
+        return (labels.wrap(out[0]),) + out[1:]
+    return labels.wrap(out)
 
 
 def _prepare_x(x, axis):

@@ -175,6 +175,25 @@ def test_gamma_range(bad):
         gae(np.ones(3), np.ones(3), None, 0.9, bad)
 
 
+def test_pandas_and_xarray_come_back_labelled(rng):
+    pd = pytest.importorskip("pandas")
+    r = rng.standard_normal((20, 2))
+    v = rng.standard_normal((20, 2))
+    d = rng.random((20, 2)) < 0.2
+    rf = pd.DataFrame(r, columns=["e0", "e1"], index=pd.RangeIndex(5, 25))
+    G = discounted_returns(rf, 0.9, pd.DataFrame(d))
+    assert isinstance(G, pd.DataFrame) and list(G.columns) == ["e0", "e1"] and G.index.equals(rf.index)
+    assert_array_equal(G.to_numpy(), discounted_returns(r, 0.9, d))
+    A = gae(rf, pd.DataFrame(v), d, 0.9, 0.8)
+    assert isinstance(A, pd.DataFrame)
+    assert_array_equal(A.to_numpy(), gae(r, v, d, 0.9, 0.8))
+    assert isinstance(discounted_returns(pd.Series(r[:, 0], name="r"), 0.9, d[:, 0]), pd.Series)
+    xr = pytest.importorskip("xarray")
+    da = xr.DataArray(r.T, dims=("env", "time"))
+    G = discounted_returns(da, 0.9, d.T, axis=-1)
+    assert isinstance(G, xr.DataArray) and G.dims == ("env", "time")
+
+
 def test_errors():
     with pytest.raises(TypeError, match="gamma must be a real number"):
         discounted_returns(np.ones(3), "0.9")

@@ -273,6 +273,32 @@ def test_time_varying_sosfilt(rng):
 # --------------------------------------------------------------------------- errors
 
 
+def test_lfilter_zi_drops_leading_zeros_of_a():
+    scipy_signal = pytest.importorskip("scipy.signal")
+    for b, a in (([1.0, 2.0], [0.0, 2.0, 0.5]), ([1.0, 2.0, 3.0], [0.0, 0.0, 2.0])):
+        np.testing.assert_allclose(lfilter_zi(b, a), scipy_signal.lfilter_zi(b, a), rtol=1e-14)
+    with pytest.raises(ValueError, match="nonzero"):
+        lfilter_zi([1.0], [0.0, 0.0])
+
+
+def test_pandas_and_xarray_come_back_labelled(rng):
+    pd = pytest.importorskip("pandas")
+    sos = np.array([[0.2, 0.4, 0.2, 1.0, -0.5, 0.2]])
+    s = pd.Series(rng.standard_normal(30), index=pd.RangeIndex(100, 130), name="v")
+    for y in (sosfilt(sos, s), lfilter([0.5], [1.0, -0.5], s), sosfiltfilt(sos, s)):
+        assert isinstance(y, pd.Series) and y.name == "v" and y.index.equals(s.index)
+    y, zf = sosfilt(sos, s, zi=np.zeros((1, 2)))
+    assert isinstance(y, pd.Series) and isinstance(zf, np.ndarray)
+    np.testing.assert_array_equal(y.to_numpy(), sosfilt(sos, s.to_numpy()))
+    df = pd.DataFrame(rng.standard_normal((30, 2)), columns=["a", "b"])
+    y = lfilter([0.5], [1.0, -0.5], df, axis=0)
+    assert isinstance(y, pd.DataFrame) and list(y.columns) == ["a", "b"]
+    xr = pytest.importorskip("xarray")
+    da = xr.DataArray(rng.standard_normal((2, 30)), dims=("ch", "time"), attrs={"units": "V"})
+    y = sosfilt(sos, da)
+    assert isinstance(y, xr.DataArray) and y.dims == ("ch", "time") and y.attrs == {"units": "V"}
+
+
 def test_errors(rng):
     x = rng.standard_normal(10)
     with pytest.raises(ValueError, match=r"a\[0\] is 0"):
