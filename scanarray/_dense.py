@@ -52,6 +52,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 
+from ._arrays import same_view as _same_view
+from .backends._layout import compact
+
 __all__ = [
     "METHODS",
     "chunk_length",
@@ -63,15 +66,6 @@ __all__ = [
     "prefix",
     "sequential",
 ]
-
-
-def compact(x):
-    """The smallest view of a broadcast array: stride-0 axes cut to length 1.
-
-    A time-invariant transition ``A`` then has a time axis of length 1, and the
-    algorithms below multiply it once per level instead of ``T`` times.
-    """
-    return x[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(x.strides, x.shape))]
 
 
 # --------------------------------------------------------------------------- counting
@@ -187,15 +181,6 @@ def _prepare(xp, A, b, h0, dt, reverse, out):
         # Elementwise rather than a matvec: a BLAS may skip the zero entries of the vector.
         H[..., 0, :] += (A[..., 0, :, :] * dt.type(0)).sum(axis=-1)
     return A, H, result
-
-
-def _same_view(x, y):
-    """Whether ``x`` and ``y`` are the same elements of the same memory (shape, strides, address)."""
-    if x.shape != y.shape or x.strides != y.strides or x.dtype != y.dtype:
-        return False
-    ix = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
-    iy = getattr(y, "__cuda_array_interface__", None) or y.__array_interface__
-    return ix["data"][0] == iy["data"][0]
 
 
 def _pairs(xp, A, m):
