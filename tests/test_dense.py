@@ -376,7 +376,7 @@ def test_numpy_auto_rule(B, T, n, dtype, a_kind, want):
     """The NumPy dense auto rule picks the method measured fastest (or the robust one) at these shapes."""
     from types import SimpleNamespace
 
-    from scanarray import _config
+    from scanarray.backends import numpy_backend
 
     item = np.dtype(dtype).itemsize
     per = n * n * item
@@ -384,7 +384,7 @@ def test_numpy_auto_rule(B, T, n, dtype, a_kind, want):
     a = SimpleNamespace(shape=(B, T, n, n), strides=strides + (n * item, item))
     p = SimpleNamespace(length=T, lanes=(B,), a=a, b=SimpleNamespace(shape=(B, T, n)), dtype=np.dtype(dtype),
                         dense=True)
-    assert _config.numpy_dense_auto_method(p) == want
+    assert numpy_backend.dense_auto_method(p) == want
 
 
 # --------------------------------------------------------------------------- growing systems
