@@ -32,14 +32,14 @@ def lr(*args, **kw):
 @pytest.fixture
 def small_superblocks(monkeypatch):
     """Superblocks of 101 steps: many superblocks, segments of unequal length, a short last one."""
-    monkeypatch.setattr(nb, "SUPERBLOCK", 101)
-    monkeypatch.setattr(nb, "SEGMENT_GROUPS", 2)
+    monkeypatch.setitem(nb.TUNING, "superblock", 101)
+    monkeypatch.setitem(nb.TUNING, "segment_groups", 2)
 
 
 @pytest.fixture(params=["fixup", "reduce"])
 def scheme(request, monkeypatch):
     """Each chunked scheme forced: scan-then-fix-up, reduce-then-scan."""
-    monkeypatch.setattr(nb, "CHUNKED_SCHEME", request.param)
+    monkeypatch.setitem(nb.TUNING, "scheme", request.param)
     return request.param
 
 
@@ -108,10 +108,10 @@ def fixup(request, monkeypatch):
     Pass 1 with plain stores, and with the non-temporal bursts that large
     rows take (``NT_MIN_BYTES`` lowered so that small rows take them too).
     """
-    monkeypatch.setattr(nb, "CHUNKED_SCHEME", "fixup")
+    monkeypatch.setitem(nb.TUNING, "scheme", "fixup")
     monkeypatch.setattr(nb, "_threads", lambda: 2)
-    monkeypatch.setattr(nb, "SEGMENT_GROUPS", 2)
-    monkeypatch.setattr(nb, "NT_MIN_BYTES", 0 if request.param == "non-temporal" else 1 << 62)
+    monkeypatch.setitem(nb.TUNING, "segment_groups", 2)
+    monkeypatch.setitem(nb.TUNING, "nt_min_bytes", 0 if request.param == "non-temporal" else 1 << 62)
     return request.param
 
 
@@ -204,21 +204,21 @@ def test_fixup_in_place(fixup, rng):
     a = coefficients(rng, (1, T), "float64")
     b = values(rng, (1, T), "float64")
     ref, g = recurrence_ref(a, b)
-    assert not nb._non_temporal(b, b)
+    assert not nb._non_temporal(b, b, True)
     h = lr(a, b, out=b, method="chunked")
     assert h is b
     assert_matches(b, ref, g, tolerance("float64", T, 64), "fix-up in place")
 
 
 def test_non_temporal_choice(monkeypatch):
-    """Non-temporal stores only for long contiguous real rows that are not ``b``."""
-    monkeypatch.setattr(nb, "NT_MIN_BYTES", 1024)
+    """Non-temporal stores only for large contiguous real outputs that are not ``b``."""
+    monkeypatch.setitem(nb.TUNING, "nt_min_bytes", 1024)
     x, y = np.zeros((1, 256)), np.zeros((1, 256))
-    assert nb._non_temporal(x, y)
-    assert not nb._non_temporal(x[:, :100], y[:, :100])  # too short
-    assert not nb._non_temporal(x, x)  # in place
-    assert not nb._non_temporal(x, np.zeros((1, 512))[:, ::2])  # strided
-    assert not nb._non_temporal(x, np.zeros((1, 256), complex))
+    assert nb._non_temporal(x, y, True)
+    assert not nb._non_temporal(x[:, :100], y[:, :100], True)  # too small
+    assert not nb._non_temporal(x, x, True)  # in place
+    assert not nb._non_temporal(x, y, False)  # strided
+    assert not nb._non_temporal(x, np.zeros((1, 256), complex), True)
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
@@ -261,7 +261,7 @@ def test_fixup_pays():
 @pytest.mark.parametrize("in_place", [False, True])
 def test_time_major_lane_blocks(monkeypatch, a_kind, in_place, rng):
     """(T, N) C-order along axis 0 in several lane blocks (the last one partial), in place or not."""
-    monkeypatch.setattr(nb, "MIN_ROW_BYTES", 8 * 8)  # blocks of >= 8 float64 lanes
+    monkeypatch.setitem(nb.TUNING, "min_row_bytes", 8 * 8)  # blocks of >= 8 float64 lanes
     T, N = 300, 45
     b = values(rng, (T, N), "float64")
     a = {
@@ -307,13 +307,13 @@ def test_integer_and_mixed_inputs(rng):
 
 def test_auto_method(monkeypatch):
     monkeypatch.setattr(nb, "_threads", lambda: 4)
-    long_row = np.zeros((2, nb.CHUNKED_MIN_LENGTH))
+    long_row = np.zeros((2, nb.TUNING["chunked_min_length"]))
     p = scanarray._problem.Problem(
         xp=np, kind="numpy", a=long_row, b=long_row, initial=None, out=long_row, dtype=np.dtype("f8"),
         out_dtype=np.dtype("f8"), reverse=False, dense=False, chunk=64, method="auto",
     )
     assert nb.auto_method(p) == "chunked"  # 2 lanes < 4 threads
-    p.a = p.b = p.out = np.zeros((4, nb.CHUNKED_MIN_LENGTH))
+    p.a = p.b = p.out = np.zeros((4, nb.TUNING["chunked_min_length"]))
     assert nb.auto_method(p) == "sequential"
     p.a = p.b = p.out = np.zeros((1, 100))
     assert nb.auto_method(p) == "sequential"  # too short to split
@@ -348,19 +348,24 @@ def test_dense_lanes_broadcast_a(method, rng):
 
 
 def test_import_compiles_nothing():
-    """``import scanarray`` imports no numba; loading the backend compiles no kernel; kernels cache."""
+    """``import scanarray`` imports no numba; loading the backend compiles no kernel; a call compiles
+    one variant per kernel and accumulation dtype, whatever the layouts, and caches it."""
     code = textwrap.dedent(
         """
         import sys
+        import numpy as np
         import scanarray
         assert "numba" not in sys.modules
         from scanarray.backends import numba_backend
         assert "numba" not in sys.modules  # kernels are imported on first use
         k = numba_backend._k()
-        for name in ("sequential_rows", "sequential_blocks", "chunked", "chunked_fixup", "dense_sequential"):
-            f = getattr(k, name)
-            assert f.signatures == [], name
-            assert type(f._cache).__name__ != "NullCache", name  # cache=True
+        assert k._COMPILED == {}
+        x = np.ones((4, 50))
+        for a, b in [(x, x), (0.5, x.T.copy().T), (x[:, :1], x[::-1]), (np.float32(0.5), x[:, ::2])]:
+            scanarray.linear_recurrence(a, b, backend="numba")
+        f = k._COMPILED["sequential_rows", np.dtype("float64")]
+        assert len(f.signatures) == 1, f.signatures
+        assert type(f._cache).__name__ != "NullCache"  # cache=True
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True)

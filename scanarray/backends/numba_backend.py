@@ -37,40 +37,39 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dense
-from .._nonfinite import mend_nonfinite
-from .numpy_backend import compact
+from ._layout import compact, lanes_contiguous, merge_axes
 
-__all__ = ["auto_method", "linear_recurrence", "unavailable_reason"]
+__all__ = ["TUNING", "auto_method", "linear_recurrence", "unavailable_reason"]
 
-#: time-major kernel: the least bytes of a row one thread streams per step.
-#: Splitting a (65536, 1024) float64 row of 8 KiB between 2 threads (4 KiB
-#: each) was 2.8x slower than one thread streaming whole rows (docs/numba.md):
-#: short runs per step defeat the hardware prefetchers.
-MIN_ROW_BYTES = 1 << 14
-#: the chunked path pays off only on rows at least this long (below it the
-#: two parallel regions and the second pass cost more than they save; a loop
-#: of 2**17 steps takes ~0.3 ms, a few region launches ~0.05 ms on a quiet machine)
-CHUNKED_MIN_LENGTH = 1 << 17
-#: chunked: time steps per superblock, and groups of 4 segments per thread in
-#: each. Superblocks that fit in cache (2**20 float64 steps: 16 MiB of a and b)
-#: let the rescan read from L3 and ran 2x faster than the single-thread loop on
-#: a quiet 2-core machine (15 ms vs 31 ms for 2**24 steps), but every superblock
-#: costs two parallel regions, and on a loaded machine each region waits for a
-#: descheduled thread: 16 superblocks took 496 ms against 70 ms for one
-#: (docs/numba.md). Robustness wins: one superblock up to 2**24 steps.
-SUPERBLOCK = 1 << 24
-SEGMENT_GROUPS = 1
-#: chunked with a time-invariant ``a``: scan-then-fix-up when each segment's
-#: fix-up is bounded by this share of the segment, else reduce-then-scan
-#: (``_fixup_pays``; a full-length fix-up costs one stream more, docs/numba.md)
-FIXUP_SHARE = 0.5
-#: chunked: force ``"fixup"`` (scan-then-fix-up) or ``"reduce"`` (reduce-then-scan);
-#: ``None`` chooses by ``_fixup_pays`` (tests and benchmarks set it)
-CHUNKED_SCHEME = None
-#: scan-then-fix-up: rows of at least this many bytes are written with
-#: non-temporal stores (``_non_temporal``): twice the 32 MiB L3 of the
-#: measuring machine, so that nothing the next step could find in cache is evicted
-NT_MIN_BYTES = 1 << 26
+#: The numba backend's tunables, one line each with where it comes from (the measurements:
+#: docs/guide/cpu.md). Tests and benchmarks patch entries with ``monkeypatch.setitem``.
+TUNING = {
+    # method="auto": chunked only for fewer lanes than threads and rows at least this long (below
+    # it the two parallel regions and the second pass cost more than they save)
+    "chunked_min_length": 1 << 17,
+    # chunked: steps per superblock; cache-sized ones (2**20) are faster on a quiet machine, but each
+    # costs two parallel regions, which wait for a descheduled thread on a loaded one
+    "superblock": 1 << 24,
+    # chunked: groups of 4 interleaved segments per thread (8 chains per thread were slower)
+    "segment_groups": 1,
+    # chunked, time-invariant a: scan-then-fix-up while the fix-up is bounded below this share of
+    # a segment, reduce-then-scan beyond (see _fixup_pays)
+    "fixup_share": 0.5,
+    # chunked: force "fixup" or "reduce" (tests and benchmarks); None chooses by _fixup_pays
+    "scheme": None,
+    # non-temporal stores for an out of at least this many bytes (twice the measuring machine's
+    # 32 MiB L3: nothing the next step could find in cache is evicted)
+    "nt_min_bytes": 1 << 26,
+    # steps per burst of non-temporal stores: 512 bytes of float64 per lane, whole lines for the
+    # write-combining buffers (single stores from interleaved loops were 2.5x slower)
+    "burst": 64,
+    # rows: lanes in groups of 4 stepped together once there are this many lanes per thread
+    # (four dependency chains hide the latency of the multiply and the add)
+    "rows_four_min_per_thread": 4,
+    # time-major: the least bytes of a step one thread streams; splitting an 8 KiB step between
+    # two threads was 2.8x slower than one thread streaming it (the prefetchers need long runs)
+    "min_row_bytes": 1 << 14,
+}
 
 _kernels = None
 
@@ -105,11 +104,9 @@ def _lanes(shape) -> int:
 
 def auto_method(problem):
     if problem.dense:
-        # The compiled T n^2 loop beat cyclic reduction's T n^3 batched matmuls at every
-        # size measured (n = 2..512, 1..64 lanes: 2x to 70x, docs/numba.md).
-        return "sequential"
+        return _dense_auto_method(problem)
     T = problem.length
-    if _lanes(problem.shape) < _threads() and T >= CHUNKED_MIN_LENGTH:
+    if _lanes(problem.shape) < _threads() and T >= TUNING["chunked_min_length"]:
         return "chunked"
     return "sequential"
 
@@ -118,37 +115,25 @@ def auto_method(problem):
 
 
 def _readable(x, dt):
-    """``x`` itself if numba computes with its dtype (``dt`` or ``dt``'s real part), else a cast copy."""
-    real = np.empty(0, dt).real.dtype
-    if x.dtype == dt or x.dtype == real:
+    """``x`` itself if its dtype is ``dt``, else a cast copy (of the compact view, broadcast back)."""
+    if x.dtype == dt:
         return x
-    return x.astype(dt)
+    return np.broadcast_to(compact(x).astype(dt), x.shape)
 
 
 def _merge_lanes(arrays, nlead):
-    """Views of ``arrays`` (same shape ``(*lanes, *rest)``) with the ``nlead`` lane axes merged.
-
-    Returns views with one lane axis if every pair of adjacent lane axes can
-    be merged in every array (``stride[i] == shape[i+1] * stride[i+1]``,
-    stride 0 pairs included), else ``None``. Size-1 lane axes are dropped first.
-    """
-    shape = arrays[0].shape[:nlead]
-    keep = [i for i in range(nlead) if shape[i] != 1]
-    if not keep:
-        return [x.reshape((1,) + x.shape[nlead:]) for x in arrays]
-    out = []
-    for x in arrays:
-        st = x.strides
-        rest = range(nlead, x.ndim)
-        for i, j in zip(keep[:-1], keep[1:]):
-            if st[i] != shape[j] * st[j]:
-                return None
-        n = int(np.prod([shape[i] for i in keep]))
-        out.append(np.lib.stride_tricks.as_strided(
-            x, (n,) + tuple(x.shape[i] for i in rest), (st[keep[-1]],) + tuple(st[i] for i in rest),
-            writeable=x.flags.writeable,
-        ))
-    return out
+    """Views of ``arrays`` (same shape ``(*lanes, *rest)``) with the ``nlead`` lane axes merged
+    into one, or None when their strides do not allow it (see ``_layout.merge_axes``)."""
+    shape, strides = merge_axes(list(arrays[0].shape[:nlead]), [list(x.strides[:nlead]) for x in arrays],
+                                drop_ones=True)
+    if len(shape) > 1:
+        return None
+    n = shape[0] if shape else 1
+    return [
+        np.lib.stride_tricks.as_strided(x, (n,) + x.shape[nlead:], (st[0] if st else 0,) + x.strides[nlead:],
+                                        writeable=x.flags.writeable)
+        for x, st in zip(arrays, strides)
+    ]
 
 
 def _for_each_lane_block(arrays, nlead, fn):
@@ -162,47 +147,65 @@ def _for_each_lane_block(arrays, nlead, fn):
 
 
 def _lane_block(out) -> int:
-    """Lanes per block of the time-major kernel: a share of the threads, never below ``MIN_ROW_BYTES``."""
+    """Lanes per block of the time-major kernel: a share of the threads, never below ``min_row_bytes``."""
     L = out.shape[0]
     per_thread = -(-L // max(1, _threads()))
-    return max(1, min(L, max(per_thread, MIN_ROW_BYTES // out.itemsize)))
+    return max(1, min(L, max(per_thread, TUNING["min_row_bytes"] // out.itemsize)))
 
 
-def _lanes_contiguous(x) -> bool:
-    """Whether some lane axis of ``x (*lanes, T)`` has a smaller stride than time."""
-    lane = [abs(s) for s, n in zip(x.strides[:-1], x.shape[:-1]) if n > 1]
-    return bool(lane) and min(lane) < abs(x.strides[-1])
+def _non_temporal(b, out, contiguous) -> bool:
+    """Whether ``out`` is written with non-temporal stores.
+
+    Only for real dtypes (a complex number would be two stores), an ``out`` whose runs are
+    contiguous (``contiguous``: along time for rows, along lanes for time-major blocks), of at
+    least ``nt_min_bytes`` (far beyond the cache, where a write-allocating store reads every line
+    first), and that is not ``b`` (in place, the lines are in cache already).
+    """
+    return bool(
+        out.dtype.kind == "f" and contiguous and out.size * out.itemsize >= TUNING["nt_min_bytes"]
+        and not np.may_share_memory(b, out)
+    )
 
 
 # --------------------------------------------------------------------------- diagonal
 
 
 def linear_recurrence(p):
-    if p.dense:
-        return _dense_recurrence(p)
+    # floating-point warnings off, as in NumPy's backend: casts of huge values to float32 and the
+    # loop's own overflows give infinities where the loop gives them, silently
+    with np.errstate(all="ignore"):
+        if p.dense:
+            return _dense_recurrence(p)
+        return _diagonal(p)
+
+
+def _diagonal(p):
     dt = p.dtype
     a, b, out = p.a, p.b, p.out
     if p.reverse:  # views with negative strides: no flipped copies
         a, b, out = a[..., ::-1], b[..., ::-1], out[..., ::-1]
     lanes = b.shape[:-1]
-    # a broadcast a is cast (if needed) at its compact size, then viewed at full size with stride 0
+    # inputs are read in the accumulation dtype: cast copies where they differ (a broadcast a at
+    # its compact size); float16 storage computes in a float32 work array, written back once
     a_k = np.broadcast_to(_readable(compact(a), dt), b.shape)
     b_k = _readable(b, dt)
-    work = out if out.dtype == dt else np.empty(out.shape, dt)  # float16 storage: compute in float32
+    work = out if out.dtype == dt else np.empty(out.shape, dt)
     h = np.zeros(lanes, dt)
     if p.initial is not None:
         h[...] = p.initial
-    h0 = None if p.initial is None else h.copy()
     k = _k()
     method = p.method
 
     def run(a2, b2, o2, h1):
         if method == "chunked":
             _chunked(k, a2, b2, o2, h1)
-        elif _lanes_contiguous(o2):
-            k.sequential_blocks(a2.T, b2.T, o2.T, h1, _lane_block(o2))
+        elif lanes_contiguous(o2):
+            nt = _non_temporal(b2, o2, min(abs(s) for s in o2.strides[:-1]) == o2.itemsize)
+            k.compiled("sequential_blocks", dt)(a2.T, b2.T, o2.T, h1, _lane_block(o2), nt)
         else:
-            k.sequential_rows(a2, b2, o2, h1)
+            four = o2.shape[0] >= TUNING["rows_four_min_per_thread"] * 4 * _threads()
+            nt = _non_temporal(b2, o2, o2.strides[-1] == o2.itemsize)
+            k.compiled("sequential_rows", dt)(a2, b2, o2, h1, four, nt, TUNING["burst"])
 
     if not lanes:  # one row: give it a lane axis of length 1
         a_k, b_k, work_v, h_v = a_k[None], b_k[None], work[None], h[None]
@@ -213,10 +216,6 @@ def linear_recurrence(p):
                          lambda a2, b2, o2, h2: run(a2, b2, o2, h2[:, 0]))
     if work is not out:
         np.copyto(out, work, casting="unsafe")
-    if method == "chunked":
-        # The carries P * c + H can turn an infinity into NaN where the loop keeps it
-        # (see scanarray._nonfinite); only lanes with a non-finite final state are touched.
-        mend_nonfinite(a, b, h0, out, h, dt)
     return p.out
 
 
@@ -224,74 +223,64 @@ def _fixup_pays(a, T, nseg) -> bool:
     """Whether scan-then-fix-up beats reduce-then-scan for ``a (lanes, T)``.
 
     A time-varying ``a`` always takes the fix-up (its cost is known only after
-    pass 1; measured in ``docs/numba.md``). A time-invariant ``a`` (scalar or
+    pass 1; measured in ``docs/guide/cpu.md``). A time-invariant ``a`` (scalar or
     per lane, stride 0 along time) tells in advance how long each fix-up
     runs: the carry's share ``|a|^k |C|`` falls below the smallest normal
     number after at most ``k = log(max / tiny) / -log|a|`` steps (``max``,
     ``tiny``: the largest and smallest normal numbers, which bound ``|C|``
     and the stopping threshold). The fix-up is taken when that is below
-    ``FIXUP_SHARE`` of a segment, reduce-then-scan otherwise (``|a| >= 1``:
+    ``fixup_share`` of a segment, reduce-then-scan otherwise (``|a| >= 1``:
     the fix-up would re-read and rewrite every later segment).
     """
     if a.shape[-1] == 0 or a.strides[-1] != 0:
         return True
-    with np.errstate(all="ignore"):
-        m = float(np.max(np.abs(a[:, 0])))
-        if not m < 1.0:  # |a| >= 1 or NaN
-            return False
-        fi = np.finfo(a.dtype)
-        steps = (np.log(float(fi.max)) - np.log(float(fi.tiny))) / -np.log(m) if m > 0 else 0.0
-    seg = min(T, SUPERBLOCK) / nseg
-    return steps < FIXUP_SHARE * seg
-
-
-def _non_temporal(b, out) -> bool:
-    """Whether pass 1 of the fix-up writes ``out`` with non-temporal stores.
-
-    Only for real dtypes (a complex number would be two stores), rows
-    contiguous along time, at least ``NT_MIN_BYTES`` per row (far beyond the
-    cache, where a write-allocating store reads every line first), and an
-    ``out`` that is not ``b`` (in place, the lines are in cache already).
-    """
-    return bool(
-        out.dtype.kind == "f" and out.strides[-1] == out.itemsize and out.shape[-1] * out.itemsize >= NT_MIN_BYTES
-        and not np.may_share_memory(b, out)
-    )
+    m = float(np.max(np.abs(a[:, 0])))
+    if not m < 1.0:  # |a| >= 1 or NaN
+        return False
+    fi = np.finfo(a.dtype)
+    steps = (np.log(float(fi.max)) - np.log(float(fi.tiny))) / -np.log(m) if m > 0 else 0.0
+    seg = min(T, TUNING["superblock"]) / nseg
+    return steps < TUNING["fixup_share"] * seg
 
 
 def _chunked(k, a, b, out, h):
-    ng = max(1, _threads()) * SEGMENT_GROUPS
-    unit = np.ones(1, h.dtype)
-    scheme = CHUNKED_SCHEME or ("fixup" if _fixup_pays(a, out.shape[-1], 4 * ng) else "reduce")
+    dt = h.dtype
+    ng = max(1, _threads()) * TUNING["segment_groups"]
+    unit = np.ones(1, dt)
+    scheme = TUNING["scheme"] or ("fixup" if _fixup_pays(a, out.shape[-1], 4 * ng) else "reduce")
     if scheme == "fixup":
-        tiny = np.array([np.finfo(h.dtype).tiny]).astype(unit.real.dtype)
-        k.chunked_fixup(a, b, out, h, ng, SUPERBLOCK, unit, tiny, _non_temporal(b, out))
+        tiny = np.array([np.finfo(dt).tiny]).astype(unit.real.dtype)
+        # pass 1 writes rows of at least nt_min_bytes with non-temporal stores
+        nt = _non_temporal(b, out[:1], out.strides[-1] == out.itemsize)
+        k.compiled("chunked_fixup", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, nt, TUNING["burst"])
     else:
-        k.chunked(a, b, out, h, ng, SUPERBLOCK, unit)
+        k.compiled("chunked", dt)(a, b, out, h, ng, TUNING["superblock"], unit)
 
 
 # --------------------------------------------------------------------------- dense
 
 
+def _dense_auto_method(problem):
+    return "sequential"
+
+
 def _dense_recurrence(p):
     dt = p.dtype
     if p.method == "cyclic_reduction":
-        # as the numpy backend: the block algebra meets inf * 0 where the loop would not
-        with np.errstate(all="ignore"):
-            h = _dense.cyclic_reduction(np, p.a, p.b, p.initial, dt, reverse=p.reverse)
+        h = _dense.cyclic_reduction(np, p.a, p.b, p.initial, dt, reverse=p.reverse)
         np.copyto(p.out, h, casting="unsafe")
         return p.out
     A, b, out = p.a, p.b, p.out
     if p.reverse:
         A, b, out = A[..., ::-1, :, :], b[..., ::-1, :], out[..., ::-1, :]
     lanes = b.shape[:-2]
-    A_k = np.broadcast_to(_readable(_dense.compact(A), dt), A.shape)
+    A_k = np.broadcast_to(_readable(compact(A), dt), A.shape)
     b_k = _readable(b, dt)
     work = out if out.dtype == dt else np.empty(out.shape, dt)
     h = np.zeros(lanes + b.shape[-1:], dt)
     if p.initial is not None:
         h[...] = p.initial
-    kern = _k().dense_sequential
+    kern = _k().compiled("dense_sequential", dt)
     if lanes:
         _for_each_lane_block([A_k, b_k, work, h], len(lanes), kern)
     else:
