@@ -21,6 +21,8 @@ public function sees arguments of one library:
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
 __all__ = ["KINDS", "PYTHON_SCALARS", "as_input", "inputs", "is_array", "is_scalar", "kind_of", "library", "same_view",
@@ -31,6 +33,8 @@ KINDS = ("numpy", "cupy", "dask")
 #: what the error messages list: the kinds, and torch and JAX through their front-ends
 SUPPORTED = KINDS + ("torch", "jax")
 PYTHON_SCALARS = (bool, int, float, complex)
+#: the native module of each kind
+_MODULES = {"numpy": "numpy", "cupy": "cupy", "dask": "dask.array"}
 
 #: type -> its kind ("numpy", "cupy", "dask"), or None for types of no supported library
 _KIND_BY_TYPE: dict = {}
@@ -151,23 +155,14 @@ def _resolve(named):
     if present == {"numpy", "dask"}:
         present = {"dask"}
     if len(present) > 1:
-        described = ", ".join(f"{n}: {library(x)}" for n, x in named if x is not None and not isinstance(x, PYTHON_SCALARS))
-        zero_d = [n for n, x in named if isinstance(x, np.ndarray) and x.ndim == 0]
-        hint = f" ({zero_d[0]} is a 0-d NumPy array: pass a scalar, {zero_d[0]}[()])" if zero_d else ""
-        raise TypeError(
-            f"inputs come from different array libraries ({described}); pass arrays of one library"
-            f"{hint}: scanarray never copies between host and device behind your back"
-        )
+        _mixed(named)
     kind = present.pop()
-    if kind == "numpy":
-        return kind, np, kinds
-    if kind == "cupy":
-        import cupy
+    return kind, _native(kind), kinds
 
-        return kind, cupy, kinds
-    import dask.array
 
-    return kind, dask.array, kinds
+def _native(kind):
+    """The native module of a kind (imported now: an array of it exists, so its library is loaded)."""
+    return np if kind == "numpy" else importlib.import_module(_MODULES[kind])
 
 
 def _refuse_subclass(x, name):
@@ -183,17 +178,23 @@ def _refuse_subclass(x, name):
 
 
 def _refuse(named):
-    arrays = [(n, x) for n, x in named if x is not None and not is_scalar(x)]
-    libs = {library(x) for _, x in arrays}
+    """The TypeError for arrays of a library without a backend, alone or beside others."""
+    libs = {library(x) for _, x in named if x is not None and not is_scalar(x)}
     if len(libs) > 1:
-        described = ", ".join(f"{n}: {library(x)}" for n, x in arrays)
-        raise TypeError(
-            f"inputs come from different array libraries ({described}); pass arrays of one "
-            "library: scanarray never copies between host and device behind your back"
-        )
+        _mixed(named)
     raise TypeError(
         f"scanarray has no backend for {libs.pop()} arrays; supported: {', '.join(SUPPORTED)} "
         "(convert with DLPack, e.g. numpy.from_dlpack or cupy.from_dlpack)"
+    )
+
+
+def _mixed(named):
+    described = ", ".join(f"{n}: {library(x)}" for n, x in named if x is not None and not is_scalar(x))
+    zero_d = [n for n, x in named if isinstance(x, np.ndarray) and x.ndim == 0]
+    hint = f" ({zero_d[0]} is a 0-d NumPy array: pass a scalar, {zero_d[0]}[()])" if zero_d else ""
+    raise TypeError(
+        f"inputs come from different array libraries ({described}); pass arrays of one library{hint}: "
+        "scanarray never copies between host and device behind your back"
     )
 
 

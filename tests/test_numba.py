@@ -98,6 +98,39 @@ def test_chunked_in_place(small_superblocks, scheme, rng):
     assert_matches(b, ref, g, tolerance("float64", 999, 64), "chunked in place")
 
 
+def _nonfinite_case(rng, T, lanes=8):
+    """Rows with infinities and NaN scattered (boundaries of small segments are hit often), resets
+    after some of them, and an initial state that is itself infinite on one row."""
+    a = coefficients(rng, (lanes, T), "float64", reset=0.0, low=0.5, high=1.0)
+    b = values(rng, (lanes, T), "float64")
+    for lane in range(1, lanes):
+        t = int(rng.integers(0, T - 8))
+        kind = lane % 4
+        if kind == 0:
+            a[lane, t] = np.inf
+        elif kind == 1:
+            a[lane, t], a[lane, t + 7] = -np.inf, 0.0
+        elif kind == 2:
+            b[lane, t], b[lane, t + 3] = np.inf, -np.inf
+        else:
+            b[lane, t] = np.nan
+    init = values(rng, (lanes,), "float64")
+    init[0] = np.inf
+    return a, b, init
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_chunked_nonfinite_at_boundaries(small_superblocks, scheme, in_place, rng):
+    """Many short segments: the first non-finite value of each row lands in, at or after a
+    segment boundary; out=b keeps the values the loop needs (they are read before overwritten)."""
+    a, b, init = _nonfinite_case(rng, 1000)
+    ref, g = recurrence_ref(a, b, initial=init)
+    for row in range(a.shape[0]):  # one row at a time: the chunked kernel splits its time axis
+        bb = b[row].copy()
+        h = lr(a[row], bb, initial=init[row], method="chunked", out=bb if in_place else None)
+        assert_matches(h, ref[row], g[row], tolerance("float64", 1000, 64), f"row {row}")
+
+
 # --------------------------------------------------------------------------- scan-then-fix-up
 
 
@@ -196,6 +229,25 @@ def test_fixup_segment_boundaries(fixup, T, dtype, rng):
     _check_fixup(a, b, f"T={T}", initial=values(rng, (2,), dtype), dtype=dtype)
     _check_fixup(a, b, f"T={T} reverse", reverse=True, dtype=dtype)
     _check_fixup(a[:, :1], b, f"T={T} per-lane a", dtype=dtype)
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_fixup_nonfinite_at_boundaries(fixup, in_place, rng):
+    """Scan-then-fix-up with 16 segments, bursts written only while finite, the loop replayed
+    from where they stop; in place the replay reads b where pass 1 left it."""
+    T = 16 * 200 + 7
+    a, b, init = _nonfinite_case(rng, T)
+    ref, g = recurrence_ref(a, b, initial=init)
+    for row in range(a.shape[0]):
+        bb = b[row].copy()
+        h = lr(a[row], bb, initial=init[row], method="chunked", out=bb if in_place else None)
+        assert_matches(h, ref[row], g[row], tolerance("float64", T, 64), f"row {row}")
+    # a burst-aligned infinity right at a segment start, and one in a segment's last step
+    a1 = np.full(T, 0.9)
+    b1 = np.ones(T)
+    a1[200 * 5], b1[200 * 9 - 1] = np.inf, np.nan
+    ref, g = recurrence_ref(a1, b1)
+    assert_matches(lr(a1, b1, method="chunked"), ref, g, tolerance("float64", T, 64), "aligned")
 
 
 def test_fixup_in_place(fixup, rng):
