@@ -421,3 +421,36 @@ def test_import_compiles_nothing():
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("n", [5, 12, 37])
+@pytest.mark.parametrize("a_kind", ["invariant", "varying", "per-lane invariant"])
+@pytest.mark.parametrize("dtype", ["float64", "complex64"])
+def test_dense_sequential_row_blocks(n, a_kind, dtype, rng):
+    """The compiled dense loop: a time-invariant A applied a column at a time, a time-varying one
+    8 and 4 rows at a time and then row by row (n = 37 = 4 * 8 + 4 + 1), on two lanes."""
+    T = 40
+    shape = {"invariant": (n, n), "varying": (2, T, n, n), "per-lane invariant": (2, 1, n, n)}[a_kind]
+    A = contractive(rng, shape, dtype)
+    b = values(rng, (2, T, n), dtype)
+    init = values(rng, (2, n), dtype)
+    h = lr(A, b, dense=True, initial=init, method="sequential")
+    ref, g = dense_ref(A, b, initial=init)
+    assert_matches(h, ref, g, tolerance(dtype, T, 64, n=n) * 4, f"dense {a_kind} n={n}")
+
+
+@pytest.mark.parametrize("a_kind", ["invariant", "varying"])
+def test_dense_auto_by_cost(monkeypatch, a_kind):
+    """Dense auto compares the two methods' modelled costs: the compiled loop where it is cheaper
+    (every size measured), cyclic reduction where its constants would make it so."""
+    from types import SimpleNamespace
+
+    B, T, n = 4, 4096, 64
+    strides = (0, 0, 8 * n, 8) if a_kind == "invariant" else (T * n * n * 8, n * n * 8, 8 * n, 8)
+    a = SimpleNamespace(shape=(B, T, n, n), strides=strides)
+    p = SimpleNamespace(dense=True, length=T, lanes=(B,), a=a, b=SimpleNamespace(shape=(B, T, n)))
+    for n_ in (2, 16, 64, 256):
+        p.b.shape = (B, T, n_)
+        assert nb.auto_method(p) == "sequential"
+    monkeypatch.setitem(nb.TUNING, "dense_cr_ns", (1e-3, 1e-3, 1e-6))
+    assert nb.auto_method(p) == "cyclic_reduction"

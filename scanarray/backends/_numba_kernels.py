@@ -656,25 +656,94 @@ def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt, burst):
 # --------------------------------------------------------------------------- dense
 
 
-@_kernel("r4 r3 w3 w2", parallel=True)
-def dense_sequential(A, b, out, h):
+@njit(**_OPTS)
+def _matvec_columns(At, bt, s, v, n):
+    """``v = A @ s + bt`` with ``At = A.T`` contiguous: one column of ``A`` at a time.
+
+    The inner loop runs over rows along a contiguous column and carries no dependency, so it
+    vectorises; each ``v[i]`` still sums ``bt[i] + A[i, 0] s[0] + A[i, 1] s[1] + ...`` in the
+    plain loop's order, so the result is the loop's to the bit.
+    """
+    for i in range(n):
+        v[i] = bt[i]
+    for j in range(n):
+        sj = s[j]
+        col = At[j]
+        for i in range(n):
+            v[i] += col[i] * sj
+
+
+@njit(**_OPTS)
+def _matvec_rows(M, bt, s, v, n, rows):
+    """``v = M @ s + bt`` reading ``M`` row by row (contiguous reads of a time-varying ``A``).
+
+    ``rows`` rows (4 or 8) at a time: that many independent sums in flight hide the latency of
+    the multiply and the add that bound one row's sum. Each sum is in the plain loop's order.
+    """
+    i = 0
+    if rows == 8:
+        while i + 8 <= n:
+            r0, r1, r2, r3, r4, r5, r6, r7 = M[i], M[i + 1], M[i + 2], M[i + 3], M[i + 4], M[i + 5], M[i + 6], M[i + 7]
+            c0, c1, c2, c3, c4, c5, c6, c7 = bt[i], bt[i + 1], bt[i + 2], bt[i + 3], bt[i + 4], bt[i + 5], bt[i + 6], bt[i + 7]
+            for j in range(n):
+                sj = s[j]
+                c0 += r0[j] * sj
+                c1 += r1[j] * sj
+                c2 += r2[j] * sj
+                c3 += r3[j] * sj
+                c4 += r4[j] * sj
+                c5 += r5[j] * sj
+                c6 += r6[j] * sj
+                c7 += r7[j] * sj
+            v[i], v[i + 1], v[i + 2], v[i + 3], v[i + 4], v[i + 5], v[i + 6], v[i + 7] = c0, c1, c2, c3, c4, c5, c6, c7
+            i += 8
+    while i + 4 <= n:
+        r0, r1, r2, r3 = M[i], M[i + 1], M[i + 2], M[i + 3]
+        c0, c1, c2, c3 = bt[i], bt[i + 1], bt[i + 2], bt[i + 3]
+        for j in range(n):
+            sj = s[j]
+            c0 += r0[j] * sj
+            c1 += r1[j] * sj
+            c2 += r2[j] * sj
+            c3 += r3[j] * sj
+        v[i], v[i + 1], v[i + 2], v[i + 3] = c0, c1, c2, c3
+        i += 4
+    while i < n:
+        r0 = M[i]
+        c0 = bt[i]
+        for j in range(n):
+            c0 += r0[j] * s[j]
+        v[i] = c0
+        i += 1
+
+
+@_kernel("r4 r3 w3 w2 i", parallel=True)
+def dense_sequential(A, b, out, h, rows):
     """``h[t] = A[t] @ h[t-1] + b[t]`` step by step, one lane per iteration.
 
-    ``A (L, T, n, n)`` may be broadcast (stride 0 along time for a
-    time-invariant matrix); ``T n^2`` multiply-adds per lane against cyclic
-    reduction's ``~T n^3``.
+    ``A (L, T, n, n)`` may be broadcast (stride 0 along time for a time-invariant matrix); ``T
+    n^2`` multiply-adds per lane against cyclic reduction's ``~T n^3``. A time-invariant matrix
+    is copied transposed once per lane and applied a column at a time (:func:`_matvec_columns`:
+    vectorised); a time-varying one is read in place, ``rows`` rows at a time
+    (:func:`_matvec_rows`). Either way each state is the plain loop's to the bit.
     """
     L, T, n = out.shape
     for l in prange(L):
         s = h[l].copy()
         v = np.empty_like(s)
-        for t in range(T):
-            for i in range(n):
-                acc = b[l, t, i]
-                for j in range(n):
-                    acc += A[l, t, i, j] * s[j]
-                v[i] = acc
-            for i in range(n):
-                s[i] = v[i]
-                out[l, t, i] = v[i]
+        if A.strides[1] == 0 and T > 1:
+            At = np.ascontiguousarray(A[l, 0].T)
+            for t in range(T):
+                _matvec_columns(At, b[l, t], s, v, n)
+                o = out[l, t]
+                for i in range(n):
+                    s[i] = v[i]
+                    o[i] = v[i]
+        else:
+            for t in range(T):
+                _matvec_rows(A[l, t], b[l, t], s, v, n, rows)
+                o = out[l, t]
+                for i in range(n):
+                    s[i] = v[i]
+                    o[i] = v[i]
         h[l] = s

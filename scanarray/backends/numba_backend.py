@@ -69,6 +69,13 @@ TUNING = {
     # time-major: the least bytes of a step one thread streams; splitting an 8 KiB step between
     # two threads was 2.8x slower than one thread streaming it (the prefetchers need long runs)
     "min_row_bytes": 1 << 14,
+    # dense, time-varying A: 8 rows of A[t] summed at once from this n on, 4 below
+    "dense_rows8_min_n": 32,
+    # dense auto: the compiled loop's ns per lane and step, a + b n^2 (float64, one thread)
+    "dense_seq_ns": (30.0, 0.14),
+    # dense auto: cyclic reduction's ns: per lane, step and n^2 (time-invariant A: GEMMs on the
+    # states); per matrix product c + d n^3 (time-varying A), float64
+    "dense_cr_ns": (0.3, 400.0, 0.05),
 }
 
 _kernels = None
@@ -261,7 +268,30 @@ def _chunked(k, a, b, out, h):
 
 
 def _dense_auto_method(problem):
-    return "sequential"
+    """The dense method of ``method="auto"``: the cheaper by the cost model of ``TUNING``.
+
+    The compiled loop costs ``dense_seq_ns`` per lane and step (``a + b n^2`` ns), its lanes
+    shared by the threads; cyclic reduction, on NumPy's ``matmul``, costs about ``dense_cr_ns``:
+    per lane, step and ``n^2`` for a time-invariant ``A`` (its products are GEMMs on the states),
+    per matrix (``c + d n^3``) for a time-varying one. On the measuring machine the loop was the
+    cheaper at every size (docs/guide/cpu.md): the model keeps the choice where a faster BLAS
+    would move it.
+    """
+    T, n = problem.length, problem.b.shape[-1]
+    a = problem.a
+    lanes = a_lanes = 1
+    for size, step in zip(a.shape[:-3], a.strides[:-3]):
+        a_lanes *= size if step != 0 else 1
+    for size in problem.lanes:
+        lanes *= size
+    seq_a, seq_b = TUNING["dense_seq_ns"]
+    cr_inv, cr_mat, cr_n3 = TUNING["dense_cr_ns"]
+    seq = -(-lanes // max(1, _threads())) * T * (seq_a + seq_b * n * n)
+    if a.strides[-3] == 0:
+        cr = lanes * T * cr_inv * n * n
+    else:
+        cr = a_lanes * T * (cr_mat + cr_n3 * n**3) + lanes * T * cr_inv * n * n
+    return "cyclic_reduction" if cr < seq else "sequential"
 
 
 def _dense_recurrence(p):
@@ -280,7 +310,12 @@ def _dense_recurrence(p):
     h = np.zeros(lanes + b.shape[-1:], dt)
     if p.initial is not None:
         h[...] = p.initial
-    kern = _k().compiled("dense_sequential", dt)
+    compiled = _k().compiled("dense_sequential", dt)
+    rows = 8 if b.shape[-1] >= TUNING["dense_rows8_min_n"] else 4
+
+    def kern(A2, b2, o2, h2):
+        compiled(A2, b2, o2, h2, rows)
+
     if lanes:
         _for_each_lane_block([A_k, b_k, work, h], len(lanes), kern)
     else:
