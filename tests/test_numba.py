@@ -452,5 +452,5 @@ def test_dense_auto_by_cost(monkeypatch, a_kind):
     for n_ in (2, 16, 64, 256):
         p.b.shape = (B, T, n_)
         assert nb.auto_method(p) == "sequential"
-    monkeypatch.setitem(nb.TUNING, "dense_cr_ns", (1e-3, 1e-3, 1e-6))
+    monkeypatch.setitem(nb.TUNING, "dense_cr_ns", (1e-3, 1e-3, 1e-3, 1e-6))
     assert nb.auto_method(p) == "cyclic_reduction"

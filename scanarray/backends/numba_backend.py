@@ -72,10 +72,10 @@ TUNING = {
     # dense, time-varying A: 8 rows of A[t] summed at once from this n on, 4 below
     "dense_rows8_min_n": 32,
     # dense auto: the compiled loop's ns per lane and step, a + b n^2 (float64, one thread)
-    "dense_seq_ns": (30.0, 0.14),
-    # dense auto: cyclic reduction's ns: per lane, step and n^2 (time-invariant A: GEMMs on the
-    # states); per matrix product c + d n^3 (time-varying A), float64
-    "dense_cr_ns": (0.3, 400.0, 0.05),
+    "dense_seq_ns": (40.0, 0.135),
+    # dense auto: cyclic reduction's ns per lane and step, a + b n^2 (its vectors: GEMMs with a
+    # time-invariant A), plus per product of a time-varying A's matrices c + d n^3 (float64)
+    "dense_cr_ns": (50.0, 0.3, 400.0, 0.05),
 }
 
 _kernels = None
@@ -271,9 +271,9 @@ def _dense_auto_method(problem):
     """The dense method of ``method="auto"``: the cheaper by the cost model of ``TUNING``.
 
     The compiled loop costs ``dense_seq_ns`` per lane and step (``a + b n^2`` ns), its lanes
-    shared by the threads; cyclic reduction, on NumPy's ``matmul``, costs about ``dense_cr_ns``:
-    per lane, step and ``n^2`` for a time-invariant ``A`` (its products are GEMMs on the states),
-    per matrix (``c + d n^3``) for a time-varying one. On the measuring machine the loop was the
+    shared by the threads; cyclic reduction, on NumPy's ``matmul``, costs ``dense_cr_ns``: ``a + b
+    n^2`` per lane and step for its vectors, plus ``c + d n^3`` per matrix product of a
+    time-varying ``A``. On the measuring machine the loop was the
     cheaper at every size (docs/guide/cpu.md): the model keeps the choice where a faster BLAS
     would move it.
     """
@@ -285,12 +285,11 @@ def _dense_auto_method(problem):
     for size in problem.lanes:
         lanes *= size
     seq_a, seq_b = TUNING["dense_seq_ns"]
-    cr_inv, cr_mat, cr_n3 = TUNING["dense_cr_ns"]
+    cr_a, cr_b, cr_mat, cr_n3 = TUNING["dense_cr_ns"]
     seq = -(-lanes // max(1, _threads())) * T * (seq_a + seq_b * n * n)
-    if a.strides[-3] == 0:
-        cr = lanes * T * cr_inv * n * n
-    else:
-        cr = a_lanes * T * (cr_mat + cr_n3 * n**3) + lanes * T * cr_inv * n * n
+    cr = lanes * T * (cr_a + cr_b * n * n)
+    if a.strides[-3] != 0:
+        cr += a_lanes * T * (cr_mat + cr_n3 * n**3)
     return "cyclic_reduction" if cr < seq else "sequential"
 
 
