@@ -256,21 +256,21 @@ def test_fixup_in_place(fixup, rng):
     a = coefficients(rng, (1, T), "float64")
     b = values(rng, (1, T), "float64")
     ref, g = recurrence_ref(a, b)
-    assert not nb._non_temporal(b, b, True)
+    assert not nb._non_temporal(b, b)
     h = lr(a, b, out=b, method="chunked")
     assert h is b
     assert_matches(b, ref, g, tolerance("float64", T, 64), "fix-up in place")
 
 
 def test_non_temporal_choice(monkeypatch):
-    """Non-temporal stores only for large contiguous real outputs that are not ``b``."""
+    """Non-temporal stores only for long contiguous real rows that are not ``b``."""
     monkeypatch.setitem(nb.TUNING, "nt_min_bytes", 1024)
     x, y = np.zeros((1, 256)), np.zeros((1, 256))
-    assert nb._non_temporal(x, y, True)
-    assert not nb._non_temporal(x[:, :100], y[:, :100], True)  # too small
-    assert not nb._non_temporal(x, x, True)  # in place
-    assert not nb._non_temporal(x, y, False)  # strided
-    assert not nb._non_temporal(x, np.zeros((1, 256), complex), True)
+    assert nb._non_temporal(x, y)
+    assert not nb._non_temporal(x[:, :100], y[:, :100])  # too short
+    assert not nb._non_temporal(x, x)  # in place
+    assert not nb._non_temporal(x, np.zeros((1, 512))[:, ::2])  # strided
+    assert not nb._non_temporal(x, np.zeros((1, 256), complex))
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
@@ -454,3 +454,20 @@ def test_dense_auto_by_cost(monkeypatch, a_kind):
         assert nb.auto_method(p) == "sequential"
     monkeypatch.setitem(nb.TUNING, "dense_cr_ns", (1e-3, 1e-3, 1e-3, 1e-6))
     assert nb.auto_method(p) == "cyclic_reduction"
+
+
+@pytest.mark.parametrize("a_kind", ["full", "scalar", "lane", "time"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_rows_in_groups_of_four(monkeypatch, a_kind, in_place, rng):
+    """Time-contiguous rows stepped four at a time, 37 = 9 * 4 + 1 of them (the last one alone),
+    in place or not; each row is the plain loop."""
+    monkeypatch.setitem(nb.TUNING, "rows_four_min_groups", 1)
+    L, T = 37, 300
+    b = values(rng, (L, T), "float64")
+    a = {"full": lambda: coefficients(rng, (L, T), "float64"), "scalar": lambda: 0.9,
+         "lane": lambda: coefficients(rng, (L, 1), "float64", reset=0, high=0.99),
+         "time": lambda: coefficients(rng, (1, T), "float64")}[a_kind]()
+    init = values(rng, (L,), "float64")
+    ref, g = recurrence_ref(a, b, initial=init)
+    h = lr(a, b, initial=init, out=b if in_place else None, method="sequential")
+    assert_matches(h, ref, g, tolerance("float64", T, 64), f"rows of four, {a_kind}")

@@ -230,18 +230,6 @@ def _put(src, dst, k, nt):
 
 
 @njit(**_OPTS)
-def _row(a, b, out, T, s, nt, burst, buf):
-    """One lane, the plain loop; with ``nt`` through ``buf`` in bursts written non-temporally."""
-    if not nt:
-        return _scan(a, b, out, 0, T, s)
-    for j in range(0, T, burst):
-        e = min(T, j + burst)
-        s = _scan(a[j:e], b[j:e], buf, 0, e - j, s)
-        _put(buf, out[j:e], e - j, True)
-    return s
-
-
-@njit(**_OPTS)
 def _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, T, s0, s1, s2, s3):
     """Four lanes stepped together: four independent dependency chains hide the latency of the
     multiply and the add that bound one lane (each lane is still exactly the plain loop)."""
@@ -257,63 +245,35 @@ def _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, T, s0, s1, s2, s3):
     return s0, s1, s2, s3
 
 
-@njit(**_OPTS)
-def _rows4_nt(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, T, s0, s1, s2, s3, burst, buf):
-    """:func:`_rows4` in bursts through ``buf (4, burst)``, each lane's burst written non-temporally
-    as one run (four interleaved streams of single stores would not fill whole lines)."""
-    r0, r1, r2, r3 = buf[0], buf[1], buf[2], buf[3]
-    for j in range(0, T, burst):
-        e = min(T, j + burst)
-        k = e - j
-        s0, s1, s2, s3 = _rows4(a0[j:e], a1[j:e], a2[j:e], a3[j:e], b0[j:e], b1[j:e], b2[j:e], b3[j:e],
-                                r0, r1, r2, r3, k, s0, s1, s2, s3)
-        _put(r0, o0[j:e], k, True)
-        _put(r1, o1[j:e], k, True)
-        _put(r2, o2[j:e], k, True)
-        _put(r3, o3[j:e], k, True)
-    return s0, s1, s2, s3
-
-
-@_kernel("r2 r2 w2 w1 b b i", parallel=True)
-def sequential_rows(a, b, out, h, four, nt, burst):
+@_kernel("r2 r2 w2 w1 b", parallel=True)
+def sequential_rows(a, b, out, h, four):
     """Lanes with a time axis of their own (rows), spread over the threads: for time-contiguous lanes.
 
     Each lane is the plain loop, so results (non-finite ones included) are exactly the loop's.
-    With ``four``, lanes go in groups of four stepped together (:func:`_rows4`); with ``nt``,
-    ``out`` is written with non-temporal stores in bursts of ``burst`` steps.
+    With ``four``, lanes go in groups of four stepped together (:func:`_rows4`).
     """
     L, T = out.shape
     ng = L // 4 if four else 0
     for g in prange(ng + L - 4 * ng):
-        buf = np.empty((4, burst if nt else 1), out.dtype)
         if g < ng:
             l = 4 * g
-            if nt:
-                s0, s1, s2, s3 = _rows4_nt(a[l], a[l + 1], a[l + 2], a[l + 3], b[l], b[l + 1], b[l + 2], b[l + 3],
-                                           out[l], out[l + 1], out[l + 2], out[l + 3], T,
-                                           h[l], h[l + 1], h[l + 2], h[l + 3], burst, buf)
-            else:
-                s0, s1, s2, s3 = _rows4(a[l], a[l + 1], a[l + 2], a[l + 3], b[l], b[l + 1], b[l + 2], b[l + 3],
-                                        out[l], out[l + 1], out[l + 2], out[l + 3], T,
-                                        h[l], h[l + 1], h[l + 2], h[l + 3])
-            h[l], h[l + 1], h[l + 2], h[l + 3] = s0, s1, s2, s3
+            h[l], h[l + 1], h[l + 2], h[l + 3] = _rows4(
+                a[l], a[l + 1], a[l + 2], a[l + 3], b[l], b[l + 1], b[l + 2], b[l + 3],
+                out[l], out[l + 1], out[l + 2], out[l + 3], T, h[l], h[l + 1], h[l + 2], h[l + 3])
         else:
             l = 3 * ng + g
-            h[l] = _row(a[l], b[l], out[l], T, h[l], nt, burst, buf[0])
-        if nt:
-            _store_fence()
+            h[l] = _scan(a[l], b[l], out[l], 0, T, h[l])
 
 
-@_kernel("r2 r2 w2 w1 i b", parallel=True)
-def sequential_blocks(a, b, out, h, lb, nt):
+@_kernel("r2 r2 w2 w1 i", parallel=True)
+def sequential_blocks(a, b, out, h, lb):
     """Blocks of ``lb`` lanes stepped together through time, on ``(T, lanes)`` views.
 
     For time-major arrays (a ``(T, N)`` C-order array scanned along axis 0):
     step ``t`` of a block is one contiguous run of each of ``a``, ``b`` and
     ``out``, read in place with no transposing copy; the ``lb`` recurrences
     of a block are independent, so the inner loop has no dependency chain
-    and vectorises. With ``nt`` each run of ``out`` is written with
-    non-temporal stores. ``a`` and ``b`` here are the transposed canonical
+    and vectorises. ``a`` and ``b`` here are the transposed canonical
     views, ``(T, lanes)``.
     """
     T, L = out.shape
@@ -326,18 +286,10 @@ def sequential_blocks(a, b, out, h, lb, nt):
             ar = a[t, l0:l0 + n]
             br = b[t, l0:l0 + n]
             orow = out[t, l0:l0 + n]
-            if nt:
-                for j in range(n):
-                    v = ar[j] * s[j] + br[j]
-                    s[j] = v
-                    _nt_store(orow, j, v)
-            else:
-                for j in range(n):
-                    v = ar[j] * s[j] + br[j]
-                    s[j] = v
-                    orow[j] = v
-        if nt:
-            _store_fence()
+            for j in range(n):
+                v = ar[j] * s[j] + br[j]
+                s[j] = v
+                orow[j] = v
         h[l0:l0 + n] = s
 
 

@@ -57,15 +57,16 @@ TUNING = {
     "fixup_share": 0.5,
     # chunked: force "fixup" or "reduce" (tests and benchmarks); None chooses by _fixup_pays
     "scheme": None,
-    # non-temporal stores for an out of at least this many bytes (twice the measuring machine's
-    # 32 MiB L3: nothing the next step could find in cache is evicted)
+    # chunked: rows of at least this many bytes are written with non-temporal stores (twice the
+    # measuring machine's 32 MiB L3: nothing the next step could find in cache is evicted)
     "nt_min_bytes": 1 << 26,
-    # steps per burst of non-temporal stores: 512 bytes of float64 per lane, whole lines for the
-    # write-combining buffers (single stores from interleaved loops were 2.5x slower)
+    # chunked pass 1: steps per burst, collected in an L1 buffer and written out at once (512
+    # bytes of float64 per segment: whole lines for non-temporal stores, which single stores from
+    # the interleaved loop did not fill: 2.5x slower)
     "burst": 64,
-    # rows: lanes in groups of 4 stepped together once there are this many lanes per thread
-    # (four dependency chains hide the latency of the multiply and the add)
-    "rows_four_min_per_thread": 4,
+    # rows: lanes in groups of 4 stepped together (four dependency chains hide the latency of the
+    # multiply and the add) once every thread gets at least this many groups
+    "rows_four_min_groups": 4,
     # time-major: the least bytes of a step one thread streams; splitting an 8 KiB step between
     # two threads was 2.8x slower than one thread streaming it (the prefetchers need long runs)
     "min_row_bytes": 1 << 14,
@@ -160,17 +161,17 @@ def _lane_block(out) -> int:
     return max(1, min(L, max(per_thread, TUNING["min_row_bytes"] // out.itemsize)))
 
 
-def _non_temporal(b, out, contiguous) -> bool:
-    """Whether ``out`` is written with non-temporal stores.
+def _non_temporal(b, out) -> bool:
+    """Whether pass 1 of the chunked fix-up writes ``out (lanes, T)`` with non-temporal stores.
 
-    Only for real dtypes (a complex number would be two stores), an ``out`` whose runs are
-    contiguous (``contiguous``: along time for rows, along lanes for time-major blocks), of at
-    least ``nt_min_bytes`` (far beyond the cache, where a write-allocating store reads every line
-    first), and that is not ``b`` (in place, the lines are in cache already).
+    Only for real dtypes (a complex number would be two stores), rows contiguous along time, of
+    at least ``nt_min_bytes`` (far beyond the cache, where a write-allocating store reads every
+    line first), and an ``out`` that is not ``b`` (in place, the lines are in cache already).
+    (Rows scanned whole and time-major blocks measured no faster with them: docs/guide/cpu.md.)
     """
     return bool(
-        out.dtype.kind == "f" and contiguous and out.size * out.itemsize >= TUNING["nt_min_bytes"]
-        and not np.may_share_memory(b, out)
+        out.dtype.kind == "f" and out.strides[-1] == out.itemsize
+        and out.shape[-1] * out.itemsize >= TUNING["nt_min_bytes"] and not np.may_share_memory(b, out)
     )
 
 
@@ -207,12 +208,10 @@ def _diagonal(p):
         if method == "chunked":
             _chunked(k, a2, b2, o2, h1)
         elif lanes_contiguous(o2):
-            nt = _non_temporal(b2, o2, min(abs(s) for s in o2.strides[:-1]) == o2.itemsize)
-            k.compiled("sequential_blocks", dt)(a2.T, b2.T, o2.T, h1, _lane_block(o2), nt)
+            k.compiled("sequential_blocks", dt)(a2.T, b2.T, o2.T, h1, _lane_block(o2))
         else:
-            four = o2.shape[0] >= TUNING["rows_four_min_per_thread"] * 4 * _threads()
-            nt = _non_temporal(b2, o2, o2.strides[-1] == o2.itemsize)
-            k.compiled("sequential_rows", dt)(a2, b2, o2, h1, four, nt, TUNING["burst"])
+            four = o2.shape[0] >= TUNING["rows_four_min_groups"] * 4 * _threads()
+            k.compiled("sequential_rows", dt)(a2, b2, o2, h1, four)
 
     if not lanes:  # one row: give it a lane axis of length 1
         a_k, b_k, work_v, h_v = a_k[None], b_k[None], work[None], h[None]
@@ -257,9 +256,8 @@ def _chunked(k, a, b, out, h):
     scheme = TUNING["scheme"] or ("fixup" if _fixup_pays(a, out.shape[-1], 4 * ng) else "reduce")
     if scheme == "fixup":
         tiny = np.array([np.finfo(dt).tiny]).astype(unit.real.dtype)
-        # pass 1 writes rows of at least nt_min_bytes with non-temporal stores
-        nt = _non_temporal(b, out[:1], out.strides[-1] == out.itemsize)
-        k.compiled("chunked_fixup", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, nt, TUNING["burst"])
+        k.compiled("chunked_fixup", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, _non_temporal(b, out),
+                                        TUNING["burst"])
     else:
         k.compiled("chunked", dt)(a, b, out, h, ng, TUNING["superblock"], unit)
 
