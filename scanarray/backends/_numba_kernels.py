@@ -462,14 +462,15 @@ def _tail(a, b, out, t0, t1, p, q, stop, end):
 
 
 @njit(**_OPTS)
-def _local_group(ar, br, orow, bnd, i, q0, one, nt, burst, P, H, stop):
+def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, burst, P, H, stop):
     """Pass 1 of :func:`chunked_fixup` for segments ``i .. i+3``: local scans written to ``out``.
 
-    The four segments step interleaved through bursts of ``burst`` steps, collected in an L1
-    buffer; a burst is written out (with non-temporal stores if ``nt``) only while its segment's
-    last state is finite. A non-finite state stays non-finite to the segment's end, so the first
-    burst not written marks where the segment needs the loop (``stop``): from there on ``out``
-    still holds nothing of this pass, and an ``out`` that is ``b`` still holds ``b``.
+    The four segments step interleaved in bursts of ``burst`` steps. A non-finite state stays
+    non-finite to the segment's end, so the first burst that ends non-finite marks where the
+    segment needs the loop (``stop``). Its values must not reach ``out`` when ``out`` is ``b``
+    (the loop reads ``b`` from there) or with non-temporal stores: then each burst is collected
+    in an L1 buffer and written out (non-temporally if ``nt``) only while finite. Otherwise
+    (``direct``) the states go straight to ``out``, and the loop overwrites what follows ``stop``.
     """
     zero = one - one
     u0, u1, u2, u3, m = _quad(bnd, i)
@@ -488,6 +489,23 @@ def _local_group(ar, br, orow, bnd, i, q0, one, nt, burst, P, H, stop):
     for j in range(0, m, burst):
         e = min(m, j + burst)
         k = e - j
+        if direct:
+            if const:
+                q0, q1, q2, q3 = _local4_const(x, b0[j:e], b1[j:e], b2[j:e], b3[j:e], o0[j:e], o1[j:e], o2[j:e],
+                                               o3[j:e], k, q0, q1, q2, q3)
+            else:
+                p0, p1, p2, p3, q0, q1, q2, q3 = _local4(a0[j:e], a1[j:e], a2[j:e], a3[j:e], b0[j:e], b1[j:e],
+                                                         b2[j:e], b3[j:e], o0[j:e], o1[j:e], o2[j:e], o3[j:e], k,
+                                                         p0, p1, p2, p3, q0, q1, q2, q3)
+            if st0 == e0 and not _finite(q0):
+                st0 = u0 + j
+            if st1 == e1 and not _finite(q1):
+                st1 = u1 + j
+            if st2 == e2 and not _finite(q2):
+                st2 = u2 + j
+            if st3 == e3 and not _finite(q3):
+                st3 = u3 + j
+            continue
         if const:
             q0, q1, q2, q3 = _local4_const(x, b0[j:e], b1[j:e], b2[j:e], b3[j:e], r0, r1, r2, r3, k, q0, q1, q2, q3)
         else:
@@ -550,8 +568,8 @@ def _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, tiny):
             exact[i] = True
 
 
-@_kernel("r2 r2 w2 w1 i i r1 t1 b i", parallel=True)
-def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt, burst):
+@_kernel("r2 r2 w2 w1 i i r1 t1 b b i", parallel=True)
+def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt, direct, burst):
     """Scan-then-fix-up along time in superblocks: ``out`` written once, then patched where the carry matters.
 
     Each superblock of ``sb`` steps is cut into ``4 * ng`` segments; thread
@@ -572,7 +590,8 @@ def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt, burst):
     accumulation dtype, ``tiny`` the smallest normal number of its real part
     (``[tiny]``). ``nt``: pass 1 writes ``out`` with non-temporal stores
     (real dtypes with contiguous rows far larger than the cache: the driver
-    decides), in bursts of ``burst`` steps either way.
+    decides); ``direct``: pass 1 may write ``out`` straight from the loop
+    (``out`` is not ``b``, no ``nt``; see :func:`_local_group`).
     """
     L, T = out.shape
     nseg = 4 * ng
@@ -594,7 +613,7 @@ def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt, burst):
             _split(bnd, s0, n, nseg)
             for g in prange(ng):
                 i = 4 * g
-                _local_group(ar, br, orow, bnd, i, c if i == 0 else one - one, one, nt, burst, P, H, stop)
+                _local_group(ar, br, orow, bnd, i, c if i == 0 else one - one, one, nt, direct, burst, P, H, stop)
             _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, small)
             for g in prange(ng):
                 for i in range(max(1, 4 * g), 4 * g + 4):

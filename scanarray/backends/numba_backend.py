@@ -256,7 +256,9 @@ def _chunked(k, a, b, out, h):
     scheme = TUNING["scheme"] or ("fixup" if _fixup_pays(a, out.shape[-1], 4 * ng) else "reduce")
     if scheme == "fixup":
         tiny = np.array([np.finfo(dt).tiny]).astype(unit.real.dtype)
-        k.compiled("chunked_fixup", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, _non_temporal(b, out),
+        nt = _non_temporal(b, out)
+        direct = not nt and not np.may_share_memory(b, out)
+        k.compiled("chunked_fixup", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, nt, direct,
                                         TUNING["burst"])
     else:
         k.compiled("chunked", dt)(a, b, out, h, ng, TUNING["superblock"], unit)
