@@ -599,13 +599,9 @@ def _choose_backend(backend, kind):
 
 
 def _check_out(out, kind, shape, out_dtype, spec):
-    if _arrays.kind_of(out) != kind:
-        got = _library(out) if _is_array(out) else type(out).__name__
-        raise TypeError(f"out must be a {kind} array like the inputs; got {got}")
+    _arrays.check_out(out, kind)
     if not spec.writes_out:
         raise TypeError(f"out= is not supported by backend {spec.name!r}: its arrays are immutable")
-    if type(out) is not np.ndarray and isinstance(out, np.ma.MaskedArray):
-        raise TypeError("out is a masked array; its mask would not be updated: pass out.data (an ndarray)")
     if tuple(out.shape) != shape:
         raise ValueError(f"out has shape {tuple(out.shape)}; the result has shape {shape}")
     if np.dtype(out.dtype) != out_dtype:

@@ -25,7 +25,7 @@ import importlib
 
 import numpy as np
 
-__all__ = ["KINDS", "PYTHON_SCALARS", "as_input", "inputs", "is_array", "is_scalar", "kind_of", "library", "same_view",
+__all__ = ["KINDS", "PYTHON_SCALARS", "as_input", "check_out", "inputs", "is_array", "is_scalar", "kind_of", "library", "same_view",
            "scalar_array"]
 
 #: array libraries with a backend, in the words of the error messages
@@ -196,6 +196,16 @@ def _mixed(named):
         f"inputs come from different array libraries ({described}); pass arrays of one library{hint}: "
         "scanarray never copies between host and device behind your back"
     )
+
+
+def check_out(out, kind):
+    """Refuse an ``out`` that is not an array of ``kind``, or is a masked array (whose mask the
+    scan would not update)."""
+    if kind_of(out) != kind:
+        got = library(out) if is_array(out) else type(out).__name__
+        raise TypeError(f"out must be a {kind} array like the inputs; got {got}")
+    if isinstance(out, np.ma.MaskedArray):
+        raise TypeError("out is a masked array; its mask would not be updated: pass out.data (an ndarray)")
 
 
 def scalar_array(xp, kind, x, dtype, arrays):
