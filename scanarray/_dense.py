@@ -62,10 +62,23 @@ __all__ = [
     "compact",
     "count_multiply_adds",
     "cyclic_reduction",
+    "lane_counts",
     "multiply_adds",
     "prefix",
     "sequential",
 ]
+
+
+def lane_counts(a, lanes):
+    """``(lanes, a_lanes)``: the number of lanes of the result (``lanes`` is its lane shape) and
+    of distinct transitions among them (the lanes of the canonical ``A (*lanes, T, n, n)`` along
+    which it does not broadcast): what the backends' cost models charge products to."""
+    n_lanes = a_lanes = 1
+    for size, step in zip(a.shape[:-3], a.strides[:-3]):
+        a_lanes *= size if step != 0 else 1
+    for size in lanes:
+        n_lanes *= size
+    return n_lanes, a_lanes
 
 
 # --------------------------------------------------------------------------- counting

@@ -369,15 +369,7 @@ def chunked(a, b, out, h, ng, sb, unit):
                 a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
                 b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
                 o0, o1, o2, o3 = orow[u0:u0 + m], orow[u1:u1 + m], orow[u2:u2 + m], orow[u3:u3 + m]
-                for j in range(m):
-                    q0 = a0[j] * q0 + b0[j]
-                    q1 = a1[j] * q1 + b1[j]
-                    q2 = a2[j] * q2 + b2[j]
-                    q3 = a3[j] * q3 + b3[j]
-                    o0[j] = q0
-                    o1[j] = q1
-                    o2[j] = q2
-                    o3[j] = q3
+                q0, q1, q2, q3 = _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, q1, q2, q3)
                 _scan(ar, br, orow, u0 + m, u1, q0)
                 _scan(ar, br, orow, u1 + m, u2, q1)
                 _scan(ar, br, orow, u2 + m, u3, q2)
@@ -462,6 +454,19 @@ def _tail(a, b, out, t0, t1, p, q, stop, end):
 
 
 @njit(**_OPTS)
+def _keep(r, o, k, nt, direct, q, stop, end, start):
+    """After a burst of a segment ending in state ``q``: the segment's new ``stop`` (``start`` if
+    ``q`` is the first non-finite end state), the burst ``r[:k]`` written to ``o`` while finite
+    (unless ``direct``: it is there already)."""
+    if stop == end:
+        if not _finite(q):
+            return start
+        if not direct:
+            _put(r, o, k, nt)
+    return stop
+
+
+@njit(**_OPTS)
 def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, burst, P, H, stop):
     """Pass 1 of :func:`chunked_fixup` for segments ``i .. i+3``: local scans written to ``out``.
 
@@ -497,40 +502,18 @@ def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, burst, P, H, stop):
                 p0, p1, p2, p3, q0, q1, q2, q3 = _local4(a0[j:e], a1[j:e], a2[j:e], a3[j:e], b0[j:e], b1[j:e],
                                                          b2[j:e], b3[j:e], o0[j:e], o1[j:e], o2[j:e], o3[j:e], k,
                                                          p0, p1, p2, p3, q0, q1, q2, q3)
-            if st0 == e0 and not _finite(q0):
-                st0 = u0 + j
-            if st1 == e1 and not _finite(q1):
-                st1 = u1 + j
-            if st2 == e2 and not _finite(q2):
-                st2 = u2 + j
-            if st3 == e3 and not _finite(q3):
-                st3 = u3 + j
-            continue
-        if const:
-            q0, q1, q2, q3 = _local4_const(x, b0[j:e], b1[j:e], b2[j:e], b3[j:e], r0, r1, r2, r3, k, q0, q1, q2, q3)
         else:
-            p0, p1, p2, p3, q0, q1, q2, q3 = _local4(a0[j:e], a1[j:e], a2[j:e], a3[j:e], b0[j:e], b1[j:e], b2[j:e],
-                                                     b3[j:e], r0, r1, r2, r3, k, p0, p1, p2, p3, q0, q1, q2, q3)
-        if st0 == e0:
-            if _finite(q0):
-                _put(r0, o0[j:e], k, nt)
+            if const:
+                q0, q1, q2, q3 = _local4_const(x, b0[j:e], b1[j:e], b2[j:e], b3[j:e], r0, r1, r2, r3, k,
+                                               q0, q1, q2, q3)
             else:
-                st0 = u0 + j
-        if st1 == e1:
-            if _finite(q1):
-                _put(r1, o1[j:e], k, nt)
-            else:
-                st1 = u1 + j
-        if st2 == e2:
-            if _finite(q2):
-                _put(r2, o2[j:e], k, nt)
-            else:
-                st2 = u2 + j
-        if st3 == e3:
-            if _finite(q3):
-                _put(r3, o3[j:e], k, nt)
-            else:
-                st3 = u3 + j
+                p0, p1, p2, p3, q0, q1, q2, q3 = _local4(a0[j:e], a1[j:e], a2[j:e], a3[j:e], b0[j:e], b1[j:e],
+                                                         b2[j:e], b3[j:e], r0, r1, r2, r3, k, p0, p1, p2, p3,
+                                                         q0, q1, q2, q3)
+        st0 = _keep(r0, o0[j:e], k, nt, direct, q0, st0, e0, u0 + j)
+        st1 = _keep(r1, o1[j:e], k, nt, direct, q1, st1, e1, u1 + j)
+        st2 = _keep(r2, o2[j:e], k, nt, direct, q2, st2, e2, u2 + j)
+        st3 = _keep(r3, o3[j:e], k, nt, direct, q3, st3, e3, u3 + j)
     if nt:
         _store_fence()
     if const:

@@ -279,11 +279,7 @@ def _dense_auto_method(problem):
     """
     T, n = problem.length, problem.b.shape[-1]
     a = problem.a
-    lanes = a_lanes = 1
-    for size, step in zip(a.shape[:-3], a.strides[:-3]):
-        a_lanes *= size if step != 0 else 1
-    for size in problem.lanes:
-        lanes *= size
+    lanes, a_lanes = _dense.lane_counts(a, problem.lanes)
     seq_a, seq_b = TUNING["dense_seq_ns"]
     cr_a, cr_b, cr_mat, cr_n3 = TUNING["dense_cr_ns"]
     seq = -(-lanes // max(1, _threads())) * T * (seq_a + seq_b * n * n)

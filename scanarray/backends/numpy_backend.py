@@ -62,11 +62,7 @@ def dense_auto_method(problem):
     if T <= 2:
         return "sequential"
     a = problem.a
-    a_lanes = lanes = 1
-    for size, step in zip(a.shape[:-3], a.strides[:-3]):
-        a_lanes *= size if step != 0 else 1
-    for size in problem.lanes:
-        lanes *= size
+    lanes, a_lanes = _dense.lane_counts(a, problem.lanes)
     if a.strides[-3] == 0:
         return "chunked"
     tune = TUNING
