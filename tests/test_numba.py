@@ -428,7 +428,7 @@ def test_import_compiles_nothing():
 @pytest.mark.parametrize("dtype", ["float64", "complex64"])
 def test_dense_sequential_row_blocks(n, a_kind, dtype, rng):
     """The compiled dense loop: a time-invariant A applied a column at a time, a time-varying one
-    8 and 4 rows at a time and then row by row (n = 37 = 4 * 8 + 4 + 1), on two lanes."""
+    8 rows at a time and then row by row (n = 37 = 4 * 8 + 5), on two lanes."""
     T = 40
     shape = {"invariant": (n, n), "varying": (2, T, n, n), "per-lane invariant": (2, 1, n, n)}[a_kind]
     A = contractive(rng, shape, dtype)

@@ -628,40 +628,29 @@ def _matvec_columns(At, bt, s, v, n):
 
 
 @njit(**_OPTS)
-def _matvec_rows(M, bt, s, v, n, rows):
+def _matvec_rows(M, bt, s, v, n):
     """``v = M @ s + bt`` reading ``M`` row by row (contiguous reads of a time-varying ``A``).
 
-    ``rows`` rows (4 or 8) at a time: that many independent sums in flight hide the latency of
-    the multiply and the add that bound one row's sum. Each sum is in the plain loop's order.
+    Eight rows at a time: eight independent sums in flight hide the latency of the multiply and
+    the add that bound one row's sum (four were as fast at n = 16, slower at n = 64). Each sum is
+    in the plain loop's order.
     """
     i = 0
-    if rows == 8:
-        while i + 8 <= n:
-            r0, r1, r2, r3, r4, r5, r6, r7 = M[i], M[i + 1], M[i + 2], M[i + 3], M[i + 4], M[i + 5], M[i + 6], M[i + 7]
-            c0, c1, c2, c3, c4, c5, c6, c7 = bt[i], bt[i + 1], bt[i + 2], bt[i + 3], bt[i + 4], bt[i + 5], bt[i + 6], bt[i + 7]
-            for j in range(n):
-                sj = s[j]
-                c0 += r0[j] * sj
-                c1 += r1[j] * sj
-                c2 += r2[j] * sj
-                c3 += r3[j] * sj
-                c4 += r4[j] * sj
-                c5 += r5[j] * sj
-                c6 += r6[j] * sj
-                c7 += r7[j] * sj
-            v[i], v[i + 1], v[i + 2], v[i + 3], v[i + 4], v[i + 5], v[i + 6], v[i + 7] = c0, c1, c2, c3, c4, c5, c6, c7
-            i += 8
-    while i + 4 <= n:
-        r0, r1, r2, r3 = M[i], M[i + 1], M[i + 2], M[i + 3]
-        c0, c1, c2, c3 = bt[i], bt[i + 1], bt[i + 2], bt[i + 3]
+    while i + 8 <= n:
+        r0, r1, r2, r3, r4, r5, r6, r7 = M[i], M[i + 1], M[i + 2], M[i + 3], M[i + 4], M[i + 5], M[i + 6], M[i + 7]
+        c0, c1, c2, c3, c4, c5, c6, c7 = bt[i], bt[i + 1], bt[i + 2], bt[i + 3], bt[i + 4], bt[i + 5], bt[i + 6], bt[i + 7]
         for j in range(n):
             sj = s[j]
             c0 += r0[j] * sj
             c1 += r1[j] * sj
             c2 += r2[j] * sj
             c3 += r3[j] * sj
-        v[i], v[i + 1], v[i + 2], v[i + 3] = c0, c1, c2, c3
-        i += 4
+            c4 += r4[j] * sj
+            c5 += r5[j] * sj
+            c6 += r6[j] * sj
+            c7 += r7[j] * sj
+        v[i], v[i + 1], v[i + 2], v[i + 3], v[i + 4], v[i + 5], v[i + 6], v[i + 7] = c0, c1, c2, c3, c4, c5, c6, c7
+        i += 8
     while i < n:
         r0 = M[i]
         c0 = bt[i]
@@ -671,14 +660,14 @@ def _matvec_rows(M, bt, s, v, n, rows):
         i += 1
 
 
-@_kernel("r4 r3 w3 w2 i", parallel=True)
-def dense_sequential(A, b, out, h, rows):
+@_kernel("r4 r3 w3 w2", parallel=True)
+def dense_sequential(A, b, out, h):
     """``h[t] = A[t] @ h[t-1] + b[t]`` step by step, one lane per iteration.
 
     ``A (L, T, n, n)`` may be broadcast (stride 0 along time for a time-invariant matrix); ``T
     n^2`` multiply-adds per lane against cyclic reduction's ``~T n^3``. A time-invariant matrix
     is copied transposed once per lane and applied a column at a time (:func:`_matvec_columns`:
-    vectorised); a time-varying one is read in place, ``rows`` rows at a time
+    vectorised); a time-varying one is read in place, eight rows at a time
     (:func:`_matvec_rows`). Either way each state is the plain loop's to the bit.
     """
     L, T, n = out.shape
@@ -695,7 +684,7 @@ def dense_sequential(A, b, out, h, rows):
                     o[i] = v[i]
         else:
             for t in range(T):
-                _matvec_rows(A[l, t], b[l, t], s, v, n, rows)
+                _matvec_rows(A[l, t], b[l, t], s, v, n)
                 o = out[l, t]
                 for i in range(n):
                     s[i] = v[i]

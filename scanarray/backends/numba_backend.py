@@ -70,8 +70,6 @@ TUNING = {
     # time-major: the least bytes of a step one thread streams; splitting an 8 KiB step between
     # two threads was 2.8x slower than one thread streaming it (the prefetchers need long runs)
     "min_row_bytes": 1 << 14,
-    # dense, time-varying A: 8 rows of A[t] summed at once from this n on, 4 below
-    "dense_rows8_min_n": 32,
     # dense auto: the compiled loop's ns per lane and step, a + b n^2 (float64, one thread)
     "dense_seq_ns": (40.0, 0.135),
     # dense auto: cyclic reduction's ns per lane and step, a + b n^2 (its vectors: GEMMs with a
@@ -305,12 +303,7 @@ def _dense_recurrence(p):
     h = np.zeros(lanes + b.shape[-1:], dt)
     if p.initial is not None:
         h[...] = p.initial
-    compiled = _k().compiled("dense_sequential", dt)
-    rows = 8 if b.shape[-1] >= TUNING["dense_rows8_min_n"] else 4
-
-    def kern(A2, b2, o2, h2):
-        compiled(A2, b2, o2, h2, rows)
-
+    kern = _k().compiled("dense_sequential", dt)
     if lanes:
         _for_each_lane_block([A_k, b_k, work, h], len(lanes), kern)
     else:
