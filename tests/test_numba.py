@@ -139,7 +139,7 @@ def fixup(request, monkeypatch):
     """Scan-then-fix-up forced; one superblock of 16 segments (2 groups of 4 per thread on 2 threads).
 
     Pass 1 with plain stores, and with the non-temporal bursts that large
-    rows take (``NT_MIN_BYTES`` lowered so that small rows take them too).
+    rows take (``nt_min_bytes`` lowered so that small rows take them too).
     """
     monkeypatch.setitem(nb.TUNING, "scheme", "fixup")
     monkeypatch.setattr(nb, "_threads", lambda: 2)

@@ -4,12 +4,11 @@ Diagonal form (kernels in :mod:`._numba_kernels`):
 
 ``sequential``
     each lane is the plain loop ``s = a[t] * s + b[t]``, lanes spread over
-    numba's threads. Lanes whose time axis is contiguous run one lane per
-    iteration with the state in a register; lanes that are the contiguous axis
-    (a time-major ``(T, N)`` array along axis 0, or a Fortran-ordered one)
-    run in blocks of lanes stepped together, so each step reads one
-    contiguous run of memory -- in place, no transposing copy (measured
-    faster: ``docs/numba.md``).
+    numba's threads. Lanes whose time axis is contiguous (rows) run four
+    to an iteration, four independent chains; lanes that are the
+    contiguous axis (a time-major ``(T, N)`` array along axis 0, or a
+    Fortran-ordered one) run in blocks of lanes stepped together, so each
+    step reads one contiguous run of memory -- in place, no transposing copy.
 ``chunked``
     along time, so that a single long row uses every thread. Scan-then-fix-up
     (segments scanned from 0 straight into ``out``, a serial scan of the
@@ -18,18 +17,19 @@ Diagonal form (kernels in :mod:`._numba_kernels`):
     ``a`` and ``b`` and writes ``out`` once; reduce-then-scan (segment
     aggregates, carries, a full rescan: 5 streams) is kept for a
     time-invariant ``a`` whose fix-up would be long (``|a|`` near or above
-    1, see ``_fixup_pays``).
+    1, see ``_fixup_pays``). Both follow the loop at non-finite values.
 
 ``method="auto"`` takes ``chunked`` when there are fewer lanes than threads
 and the rows are long, ``sequential`` otherwise. Broadcast ``a`` (scalar,
 per-lane, per-time) reaches the kernels as a stride-0 view of its compact
 array, never expanded. ``reverse`` flips views (negative strides), never data.
-float16/bfloat16, which numba cannot compute with, are cast to float32 on the
-way in and out (a copy: not at memory speed).
+Inputs of another dtype than the accumulation dtype (float16/bfloat16, which
+numba cannot compute with, integers) are cast on the way in, and float16
+results on the way out (a copy: not at memory speed).
 
 Dense form: ``sequential`` (a compiled matrix-vector loop, parallel over
 lanes) or ``cyclic_reduction`` (:mod:`scanarray._dense` on NumPy's batched
-``matmul``).
+``matmul``). Measurements behind the choices: docs/guide/cpu.md.
 """
 
 from __future__ import annotations
