@@ -74,22 +74,25 @@ def _signature(spec, dt):
     return tuple(out)
 
 
-def compiled(name, dt):
+def compiled(name, dt, parallel=True):
     """Kernel ``name`` compiled (or loaded from the cache) for accumulation dtype ``dt``.
 
     One variant per dtype: arrays of any layout and writeability convert to its argument types
-    (a C-ordered array is an any-layout array; a writable one may be read only). Compiling holds
-    a lock file shared by every process on the machine, so that processes starting together
-    compile each variant once and the others load it from the cache, and no two processes
-    write the cache's index at once.
+    (a C-ordered array is an any-layout array; a writable one may be read only). With
+    ``parallel=False`` the kernel's ``prange`` is a plain loop: for calls with one iteration to
+    share, where a parallel region would only wait for threads that have nothing to do (on a
+    busy machine, for whole scheduler slices). Compiling holds a lock file shared by every
+    process on the machine, so that processes starting together compile each variant once and
+    the others load it from the cache, and no two processes write the cache's index at once.
     """
-    key = (name, dt)
+    key = (name, dt, parallel)
     fn = _COMPILED.get(key)
     if fn is None:
         with _LOCK, _file_lock():
             fn = _COMPILED.get(key)
             if fn is None:
                 py, spec, opts = _KERNELS[name]
+                opts = dict(opts, parallel=parallel and opts.get("parallel", False))
                 fn = _COMPILED[key] = njit([_signature(spec, dt)], **_OPTS, **opts)(py)
     return fn
 

@@ -206,10 +206,11 @@ def _diagonal(p):
         if method == "chunked":
             _chunked(k, a2, b2, o2, h1)
         elif lanes_contiguous(o2):
-            k.compiled("sequential_blocks", dt)(a2.T, b2.T, o2.T, h1, _lane_block(o2))
+            lb = _lane_block(o2)
+            k.compiled("sequential_blocks", dt, lb < o2.shape[0])(a2.T, b2.T, o2.T, h1, lb)
         else:
             four = o2.shape[0] >= TUNING["rows_four_min_groups"] * 4 * _threads()
-            k.compiled("sequential_rows", dt)(a2, b2, o2, h1, four)
+            k.compiled("sequential_rows", dt, o2.shape[0] > 1)(a2, b2, o2, h1, four)
 
     if not lanes:  # one row: give it a lane axis of length 1
         a_k, b_k, work_v, h_v = a_k[None], b_k[None], work[None], h[None]
@@ -303,11 +304,11 @@ def _dense_recurrence(p):
     h = np.zeros(lanes + b.shape[-1:], dt)
     if p.initial is not None:
         h[...] = p.initial
-    kern = _k().compiled("dense_sequential", dt)
     if lanes:
-        _for_each_lane_block([A_k, b_k, work, h], len(lanes), kern)
-    else:
-        kern(A_k[None], b_k[None], work[None], h[None])
+        _for_each_lane_block([A_k, b_k, work, h], len(lanes),
+                             lambda *x: _k().compiled("dense_sequential", dt, x[0].shape[0] > 1)(*x))
+    else:  # one trajectory: no parallel region to wait on
+        _k().compiled("dense_sequential", dt, False)(A_k[None], b_k[None], work[None], h[None])
     if work is not out:
         np.copyto(out, work, casting="unsafe")
     return p.out
