@@ -314,7 +314,7 @@ def test_fixup_pays():
 def test_time_major_lane_blocks(monkeypatch, a_kind, in_place, rng):
     """(T, N) C-order along axis 0 in several lane blocks (the last one partial), in place or not."""
     monkeypatch.setitem(nb.TUNING, "min_row_bytes", 8 * 8)  # blocks of >= 8 float64 lanes
-    T, N = 300, 45
+    T, N = 301, 45  # odd: the last step after the pairs of steps
     b = values(rng, (T, N), "float64")
     a = {
         "full": lambda: coefficients(rng, (T, N), "float64"),
