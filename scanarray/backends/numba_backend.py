@@ -42,7 +42,8 @@ from ._layout import compact, lanes_contiguous, merge_axes
 __all__ = ["TUNING", "auto_method", "linear_recurrence", "unavailable_reason"]
 
 #: The numba backend's tunables, one line each with where it comes from (the measurements:
-#: docs/guide/cpu.md). Tests and benchmarks patch entries with ``monkeypatch.setitem``.
+#: docs/guide/cpu.md). Tests and benchmarks patch entries with ``monkeypatch.setitem``. (The
+#: kernels' compile-time constants, pass 1's burst lengths, are in ``_numba_kernels``.)
 TUNING = {
     # method="auto": chunked only for fewer lanes than threads and rows at least this long (below
     # it the two parallel regions and the second pass cost more than they save)
@@ -60,10 +61,6 @@ TUNING = {
     # chunked: rows of at least this many bytes are written with non-temporal stores (twice the
     # measuring machine's 32 MiB L3: nothing the next step could find in cache is evicted)
     "nt_min_bytes": 1 << 26,
-    # chunked pass 1: steps per burst, collected in an L1 buffer and written out at once (512
-    # bytes of float64 per segment: whole lines for non-temporal stores, which single stores from
-    # the interleaved loop did not fill: 2.5x slower)
-    "burst": 64,
     # rows: lanes in groups of 4 stepped together (four dependency chains hide the latency of the
     # multiply and the add) once every thread gets at least this many groups
     "rows_four_min_groups": 4,
@@ -257,8 +254,7 @@ def _chunked(k, a, b, out, h):
         tiny = np.array([np.finfo(dt).tiny]).astype(unit.real.dtype)
         nt = _non_temporal(b, out)
         direct = not nt and not np.may_share_memory(b, out)
-        k.compiled("chunked_fixup", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, nt, direct,
-                                        TUNING["burst"])
+        k.compiled("chunked_fixup", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, nt, direct)
     else:
         k.compiled("chunked", dt)(a, b, out, h, ng, TUNING["superblock"], unit)
 
