@@ -8,6 +8,7 @@ Every figure is the median of interleaved repeats, each paired with its baseline
 before it in the same process (the copy for bandwidth-bound workloads, a plain numba loop for the
 others); the ratio column is the median of the per-pair ratios, so a machine shared with other
 jobs slows both members of a pair alike. Calls write into preallocated, already touched arrays.
+Each section runs in a fresh process.
 
 Sections:
 
@@ -32,9 +33,11 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 
@@ -239,15 +242,25 @@ def main(argv=None):
     ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
     ap.add_argument("--repeat", type=int, default=None, help=f"pairs per workload (default {REPEAT})")
     ap.add_argument("--out", default=None, help="also write the table, machine, date and command to this file")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.repeat:
         globals()["REPEAT"] = args.repeat
     s = 16 if args.quick else 1
     load0 = os.getloadavg()
-    rng = np.random.default_rng(0)
+    sections = args.only.split(",")
     rows = []
-    for section in args.only.split(","):
-        globals()[f"{section}_section"](s, rng, rows)
+    if args.child:
+        globals()[f"{sections[0]}_section"](s, np.random.default_rng(0), rows)
+        print(json.dumps(rows))
+        return
+    for section in sections:
+        # each section in a process of its own: numba's OpenMP threads, which spin a while after
+        # every parallel region, and OpenBLAS's would otherwise slow the next section's calls
+        cmd = [sys.executable, __file__, "--child", "--only", section] + (["--quick"] if args.quick else [])
+        cmd += ["--repeat", str(REPEAT)]
+        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        rows += [tuple(r) for r in json.loads(res.stdout.strip().splitlines()[-1])]
     lines = ["| workload | time (ms) | bandwidth | against the baseline (median of pairs) | notes |",
              "|---|---:|---:|---:|---|"]
     lines += [f"| {n} | {1e3 * t:.2f} | {bw} | {r} | {note} |" for n, t, bw, r, note in rows]
