@@ -1,62 +1,74 @@
-"""CPU benchmark of the numba backend against this machine's copy bandwidth and against SciPy/pandas.
+"""CPU benchmark of the numba and NumPy backends against this machine's copy and plain numba loops.
 
-Run ``python benchmarks/bench_cpu.py`` (``--quick`` for smaller arrays). It
-prints a markdown table and writes it, with the machine and the date, to
-``docs/benchmarks/cpu.md``.
+Run ``python benchmarks/bench_cpu.py`` (``--quick`` for smaller arrays, ``--only rows,dense`` for
+some sections). It prints one markdown table; ``--out FILE`` also writes it there with the
+machine, the date and the command.
 
-Effective bandwidth = (bytes of ``a`` read + ``b`` read + ``h`` written) / time
-(a scalar ``a`` counts 0 bytes), next to the copy bandwidth of the same run:
-``numpy.copyto`` of a 512 MiB array, counted as bytes read + bytes written.
-Every timing is the best of ``REPEAT`` calls into a preallocated, already
-touched ``out`` (so page faults of a fresh result are not timed; the copy is
-timed the same way). Workloads (issue 3):
+Every figure is the median of interleaved repeats, each paired with its baseline measured right
+before it in the same process (the copy for bandwidth-bound workloads, a plain numba loop for the
+others); the ratio column is the median of the per-pair ratios, so a machine shared with other
+jobs slows both members of a pair alike. Calls write into preallocated, already touched arrays.
+Each section runs in a fresh process.
 
-1. (1024, 65536) float64, full-size ``a``, along the last axis;
-2. one row of 2**24 float64, full ``a``: the chunked path against a
-   single-thread numba loop;
-3. time-major (65536, 1024) float64 along axis 0 (lanes contiguous): read in
-   place, against the transposing-copy strategy;
-4. scalar ``a`` on one row of 2**24 float64 against
-   ``scipy.signal.lfilter([1], [1, -a], x)`` and
-   ``pandas.Series(x).ewm(alpha=1 - a, adjust=False).mean()``; results checked.
+Sections:
 
-Workloads 2 and 4 also time both chunked schemes of the numba backend
-(scan-then-fix-up, the default, and reduce-then-scan, forced through
-``numba_backend.CHUNKED_SCHEME``) on decaying ``a`` and on ``a = 1`` (a
-running sum, where the fix-up never stops early), and workload 4 the ewm with
-the scan written in place (``out=b``).
+``rows``
+    Scalar scans at memory speed, against ``numpy.copyto`` of the same bytes (bytes of ``a`` and
+    ``b`` read and ``h`` written, against bytes read and written by the copy):
+    (1024, 65536) float64 rows along the last axis; time-major (65536, 1024) along axis 0.
+``long``
+    One row of 2**24 float64 (chunked over the threads) against a single-thread numba loop,
+    full ``a`` and scalar ``a``; and ``a = 1`` (a running sum: the fix-up never stops early).
+``filters``
+    Scalar ``a`` on one row of 2**24 against ``scipy.signal.lfilter([1], [1, -a], x)`` and
+    ``pandas.Series(x).ewm(alpha=1 - a, adjust=False).mean()``, results checked.
+``dense``
+    Dense recurrences of one trajectory against a plain numba loop written here (explicit loops
+    on C-ordered arrays): time-invariant ``A`` (n = 64, T = 2**15), time-varying ``A`` (n = 16,
+    T = 2**14; n = 64, T = 2**11), float64, for ``method="auto"`` and every dense method of the
+    numba and NumPy backends.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
+import statistics
+import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
 import scanarray
 
-REPEAT = 7
+REPEAT = 9
 MiB = 1 << 20
+SECTIONS = ("rows", "long", "filters", "dense")
 
 
-def best(fn, repeat=REPEAT):
-    fn()  # warm-up: compilation, page faults
-    ts = []
+def _time(fn):
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def paired(fn, base, repeat=None):
+    """(median time of ``fn``, median time of ``base``, median of the per-pair ratios base / fn).
+
+    ``base`` and ``fn`` run alternately, ``base`` first in each pair, after one warm-up call each.
+    """
+    repeat = repeat or REPEAT
+    fn()
+    base()
+    tf, tb = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return min(ts)
-
-
-def gbs(nbytes, t):
-    return nbytes / t / 1e9
+        tb.append(_time(base))
+        tf.append(_time(fn))
+    return statistics.median(tf), statistics.median(tb), statistics.median(b / f for b, f in zip(tb, tf))
 
 
 def machine():
@@ -70,217 +82,198 @@ def machine():
                 break
     except OSError:
         pass
-    mem = "?"
-    try:
-        for line in open("/proc/meminfo"):
-            if line.startswith("MemTotal"):
-                mem = f"{int(line.split()[1]) / 2**20:.0f} GiB"
-                break
-    except OSError:
-        pass
     return (
-        f"{cpu}, {os.cpu_count()} logical CPUs, {mem} RAM, {platform.system()} {platform.release()}; "
-        f"Python {platform.python_version()}, NumPy {np.__version__}, numba {numba.__version__} "
-        f"({numba.get_num_threads()} threads, layer {numba.threading_layer()})"
+        f"{cpu}, {os.cpu_count()} logical CPUs, {platform.system()}; Python {platform.python_version()}, "
+        f"NumPy {np.__version__}, numba {numba.__version__} ({numba.get_num_threads()} threads)"
     )
 
 
-def single_thread_loop():
+# --------------------------------------------------------------------------- plain loops
+
+
+def plain_loops():
+    """The loops a user would write with numba: one row; one dense trajectory (A time-varying or not)."""
     from numba import njit
 
     @njit(cache=False, nogil=True)
-    def loop(a, b, out):
+    def row(a, b, out):
         s = 0.0
         for t in range(b.shape[0]):
             s = a[t] * s + b[t]
             out[t] = s
 
-    return loop
+    @njit(cache=False, nogil=True)
+    def dense(A, b, out):
+        T, n = b.shape
+        h = np.zeros(n)
+        for t in range(T):
+            M = A[t] if A.ndim == 3 else A
+            for i in range(n):
+                acc = b[t, i]
+                for j in range(n):
+                    acc += M[i, j] * h[j]
+                out[t, i] = acc
+            for i in range(n):
+                h[i] = out[t, i]
+
+    return row, dense
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def rows_section(s, rng, out_rows):
+    lr = scanarray.linear_recurrence
+    for name, shape, axis in [("(1024, 65536) f64 rows, axis -1", (1024, 65536 // s), -1),
+                              ("time-major (65536, 1024) f64, axis 0", (65536 // s, 1024), 0)]:
+        a = rng.uniform(-1, 1, shape)
+        b = rng.standard_normal(shape)
+        out = np.zeros(shape)
+        src = np.ones(3 * b.size // 2)  # the copy moves the scan's bytes: 3 arrays = 1.5 read + 1.5 written
+        dst = np.zeros_like(src)
+        tf, tb, r = paired(lambda: lr(a, b, axis=axis, out=out), lambda: np.copyto(dst, src))
+        out_rows.append((name, tf, f"{3 * b.nbytes / tf / 1e9:.1f} GB/s", f"{r:.2f}x of the copy",
+                         f"copy {1e3 * tb:.1f} ms ({2 * src.nbytes / tb / 1e9:.1f} GB/s)"))
+        del a, b, out, src, dst
+
+
+def long_section(s, rng, out_rows):
+    lr = scanarray.linear_recurrence
+    row, _ = plain_loops()
+    T = 2**24 // s
+    a = rng.uniform(-1, 1, T)
+    b = rng.standard_normal(T)
+    out = np.zeros(T)
+    ref = np.zeros(T)
+    row(a, b, ref)
+    for name, a_in, a_loop in [("one row 2**24 f64, full a", a, a), ("one row 2**24 f64, scalar a = 0.9", 0.9,
+                                                                      np.full(T, 0.9)),
+                               ("one row 2**24 f64, a = 1 (running sum)", np.ones(T), np.ones(T))]:
+        tf, tb, r = paired(lambda: lr(a_in, b, out=out), lambda: row(a_loop, b, ref))
+        err = np.max(np.abs(out - ref)) / np.max(np.abs(ref))
+        out_rows.append((name, tf, f"{3 * b.nbytes / tf / 1e9:.1f} GB/s", f"{r:.2f}x the loop",
+                         f"single-thread loop {1e3 * tb:.1f} ms; max rel. diff {err:.0e}"))
+
+
+def filters_section(s, rng, out_rows):
+    import pandas as pd
+    import scipy.signal
+
+    lr = scanarray.linear_recurrence
+    T = 2**24 // s
+    av = 0.9
+    x = rng.standard_normal(T)
+    out = np.zeros(T)
+    y = scipy.signal.lfilter([1.0], [1.0, -av], x)
+    tf, tb, r = paired(lambda: lr(av, x, out=out), lambda: scipy.signal.lfilter([1.0], [1.0, -av], x), repeat=3)
+    err = np.max(np.abs(out - y)) / np.max(np.abs(y))
+    out_rows.append(("scalar a, one row 2**24 f64", tf, "", f"{r:.1f}x scipy.signal.lfilter",
+                     f"lfilter {1e3 * tb:.0f} ms; max rel. diff {err:.0e}"))
+    alpha = 1.0 - av
+    series = pd.Series(x)
+    bx = np.empty_like(x)
+
+    def ewm():  # pandas' y[t] = (1 - alpha) y[t-1] + alpha x[t], y[0] = x[0]; the scaling pass timed too
+        np.multiply(x, alpha, out=bx)
+        return lr(av, bx, initial=x[0], out=bx)
+
+    ewm()
+    y = series.ewm(alpha=alpha, adjust=False).mean().to_numpy()
+    err = np.max(np.abs(bx - y)) / np.max(np.abs(y))
+    tf, tb, r = paired(ewm, lambda: series.ewm(alpha=alpha, adjust=False).mean(), repeat=3)
+    out_rows.append(("ewm: b = alpha x, then the scan in place", tf, "", f"{r:.1f}x pandas ewm",
+                     f"pandas {1e3 * tb:.0f} ms; max rel. diff {err:.0e}"))
+
+
+def dense_section(s, rng, out_rows):
+    from scanarray import _registry
+
+    lr = scanarray.linear_recurrence
+    _, loop = plain_loops()
+    for name, n, T, invariant in [("dense, A (n, n), n = 64, T = 2**15", 64, 2**15 // s, True),
+                                  ("dense, A (T, n, n), n = 16, T = 2**14", 16, 2**14 // s, False),
+                                  ("dense, A (T, n, n), n = 64, T = 2**11", 64, 2**11 // s, False)]:
+        shape = (n, n) if invariant else (T, n, n)
+        A = rng.standard_normal(shape)
+        A *= 0.95 / np.linalg.norm(A, ord=2, axis=(-2, -1))[..., None, None]
+        b = rng.standard_normal((T, n))
+        out = np.zeros((T, n))
+        ref = np.zeros((T, n))
+        loop(A, b, ref)
+        for backend in ("numba", "numpy"):
+            for method in ("auto",) + _registry.BACKENDS[backend].dense_methods:
+                if backend == "numpy" and method == "prefix" and T * n**3 > 2**26:
+                    continue  # T n^3 log T: minutes
+                call = lambda: lr(A, b, axis=0, dense=True, out=out, backend=backend, method=method)  # noqa: E731
+                tf, tb, r = paired(call, lambda: loop(A, b, ref), repeat=5)
+                err = np.max(np.abs(out - ref)) / np.max(np.abs(ref))
+                chosen = ""
+                if method == "auto":
+                    from scanarray import _api
+
+                    chosen = f" -> {_chosen(_api, A, b, backend)}"
+                out_rows.append((f"{name}: {backend} {method}{chosen}", tf, "", f"{r:.2f}x the loop",
+                                 f"plain numba loop {1e3 * tb:.2f} ms; max rel. diff {err:.0e}"))
+
+
+def _chosen(_api, A, b, backend):
+    """The method ``auto`` resolves to for this dense call (asked of the backend's own rule)."""
+    from scanarray import _registry
+
+    seen = {}
+    mod = _registry.load(backend)
+    real = mod.auto_method
+
+    def spy(p):
+        seen["m"] = real(p)
+        return seen["m"]
+
+    mod.auto_method = spy
+    try:
+        scanarray.linear_recurrence(A, b, axis=0, dense=True, backend=backend)
+    finally:
+        mod.auto_method = real
+    return seen["m"]
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="arrays 16x smaller (a smoke run)")
-    ap.add_argument("--no-write", action="store_true", help="do not write docs/benchmarks/cpu.md")
-    ap.add_argument("--doc", default=None, help="where to write the markdown (default docs/benchmarks/cpu.md)")
-    ap.add_argument("--repeat", type=int, default=None, help=f"best of how many calls (default {REPEAT})")
+    ap.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
+    ap.add_argument("--repeat", type=int, default=None, help=f"pairs per workload (default {REPEAT})")
+    ap.add_argument("--out", default=None, help="also write the table, machine, date and command to this file")
+    ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.repeat:
         globals()["REPEAT"] = args.repeat
     s = 16 if args.quick else 1
     load0 = os.getloadavg()
-    rng = np.random.default_rng(0)
+    sections = args.only.split(",")
     rows = []
-
-    def row(name, nbytes, t, ref=None, note=""):
-        rows.append((name, t, gbs(nbytes, t) if nbytes else None, ref, note))
-
-    # --- copy bandwidth -----------------------------------------------------
-    src = np.ones(512 * MiB // 8 // s)
-    dst = np.empty_like(src)
-    dst[...] = 0
-    t_copy = best(lambda: np.copyto(dst, src))
-    copy_bw = gbs(2 * src.nbytes, t_copy)
-    del src, dst
-    rows.append(("copy: numpy.copyto 512 MiB" if s == 1 else f"copy: numpy.copyto {512 // s} MiB",
-                 t_copy, copy_bw, None, "read + write"))
-
-    lr = scanarray.linear_recurrence
-
-    # --- 1. (1024, 65536) full a --------------------------------------------
-    shape = (1024, 65536 // s)
-    a = rng.uniform(-1, 1, shape)
-    b = rng.standard_normal(shape)
-    out = np.zeros(shape)
-    t1 = best(lambda: lr(a, b, out=out))
-    row(f"1. {shape} f64, full a, axis -1", 3 * b.nbytes, t1, t1, "auto: sequential, lanes in parallel")
-    del a, b, out
-
-    # --- 2. one row of 2**24, full a ---------------------------------------
-    T = 2**24 // s
-    a = rng.uniform(-1, 1, T)
-    b = rng.standard_normal(T)
-    out = np.zeros(T)
-    loop = single_thread_loop()
-    t_loop = best(lambda: loop(a, b, out))
-    ref_loop = out.copy()
-    t2 = best(lambda: lr(a, b, out=out))
-    err = np.max(np.abs(out - ref_loop)) / np.max(np.abs(ref_loop))
-    row(f"2. one row 2**{int(np.log2(T))} f64, full a", 3 * b.nbytes, t2, t2, f"auto: chunked (scan-then-fix-up); max rel. diff to loop {err:.1e}")
-    row("   single-thread numba loop (baseline)", 3 * b.nbytes, t_loop, t2)
-    t2s = best(lambda: lr(a, b, out=out, method="sequential"))
-    row("   method='sequential' (one lane, one thread)", 3 * b.nbytes, t2s, t2)
-    from scanarray.backends import numba_backend as nb
-
-    def forced(scheme, fn, superblock=None):
-        """Time ``fn`` with the chunked scheme (and superblock length) forced."""
-        saved = nb.CHUNKED_SCHEME, nb.SUPERBLOCK
-        nb.CHUNKED_SCHEME = scheme
-        nb.SUPERBLOCK = superblock or nb.SUPERBLOCK
-        try:
-            return best(fn)
-        finally:
-            nb.CHUNKED_SCHEME, nb.SUPERBLOCK = saved
-
-    t2r = forced("reduce", lambda: lr(a, b, out=out, method="chunked"))
-    row("   chunked, reduce-then-scan (forced; 5 streams)", 3 * b.nbytes, t2r, t2)
-    # cache-blocked: pass 2 reads a and b from L3 (not the default: docs/numba.md)
-    t2p = forced("reduce", lambda: lr(a, b, out=out, method="chunked"), 1 << 20)
-    row("   chunked, reduce-then-scan, superblocks of 2**20 steps", 3 * b.nbytes, t2p, t2)
-    # |a| >= 1 throughout (a running sum): the carry never fades, the fix-up runs to the end
-    ones = np.ones(T)
-    t2f1 = forced("fixup", lambda: lr(ones, b, out=out, method="chunked"))
-    row("   a = 1 everywhere (full array): scan-then-fix-up, fix-up in full", 3 * b.nbytes, t2f1, t2f1,
-        "auto takes this for time-varying a")
-    t2r1 = forced("reduce", lambda: lr(ones, b, out=out, method="chunked"))
-    row("   a = 1 everywhere (full array): reduce-then-scan", 3 * b.nbytes, t2r1, t2f1)
-    del a, b, out, ref_loop, ones
-
-    # --- 3. time-major (65536, 1024) along axis 0 ---------------------------
-    shape = (65536 // s, 1024)
-    a = rng.uniform(-1, 1, shape)
-    b = rng.standard_normal(shape)
-    out = np.zeros(shape)
-    t3 = best(lambda: lr(a, b, axis=0, out=out))
-    row(f"3. time-major {shape} f64 along axis 0", 3 * b.nbytes, t3, t3, "auto: in place, blocks of lanes")
-    ref3 = out.copy()
-    aT, bT, oT = np.empty(shape[::-1]), np.empty(shape[::-1]), np.empty(shape[::-1])
-
-    def transposing():
-        # the other strategy: transpose into lane-major copies, scan rows, transpose back
-        np.copyto(aT, a.T)
-        np.copyto(bT, b.T)
-        lr(aT, bT, out=oT)
-        np.copyto(out, oT.T)
-
-    t3c = best(transposing, repeat=2)
-    assert np.array_equal(out, ref3)
-    row("   transposing copy + row scan + copy back", 3 * b.nbytes, t3c, t3)
-    del a, b, out, aT, bT, oT, ref3
-
-    # --- 4. scalar a on one row: scipy.signal.lfilter, pandas ewm ------------
-    import pandas as pd
-    import scipy
-    import scipy.signal
-
-    T = 2**24 // s
-    av = 0.9
-    x = rng.standard_normal(T)
-    out = np.zeros(T)
-    t4 = best(lambda: lr(av, x, out=out))
-    row(f"4. scalar a, one row 2**{int(np.log2(T))} f64", 2 * x.nbytes, t4, t4, "auto: chunked, scan-then-fix-up")
-    t4r = forced("reduce", lambda: lr(av, x, out=out))
-    row("   chunked, reduce-then-scan (forced)", 2 * x.nbytes, t4r, t4)
-    t4r1 = best(lambda: lr(1.0, x, out=out))
-    row("   scalar a = 1 (running sum)", 2 * x.nbytes, t4r1, t4r1, "auto: reduce-then-scan (|a| >= 1)")
-    t4f1 = forced("fixup", lambda: lr(1.0, x, out=out))
-    row("   scalar a = 1, scan-then-fix-up (forced; fix-up in full)", 2 * x.nbytes, t4f1, t4r1)
-    lr(av, x, out=out)
-    y_lf = scipy.signal.lfilter([1.0], [1.0, -av], x)
-    t_lf = best(lambda: scipy.signal.lfilter([1.0], [1.0, -av], x), repeat=3)
-    err_lf = np.max(np.abs(out - y_lf)) / np.max(np.abs(y_lf))
-    row(f"   scipy {scipy.__version__} signal.lfilter([1], [1, -a])", 2 * x.nbytes, t_lf, t4,
-        f"same result: max rel. diff {err_lf:.1e}")
-    # pandas: y[t] = (1 - alpha) y[t-1] + alpha x[t], y[0] = x[0]; with a = 1 - alpha that is
-    # the recurrence on b = alpha * x from initial = x[0] (h[0] = a x0 + alpha x0 = x0).
-    # The scaling is inside the timed call, so scanarray does this extra pass too.
-    alpha = 1.0 - av
-    series = pd.Series(x)
-    y_pd = series.ewm(alpha=alpha, adjust=False).mean().to_numpy()
-    t_pd = best(lambda: series.ewm(alpha=alpha, adjust=False).mean(), repeat=3)
-    bx = np.empty_like(x)
-
-    def ewm():
-        np.multiply(x, alpha, out=bx)
-        return lr(av, bx, initial=x[0], out=out)
-
-    t4e = best(ewm)
-    err_pd = np.max(np.abs(out - y_pd)) / np.max(np.abs(y_pd))
-    row("   scanarray as ewm: b = alpha*x (timed), initial = x[0]", 2 * x.nbytes, t4e, t4e,
-        f"same result as pandas: max rel. diff {err_pd:.1e}")
-    row(f"   pandas {pd.__version__} Series.ewm(alpha=1-a, adjust=False).mean()", 2 * x.nbytes, t_pd, t4e)
-
-    def ewm_in_place():
-        np.multiply(x, alpha, out=bx)
-        return lr(av, bx, initial=x[0], out=bx)
-
-    t4i = best(ewm_in_place)
-    assert np.max(np.abs(bx - y_pd)) <= 1e-12 * np.max(np.abs(y_pd))
-    row("   scanarray as ewm, scan in place (out=b: no second buffer)", 2 * x.nbytes, t4i, t4i,
-        f"pandas / this: {t_pd / t4i:.2f}x")
-
-    # --- table ---------------------------------------------------------------
-    lines = [
-        "| workload | time (ms) | effective GB/s | % of copy | speed-up of scanarray | notes |",
-        "|---|---:|---:|---:|---:|---|",
-    ]
-    for name, t, bw, ref, note in rows:
-        pct = f"{100 * bw / copy_bw:.0f}%" if bw is not None else ""
-        sp = f"{t / ref:.2f}x" if ref is not None and ref != t else ""
-        lines.append(f"| {name} | {1e3 * t:.1f} | {bw:.1f} | {pct} | {sp} | {note} |")
+    if args.child:
+        globals()[f"{sections[0]}_section"](s, np.random.default_rng(0), rows)
+        print(json.dumps(rows))
+        return
+    for section in sections:
+        # each section in a process of its own: numba's OpenMP threads, which spin a while after
+        # every parallel region, and OpenBLAS's would otherwise slow the next section's calls
+        cmd = [sys.executable, __file__, "--child", "--only", section] + (["--quick"] if args.quick else [])
+        cmd += ["--repeat", str(REPEAT)]
+        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+        rows += [tuple(r) for r in json.loads(res.stdout.strip().splitlines()[-1])]
+    lines = ["| workload | time (ms) | bandwidth | against the baseline (median of pairs) | notes |",
+             "|---|---:|---:|---:|---|"]
+    lines += [f"| {n} | {1e3 * t:.2f} | {bw} | {r} | {note} |" for n, t, bw, r, note in rows]
     table = "\n".join(lines)
     load1 = os.getloadavg()
     print(table)
-    print(f"\nload average (1, 5, 15 min) before: {load0}, after: {load1}")
-
-    if not args.no_write and not args.quick:
+    print(f"\nload average before {tuple(round(x, 1) for x in load0)}, after {tuple(round(x, 1) for x in load1)}")
+    if args.out:
         stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        doc = Path(args.doc) if args.doc else Path(__file__).resolve().parents[1] / "docs" / "benchmarks" / "cpu.md"
-        doc.parent.mkdir(parents=True, exist_ok=True)
-        doc.write_text(
-            "# CPU benchmark (numba backend)\n\n"
-            f"Measured {stamp} with `python benchmarks/bench_cpu.py`.\n\n"
-            f"Machine: {machine()}.\n\n"
-            f"Load average (1, 5, 15 min) before the run {tuple(round(x, 1) for x in load0)}, after "
-            f"{tuple(round(x, 1) for x in load1)} (this run itself adds up to ~1; above that other jobs shared "
-            "the cores, and parallel rows are pessimistic).\n\n"
-            "Effective bandwidth = (bytes of `a` read + `b` read + `h` written) / time; a scalar `a` "
-            "counts 0 bytes. Copy bandwidth = (bytes read + written) / time of `numpy.copyto`, same run. "
-            f"Best of {REPEAT} calls (3 for SciPy and pandas) into a preallocated `out`. "
-            "'speed-up of scanarray' = that row's time / scanarray's time on the same workload.\n\n"
-            + table + "\n"
-        )
-        print(f"\nwritten to {doc}", file=sys.stderr)
+        with open(args.out, "w") as f:
+            f.write(f"Measured {stamp} on {machine()}, with `python benchmarks/bench_cpu.py "
+                    f"{' '.join(argv if argv is not None else sys.argv[1:])}`; load average before "
+                    f"{tuple(round(x, 1) for x in load0)}, after {tuple(round(x, 1) for x in load1)}.\n\n{table}\n")
 
 
 if __name__ == "__main__":

@@ -8,15 +8,12 @@ import operator
 
 import numpy as np
 
-from . import _bound, _registry
+from . import _arrays, _bound, _dtypes, _registry
 from ._problem import Problem
 
 __all__ = ["linear_recurrence"]
 
-# Array libraries with a backend (torch and JAX through their front-ends), in the words of the
-# error messages.
-_KINDS = ("numpy", "cupy", "dask", "torch", "jax")
-_PYTHON_SCALARS = (bool, int, float, complex)
+_PYTHON_SCALARS = _arrays.PYTHON_SCALARS
 
 
 def linear_recurrence(
@@ -51,6 +48,10 @@ def linear_recurrence(
         time-invariant matrix of shape ``(n, n)`` is fine.
     b : array_like
         Inputs. Dense form: shape ``(..., n)``, the last axis is the state.
+        Arrays of one library: NumPy, CuPy or Dask; anything ``numpy.asarray``
+        takes (sequences, a pandas Series) is read as NumPy. NumPy scalars
+        (``x[0]``) mix with any library, NumPy arrays with Dask arrays (as
+        one block each).
     axis : int, optional
         The time axis. Negative values count from the end. In the dense form
         it indexes ``b.shape[:-1]``, so the default -1 is the axis just before
@@ -112,9 +113,13 @@ def linear_recurrence(
     -----
     The recurrence is associative in the pairs ``(a, b)``: composing step
     ``(a1, b1)`` then ``(a2, b2)`` gives ``(a2 * a1, a2 * b1 + b2)``, which is
-    what chunked and parallel scans exploit [1]_. ``a = 0`` is an exact reset,
-    and non-finite values land where a sequential loop puts them: no backend
-    rewrites the scan in log space or divides by ``a``. The one exception is
+    what chunked and parallel scans exploit [1]_. ``a = 0`` is an exact reset
+    for finite states (an infinite or NaN state times 0 is NaN, as in the
+    loop), and non-finite values land where a sequential loop puts them: no
+    backend rewrites the scan in log space or divides by ``a``. Inputs are
+    converted to the accumulation dtype as they are read (``dtype=float32``
+    reads ``1e39`` as ``inf``); float16 and bfloat16 results are accumulated
+    in float32, and the carried state never passes through the storage dtype. The one exception is
     ``dense=True`` with a parallel method (``cyclic_reduction``, ``prefix``,
     ``chunked``, ``lookback``): matrix products associate the steps
     differently, so an element may be NaN where the loop gives an infinity or
@@ -193,15 +198,11 @@ def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, b
     scan's own pass where the backend ``fuses_product``, else right after it. Backends that write
     ``out`` only (not Dask). Calls with a product are never bound to a signature.
     """
-    # --- what kind of arrays, and which namespace ---------------------------
-    # (Spelled out rather than looped: this runs on every call, and on CuPy the host time
-    # before the launch is time the GPU may idle.)
+    # --- what kind of arrays, and which namespace (the rules of _arrays) -----
     a_arg = a
-    a = _as_input(a, "a")
-    b = _as_input(b, "b")
-    if initial is not None:
-        initial = _as_input(initial, "initial")
-    kind, xp = _namespace(a, b, initial)
+    a, b, initial, kind, xp = _arrays.inputs(a, b, initial)
+    if type(b) not in _SEEN_B:
+        _note_b_type(type(b), kind)
 
     # --- dtypes ----------------------------------------------------------------
     _check_dtype(a, "a")
@@ -221,14 +222,12 @@ def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, b
         raise TypeError(f"reverse must be True or False; got {reverse!r}")
     dense, reverse = bool(dense), bool(reverse)
 
-    # Python scalars become 0-d arrays of the compute dtype in the inputs' library
-    # (for Dask, with the inputs' block type: NumPy or CuPy blocks).
-    if isinstance(a, _PYTHON_SCALARS) or isinstance(b, _PYTHON_SCALARS) or isinstance(initial, _PYTHON_SCALARS):
-        like = {}
-        if kind == "dask":
-            like = {"like": next(x._meta for x in (a, b, initial) if _is_array(x))}
+    # Scalars (Python's, and NumPy's beside CuPy) become 0-d arrays of the compute dtype in the
+    # inputs' library (for Dask, with the inputs' block type: NumPy or CuPy blocks).
+    is_scalar = _arrays.is_scalar
+    if is_scalar(a) or is_scalar(b) or is_scalar(initial):
         a, b, initial = (
-            xp.asarray(x, dtype=compute_dtype, **like) if isinstance(x, _PYTHON_SCALARS) else x
+            _arrays.scalar_array(xp, kind, x, compute_dtype, (a, b, initial)) if is_scalar(x) else x
             for x in (a, b, initial)
         )
 
@@ -404,138 +403,43 @@ def _view(xp, x, shape, perm):
     return x if perm is None else x.transpose(perm)
 
 
-def _is_array(x) -> bool:
-    return hasattr(x, "shape") and hasattr(x, "dtype")
-
-
-def _as_input(x, name):
-    """Arrays pass through (NumPy arrays of non-native byte order as native copies: the
-    kernels read native order); Python scalars stay weak; sequences become NumPy arrays."""
-    t = type(x)
-    if t in _KNOWN_ARRAY_TYPES or isinstance(x, _PYTHON_SCALARS) or _is_array(x):
-        if t is np.ndarray and not x.dtype.isnative:
-            return x.astype(x.dtype.newbyteorder("="))
-        return x
-    if isinstance(x, (list, tuple)):
-        try:
-            return np.asarray(x)
-        except ValueError as exc:  # ragged nesting
-            raise ValueError(
-                f"{name} is a sequence NumPy cannot make a rectangular array of ({exc}); "
-                "pass equal-length nested sequences or an array"
-            ) from None
-    raise TypeError(
-        f"{name} must be an array (NumPy, CuPy, Dask), a Python scalar or a sequence; "
-        f"got {'None' if x is None else t.__name__}"
-    )
-
-
-def _library(x) -> str:
-    """The array library of ``x``, without importing any library to find out."""
-    from array_api_compat import is_cupy_array, is_dask_array, is_numpy_array
-
-    if is_numpy_array(x):
-        return "numpy"
-    if is_cupy_array(x):
-        return "cupy"
-    if is_dask_array(x):
-        return "dask"
-    return type(x).__module__.split(".")[0]
-
-
-_NAMESPACE_CACHE: dict = {}
-#: types seen as arrays of a supported library (filled by _namespace), and their kind
-_KNOWN_ARRAY_TYPES: dict = {}
-#: array types whose calls a backend binds to their launches (filled by _namespace)
-_BOUND: dict = {}
+# Names the adjoint's and the front-ends' modules read (the logic lives in _arrays).
+_is_array = _arrays.is_array
+_library = _arrays.library
+_as_input = _arrays.as_input
 
 
 def _namespace(a, b, initial):
-    """(kind, native module) of the inputs, through ``array_api_compat.array_namespace``.
-
-    The answer depends only on the types of the inputs, so it is memoised per
-    tuple of types (array_namespace's own cost is a few microseconds per call).
-    """
-    key = (type(a), type(b), type(initial))
-    hit = _NAMESPACE_CACHE.get(key)
-    if hit is None:
-        arrays = [x for x in (a, b, initial) if _is_array(x)]
-        if not arrays:  # Python scalars and sequences only
-            return "numpy", np
-        hit = _NAMESPACE_CACHE[key] = _resolve_namespace(a, b, initial, arrays)
-        for x in arrays:
-            _KNOWN_ARRAY_TYPES[type(x)] = hit[0]
-            if _registry.fast_call(hit[0]):
-                _BOUND[type(x)] = _bound.CALLS
-    return hit
+    """(kind, native module) of arguments already passed through ``_as_input``."""
+    return _arrays.inputs(a, b, initial)[3:]
 
 
-def _resolve_namespace(a, b, initial, arrays):
-    from array_api_compat import array_namespace, is_cupy_namespace, is_dask_namespace, is_numpy_namespace
-
-    # NumPy subclasses whose meaning plain arrays would lose (checked once per types: this
-    # runs on a miss of the namespace cache only)
-    for x, name in ((a, "a"), (b, "b"), (initial, "initial")):
-        if isinstance(x, np.ndarray) and type(x) is not np.ndarray:
-            if isinstance(x, np.ma.MaskedArray):
-                raise TypeError(
-                    f"{name} is a masked array; scanarray would read its masked values as data. "
-                    f"Pass {name}.filled(value) (an ndarray) with the value masked steps should take"
-                )
-            if isinstance(x, np.matrix):
-                raise TypeError(f"{name} is a numpy.matrix; pass numpy.asarray({name}) (scanarray returns ndarrays)")
-
-    try:
-        ns = array_namespace(*arrays)
-    except TypeError as exc:
-        libs = {_library(x) for x in arrays}
-        if len(libs) > 1:
-            named = ", ".join(
-                f"{n}: {_library(x)}" for x, n in ((a, "a"), (b, "b"), (initial, "initial")) if _is_array(x)
-            )
-            raise TypeError(
-                f"inputs come from different array libraries ({named}); pass arrays of one "
-                "library: scanarray never copies between host and device behind your back"
-            ) from exc
-        raise _unsupported(libs.pop()) from exc
-    if is_numpy_namespace(ns):
-        return "numpy", np
-    if is_cupy_namespace(ns):
-        import cupy
-
-        return "cupy", cupy
-    if is_dask_namespace(ns):
-        import dask.array
-
-        return "dask", dask.array
-    raise _unsupported(_library(arrays[0]))
+#: types of ``b`` seen, and those whose calls a backend binds to their launches (``_bound``)
+_SEEN_B: set = set()
+_BOUND: dict = {}
 
 
-def _unsupported(lib):
-    return TypeError(
-        f"scanarray has no backend for {lib} arrays; supported: {', '.join(_KINDS)} "
-        "(convert with DLPack, e.g. numpy.from_dlpack or cupy.from_dlpack)"
-    )
+def _note_b_type(t, kind):
+    _SEEN_B.add(t)
+    if _registry.fast_call(kind):
+        _BOUND[t] = _bound.CALLS
 
 
 def _check_dtype(x, name):
     if x is None or isinstance(x, _PYTHON_SCALARS):
         return
     dt = x.dtype
-    if dt in _SCANNABLE_SET:
+    if dt in _READABLE:
         return
     dt = np.dtype(dt)
-    if not (dt.kind in "biu" or dt in _SCANNABLE or dt.name == "bfloat16"):
-        raise TypeError(
-            f"{name} has dtype {dt}, which scanarray cannot scan; accepted: bool, integer, "
-            "float16, bfloat16, float32, float64, complex64, complex128"
-        )
+    if dt.kind in "biu" or _dtypes.lookup(dt) is not None:
+        _READABLE.add(dt)
+        return
+    raise TypeError(f"{name} has dtype {dt}, which scanarray cannot scan; accepted: bool, integer, {_dtypes.ACCEPTED}")
 
 
-_HALF = {"float16", "bfloat16"}
-_SCANNABLE = tuple(np.dtype(t) for t in ("float16", "float32", "float64", "complex64", "complex128"))
-_SCANNABLE_SET = frozenset(_SCANNABLE)
-_ACCEPTED_OUT = "float16, bfloat16, float32, float64, complex64, complex128"
+#: input dtypes seen to be readable (bool, integers and the table's storage dtypes)
+_READABLE: set = set()
 
 
 _DTYPE_CACHE: dict = {}
@@ -567,18 +471,20 @@ def _promote(parts, dtype):
         try:
             out_dtype = np.dtype(dtype)
         except TypeError as exc:
-            raise TypeError(f"dtype={dtype!r} is not a dtype; accepted: {_ACCEPTED_OUT}") from exc
-        if out_dtype.kind not in "fc" and out_dtype.name not in _HALF:
-            raise TypeError(f"dtype={out_dtype} cannot hold a recurrence; accepted: {_ACCEPTED_OUT}")
+            raise TypeError(f"dtype={dtype!r} is not a dtype; accepted: {_dtypes.ACCEPTED}") from exc
+        if _dtypes.lookup(out_dtype) is None:
+            raise TypeError(f"dtype={out_dtype} cannot hold a recurrence; accepted: {_dtypes.ACCEPTED}")
         if promoted.kind == "c" and out_dtype.kind != "c":
             raise TypeError(
                 f"dtype={out_dtype} would discard the imaginary part of complex inputs "
                 f"({promoted}); use a complex dtype"
             )
-    if out_dtype.name not in _HALF and out_dtype not in (np.float32, np.float64, np.complex64, np.complex128):
-        raise TypeError(f"dtype {out_dtype} is not supported; accepted: {_ACCEPTED_OUT}")
-    compute = np.dtype(np.float32) if out_dtype.name in _HALF else out_dtype
-    return out_dtype, compute
+    row = _dtypes.lookup(out_dtype)
+    if row is None:
+        raise TypeError(f"dtype {out_dtype} is not supported; accepted: {_dtypes.ACCEPTED}")
+    if not out_dtype.isnative:
+        out_dtype = out_dtype.newbyteorder("=")
+    return out_dtype, np.dtype(row.accumulate)
 
 
 def _normalize_axis(axis, ndim, what):
@@ -604,11 +510,28 @@ def _diagonal_shapes(a, b, axis):
             shape = tuple(np.broadcast_shapes(a_shape, shape))
     except ValueError:
         raise ValueError(
-            f"a with shape {tuple(a.shape)} and b with shape {tuple(b.shape)} do not broadcast "
-            "together (NumPy broadcasting rules); for matrix transitions pass dense=True"
+            f"a with shape {a_shape} and b with shape {shape} do not broadcast together "
+            f"(NumPy broadcasting rules){_broadcast_hint(a_shape, shape, axis)}"
         ) from None
     axis = _normalize_axis(axis, len(shape), f"the result of shape {shape}")
     return shape, shape[:axis] + shape[axis + 1:], axis
+
+
+def _broadcast_hint(a_shape, b_shape, axis):
+    """What the caller probably meant by an ``a`` that does not broadcast against ``b``."""
+    try:
+        ax = operator.index(axis) % len(b_shape) if b_shape else None
+    except TypeError:
+        ax = None
+    if ax is not None and len(a_shape) == 1 and a_shape[0] == b_shape[ax] and ax < len(b_shape) - 1:
+        # one coefficient per time step, the time axis not last: align it with b's time axis
+        trail = len(b_shape) - 1 - ax
+        fix = "a[:, None]" if trail == 1 else f"a.reshape({a_shape[0]}{', 1' * trail})"
+        return f"; a holds one value per step of axis {axis} (length {a_shape[0]}): pass {fix}"
+    n = b_shape[-1] if b_shape else None
+    if len(a_shape) >= 2 and a_shape[-2:] == (n, n):
+        return f"; if a holds {n} x {n} transition matrices (h[t] = a[t] @ h[t-1] + b[t]), pass dense=True"
+    return ""
 
 
 def _dense_shapes(a, b, axis):
@@ -676,9 +599,7 @@ def _choose_backend(backend, kind):
 
 
 def _check_out(out, kind, shape, out_dtype, spec):
-    if _KNOWN_ARRAY_TYPES.get(type(out)) != kind and (not _is_array(out) or _library(out) != kind):
-        got = _library(out) if _is_array(out) else type(out).__name__
-        raise TypeError(f"out must be a {kind} array like the inputs; got {got}")
+    _arrays.check_out(out, kind)
     if not spec.writes_out:
         raise TypeError(f"out= is not supported by backend {spec.name!r}: its arrays are immutable")
     if tuple(out.shape) != shape:
@@ -688,14 +609,14 @@ def _check_out(out, kind, shape, out_dtype, spec):
             f"out has dtype {np.dtype(out.dtype)}; the result has dtype {out_dtype} "
             "(pass dtype= to choose another)"
         )
-    flags = getattr(out, "flags", None)
-    if flags is not None and not getattr(flags, "writeable", True):
-        raise ValueError("out is read-only; pass a writeable array")
     if _self_overlapping(out.shape, out.strides, out.itemsize):
         raise ValueError(
             f"out has elements that share memory (shape {tuple(out.shape)}, strides {tuple(out.strides)}: "
             "a broadcast or self-overlapping view); pass an array whose elements are distinct"
         )
+    flags = getattr(out, "flags", None)
+    if flags is not None and not getattr(flags, "writeable", True):
+        raise ValueError("out is read-only; pass a writeable array")
 
 
 def _self_overlapping(shape, strides, itemsize):
@@ -712,17 +633,10 @@ def _self_overlapping(shape, strides, itemsize):
     return False
 
 
-def _same_view(x, y) -> bool:
-    def ptr(z):
-        return z.ctypes.data if isinstance(z, np.ndarray) else z.data.ptr
-
-    return x.shape == y.shape and x.strides == y.strides and x.dtype == y.dtype and ptr(x) == ptr(y)
-
-
 def _unalias(xp, out, b, a_v, b_v, h0):
     """Copy any input that overlaps ``out`` other than ``out is b`` exactly."""
     overlaps = xp.may_share_memory
-    if _is_array(b) and overlaps(out, b) and not _same_view(out, b):
+    if _is_array(b) and overlaps(out, b) and not _arrays.same_view(out, b):
         b_v = b_v.copy()
     if overlaps(out, a_v):
         a_v = a_v.copy()

@@ -52,6 +52,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 
+from ._arrays import same_view as _same_view
+from .backends._layout import compact
+
 __all__ = [
     "METHODS",
     "chunk_length",
@@ -59,19 +62,23 @@ __all__ = [
     "compact",
     "count_multiply_adds",
     "cyclic_reduction",
+    "lane_counts",
     "multiply_adds",
     "prefix",
     "sequential",
 ]
 
 
-def compact(x):
-    """The smallest view of a broadcast array: stride-0 axes cut to length 1.
-
-    A time-invariant transition ``A`` then has a time axis of length 1, and the
-    algorithms below multiply it once per level instead of ``T`` times.
-    """
-    return x[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(x.strides, x.shape))]
+def lane_counts(a, lanes):
+    """``(lanes, a_lanes)``: the number of lanes of the result (``lanes`` is its lane shape) and
+    of distinct transitions among them (the lanes of the canonical ``A (*lanes, T, n, n)`` along
+    which it does not broadcast): what the backends' cost models charge products to."""
+    n_lanes = a_lanes = 1
+    for size, step in zip(a.shape[:-3], a.strides[:-3]):
+        a_lanes *= size if step != 0 else 1
+    for size in lanes:
+        n_lanes *= size
+    return n_lanes, a_lanes
 
 
 # --------------------------------------------------------------------------- counting
@@ -187,15 +194,6 @@ def _prepare(xp, A, b, h0, dt, reverse, out):
         # Elementwise rather than a matvec: a BLAS may skip the zero entries of the vector.
         H[..., 0, :] += (A[..., 0, :, :] * dt.type(0)).sum(axis=-1)
     return A, H, result
-
-
-def _same_view(x, y):
-    """Whether ``x`` and ``y`` are the same elements of the same memory (shape, strides, address)."""
-    if x.shape != y.shape or x.strides != y.strides or x.dtype != y.dtype:
-        return False
-    ix = getattr(x, "__cuda_array_interface__", None) or x.__array_interface__
-    iy = getattr(y, "__cuda_array_interface__", None) or y.__array_interface__
-    return ix["data"][0] == iy["data"][0]
 
 
 def _pairs(xp, A, m):

@@ -24,7 +24,14 @@ __all__ = ["mend_nonfinite", "mend_nonfinite_on"]
 
 
 def mend_nonfinite(a, b, h0, out, last, dt):
-    """Mend lanes of ``out (*lanes, T)`` whose final state ``last`` is non-finite (NumPy arrays)."""
+    """Mend lanes of ``out (*lanes, T)`` whose final state ``last`` is non-finite (NumPy arrays).
+
+    The mend replays the loop from the first non-finite step, so it reads the inputs there and
+    the state before: ``a`` and ``b`` must still be the caller's inputs (not an ``out`` that was
+    ``b``), and ``out`` must hold the states in the accumulation dtype ``dt`` (not float16
+    storage, where a float32 state of 1e-9 reads back as 0). A caller that scans in place or
+    stores another dtype scans into a work array of ``dt`` and mends that.
+    """
     with np.errstate(all="ignore"):
         bad = ~np.isfinite(np.broadcast_to(last, out.shape[:-1]))
         if not bad.any():
@@ -37,7 +44,8 @@ def mend_nonfinite(a, b, h0, out, last, dt):
 
 
 def mend_nonfinite_on(xp, a, b, h0, out, dt):
-    """:func:`mend_nonfinite` for arrays of any library with ``.get()`` (CuPy) or NumPy.
+    """:func:`mend_nonfinite` for arrays of any library with ``.get()`` (CuPy) or NumPy, with the
+    same requirements on ``a``, ``b`` and ``out``.
 
     On a device this costs one reduction over the lanes' last states and one
     synchronisation to read its verdict; the lanes that need mending (rare:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["assert_matches", "recurrence_ref", "dense_ref"]
+__all__ = ["assert_matches", "dense_ref", "loop_in", "recurrence_ref"]
 
 
 def _wide(x):
@@ -44,6 +44,27 @@ def recurrence_ref(a, b, axis=-1, initial=None, reverse=False):
     if reverse:
         H, G = H[..., ::-1], G[..., ::-1]
     return np.moveaxis(H, -1, axis), np.moveaxis(G, -1, axis)
+
+
+def loop_in(acc, a, b, initial=None):
+    """The plain loop along the last axis computed in dtype ``acc``, inputs cast to it as read.
+
+    The contract's own statement of the accumulation dtype (float16 storage accumulates in
+    float32; ``dtype=float32`` reads float64 inputs as float32), as a user would write it:
+    ``h = acc(a[t]) * h + acc(b[t])``, one step at a time, vectorised over lanes only.
+    """
+    acc = np.dtype(acc)
+    a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+    h = np.zeros(b.shape[:-1], acc)
+    if initial is not None:
+        h[...] = np.asarray(initial).astype(acc)
+    H = np.empty(b.shape, acc)
+    with np.errstate(all="ignore"):
+        a, b = a.astype(acc), b.astype(acc)
+        for t in range(b.shape[-1]):
+            h = a[..., t] * h + b[..., t]
+            H[..., t] = h
+    return H
 
 
 def dense_ref(A, b, axis=-1, initial=None, reverse=False):

@@ -128,3 +128,56 @@ def test_checker_rejects_wrong_outputs(case, corrupt):
     assert_matches(good, ref, g, tol, "exact")  # the right answer in float32 passes
     with pytest.raises(AssertionError):
         assert_matches(corrupt(good), ref, g, tol, "corrupted")
+
+
+# ------------------------------------------------------------------ how arguments of libraries meet
+
+
+def test_numpy_scalars_beside_a_device_library(monkeypatch):
+    """NumPy scalars (``x[0]``, ``np.float64(0.5)``) beside CuPy arrays stay scalars: no array
+    crosses between host and device. Resolved here with a stand-in for CuPy's array type; the
+    GPU test (tests/test_edges.py) runs the call on CuPy."""
+    import types
+
+    from scanarray import _arrays
+
+    class DevArray:
+        shape = (4,)
+        dtype = np.dtype("f4")
+
+    fake = types.SimpleNamespace(__name__="cupy")
+    monkeypatch.setitem(_arrays._KIND_BY_TYPE, DevArray, "cupy")
+    monkeypatch.setattr(_arrays, "_native", lambda kind: fake if kind == "cupy" else np)
+    x = np.arange(3.0)
+    b = DevArray()
+    a, b2, init, kind, xp = _arrays.inputs(x[0], b, np.float32(2))
+    assert (kind, xp) == ("cupy", fake) and b2 is b
+    assert type(a) is np.float64 and type(init) is np.float32  # still scalars: converted as values later
+    assert _arrays.is_scalar(a) and _arrays.is_scalar(init)
+    # NumPy scalars are strong in promotion, as in NumPy: float64 beside float32 data
+    from scanarray import _api
+
+    assert _api._result_dtypes(a, b, init, None) == (np.dtype("f8"), np.dtype("f8"))
+
+
+def test_array_like_objects_are_read_as_numpy():
+    """Objects with ``__array__`` (pandas, xarray) are read as NumPy reads them; the result is an ndarray."""
+    pd = pytest.importorskip("pandas")
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    expected = linear_recurrence(0.5, x)
+    for a, b in [(0.5, pd.Series(x)), (pd.Series(np.full(4, 0.5)), x), (0.5, pd.Series(x, dtype="float32"))]:
+        h = linear_recurrence(a, b)
+        assert type(h) is np.ndarray
+        np.testing.assert_allclose(h, expected, rtol=1e-6)
+    frame = pd.DataFrame({"u": x, "v": 2 * x})
+    h = linear_recurrence(0.5, frame, axis=0)
+    assert type(h) is np.ndarray and h.shape == (4, 2)
+    np.testing.assert_allclose(h[:, 1], 2 * expected)
+
+
+def test_xarray_data_arrays_are_read_as_numpy():
+    xr = pytest.importorskip("xarray")
+    x = xr.DataArray(np.ones((2, 5)), dims=("channel", "time"))
+    h = linear_recurrence(0.5, x)
+    assert type(h) is np.ndarray
+    np.testing.assert_allclose(h[0], 2 - 0.5 ** np.arange(5))

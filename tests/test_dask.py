@@ -40,9 +40,18 @@ def _tol(dtype, T, chunk=64):
 # --------------------------------------------------------------------------- results on the cluster
 
 
+def _compute(h, request, on_cluster):
+    """``h`` computed on the two-process cluster, or in this process (the graph is the same;
+    the cluster adds only pickling and transfers, which a few cases of each test exercise)."""
+    if on_cluster:
+        return request.getfixturevalue("client").compute(h).result()
+    return h.compute(scheduler="sync")
+
+
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "complex64", "complex128"])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_matches_oracle_on_cluster(client, dtype, reverse, rng):
+def test_matches_oracle(dtype, reverse, rng, request):
+    """Every dtype, both directions; float64 both ways and float16 forward on the cluster."""
     shape = (3, 7, 1500)
     a = coefficients(rng, shape, dtype)
     b = values(rng, shape, dtype)
@@ -53,7 +62,7 @@ def test_matches_oracle_on_cluster(client, dtype, reverse, rng):
         initial=da.from_array(init, chunks=(2, 7)), reverse=reverse,
     )
     assert isinstance(h, da.Array) and h.dtype == np.dtype(dtype)
-    out = client.compute(h).result()
+    out = _compute(h, request, dtype == "float64" or (dtype == "float16" and not reverse))
     assert type(out) is np.ndarray
     ref, g = recurrence_ref(a, b, initial=init, reverse=reverse)
     assert_matches(out, ref, g, _tol(dtype, shape[-1]), f"dask {dtype} reverse={reverse}")
@@ -61,7 +70,8 @@ def test_matches_oracle_on_cluster(client, dtype, reverse, rng):
 
 @pytest.mark.parametrize("axis", [0, 1, -1])
 @pytest.mark.parametrize("a_kind", ["scalar", "lane", "time", "python"])
-def test_axes_and_broadcast_a(client, axis, a_kind, rng):
+def test_axes_and_broadcast_a(axis, a_kind, rng, request):
+    """Every time axis with every broadcast a; two of them on the cluster."""
     shape = [40, 30, 20]
     shape[axis] = 900
     shape = tuple(shape)
@@ -76,7 +86,8 @@ def test_axes_and_broadcast_a(client, axis, a_kind, rng):
     b_in = da.from_array(b, chunks=tuple(max(1, s // 4) for s in shape))
     h = scanarray.linear_recurrence(a_in, b_in, axis=axis)
     ref, g = recurrence_ref(a_np, b, axis=axis)
-    assert_matches(client.compute(h).result(), ref, g, _tol("float32", 900), f"axis={axis} a={a_kind}")
+    out = _compute(h, request, (axis, a_kind) in ((-1, "lane"), (0, "python")))
+    assert_matches(out, ref, g, _tol("float32", 900), f"axis={axis} a={a_kind}")
 
 
 @pytest.mark.parametrize("reverse", [False, True])
@@ -130,6 +141,52 @@ def test_infinity_through_blocks_whose_product_underflows(a_value, rng):
         h = scanarray.linear_recurrence(a_in, da.from_array(b, chunks=(1, 1200)))
         ref, g = recurrence_ref(a_value if np.isscalar(a_in) else a, b)
         assert_matches(h.compute(scheduler="sync"), ref, g, _tol("float64", T), "underflow")
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4])
+def test_dtype_float32_reads_float32(chunk):
+    """dtype=float32 with float64 inputs: every block reads float32 (1e39 is +inf, 1e-50 a reset),
+    summaries included, as a float32 loop does."""
+    from oracle import loop_in
+
+    a = np.array([0.5, 1e39, 1e-50, 0.5, 0.5, 0.5])
+    b = np.ones(6)
+    h = scanarray.linear_recurrence(da.from_array(a, chunks=chunk), da.from_array(b, chunks=chunk), dtype=np.float32)
+    expected = loop_in(np.float32, a, b)
+    np.testing.assert_array_equal(h.compute(scheduler="sync"), expected)  # 1, inf, then NaN
+
+
+@pytest.mark.parametrize("dtype", [">f8", ">f4", ">c16", "<f8"])
+def test_non_native_byte_order(dtype, rng):
+    """Big-endian blocks (FITS, HDF5, netCDF files) are read through native copies, lazily."""
+    x = rng.uniform(-1, 1, (3, 500)).astype(dtype)
+    y = rng.standard_normal((3, 500)).astype(dtype)
+    h = scanarray.linear_recurrence(da.from_array(x, chunks=(2, 128)), da.from_array(y, chunks=(2, 128)))
+    assert h.dtype == np.dtype(dtype).newbyteorder("=")
+    ref, g = recurrence_ref(x, y)
+    assert_matches(h.compute(scheduler="sync"), ref, g, _tol(np.dtype(dtype).newbyteorder("="), 500), "big-endian")
+    ones = scanarray.linear_recurrence(0.5, da.from_array(np.ones(8, dtype)))
+    np.testing.assert_allclose(ones.compute(), 2 - 0.5 ** np.arange(8))
+
+
+def test_numpy_operands_join_as_one_block(rng):
+    """NumPy arrays and scalars beside Dask arrays: accepted as Dask's own operations accept
+    them, each a single block; the result is a Dask array of b's chunks."""
+    a = coefficients(rng, (4, 300), "float64")
+    b = values(rng, (4, 300), "float64")
+    init = values(rng, (4,), "float64")
+    b_d = da.from_array(b, chunks=(2, 70))
+    ref, g = recurrence_ref(a, b, initial=init)
+    for a_in, init_in in [(a, init), (da.from_array(a, chunks=(3, 100)), init), (a, da.from_array(init))]:
+        h = scanarray.linear_recurrence(a_in, b_d, initial=init_in)
+        assert isinstance(h, da.Array) and h.chunks == b_d.chunks
+        assert_matches(h.compute(scheduler="sync"), ref, g, _tol("float64", 300), "numpy operands")
+    h = scanarray.linear_recurrence(np.float64(0.5), b_d, initial=a[:, 0][0])  # NumPy scalars
+    ref, g = recurrence_ref(0.5, b, initial=a[0, 0])
+    assert_matches(h.compute(scheduler="sync"), ref, g, _tol("float64", 300), "numpy scalars")
+    # a NumPy b beside a Dask a makes the call a Dask one too
+    h = scanarray.linear_recurrence(da.from_array(a, chunks=(2, 100)), b)
+    assert isinstance(h, da.Array)
 
 
 #: (CHAIN, GROUP): a chain of carry tasks, one gathering task, trees over either
@@ -323,14 +380,14 @@ def test_cupy_blocks_stay_cupy():
 
 
 def test_docs_example():
-    """The file-to-file example of docs/dask.md runs as written (memory-mapped .npy, threads)."""
+    """The file-to-file example of docs/guide/dask.md runs as written (memory-mapped .npy, threads)."""
     import pathlib
     import re
 
-    text = (pathlib.Path(__file__).parent.parent / "docs" / "dask.md").read_text()
+    text = (pathlib.Path(__file__).parent.parent / "docs" / "guide" / "dask.md").read_text()
     blocks = [blk for blk in re.findall(r"```python\n(.*?)```", text, re.S) if "open_memmap" in blk]
     assert len(blocks) == 1
-    exec(compile(blocks[0], "docs/dask.md", "exec"), {})
+    exec(compile(blocks[0], "docs/guide/dask.md", "exec"), {})
 
 
 # --------------------------------------------------------------------------- any chunking

@@ -286,3 +286,55 @@ def test_out_overlapping_an_input_is_not_misread():
     expected = linear_recurrence(a, b)
     got = linear_recurrence(a, b, out=a)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_time_series_a_suggests_a_column():
+    """a of shape (T,) beside b of shape (T, C) along axis 0: the fix is a[:, None], not dense=True."""
+    with pytest.raises(ValueError, match=r"a\[:, None\]") as info:
+        linear_recurrence(np.full(5, 0.5), np.ones((5, 3)), axis=0)
+    assert "dense" not in str(info.value)
+    with raises(ValueError, "a.reshape(5, 1, 1)"):
+        linear_recurrence(np.full(5, 0.5), np.ones((5, 3, 2)), axis=0)
+
+
+def test_dense_suggested_only_for_matching_square_matrices():
+    with raises(ValueError, "3 x 3 transition matrices", "dense=True"):
+        linear_recurrence(np.ones((4, 3, 3)), np.ones((5, 3)))
+    with pytest.raises(ValueError) as info:
+        linear_recurrence(np.ones((3, 5)), B)
+    assert "dense" not in str(info.value) and "None" not in str(info.value)
+    with pytest.raises(ValueError) as info:  # square, but not b's state size
+        linear_recurrence(np.ones((2, 2)), np.ones((3, 3)) * np.ones((5, 1, 1)))
+    assert "dense" not in str(info.value)
+
+
+def test_broadcast_read_only_out_names_shared_memory():
+    out = np.broadcast_to(np.zeros(4), (3, 4))
+    assert not out.flags.writeable
+    with raises(ValueError, "out has elements that share memory", "broadcast"):
+        linear_recurrence(0.5, B, out=out)
+
+
+def test_masked_out_rejected():
+    """A masked out would keep (numba) or drop (NumPy) its mask where the scan writes: refused."""
+    out = np.ma.masked_array(np.zeros((3, 4)), mask=np.zeros((3, 4), bool))
+    for backend in ("numpy", None):
+        with raises(TypeError, "out is a masked array", "out.data"):
+            linear_recurrence(0.5, B, out=out, backend=backend)
+
+
+def test_zero_d_numpy_array_beside_another_library_names_the_fix(monkeypatch):
+    """A 0-d NumPy array is an array (host memory): beside a device array it is refused, with the
+    scalar it probably meant. NumPy scalars pass (tests/test_api.py)."""
+    from scanarray import _arrays
+
+    class DevArray:  # stands in for a CuPy array: no CuPy needed
+        shape = (4,)
+        dtype = np.dtype("f8")
+
+    monkeypatch.setitem(_arrays._KIND_BY_TYPE, DevArray, "cupy")
+    monkeypatch.setattr(_arrays, "_native", lambda kind: np)
+    with raises(TypeError, "different array libraries", "a: numpy", "b: cupy", "a[()]"):
+        _arrays.inputs(np.array(0.5), DevArray(), None)
+    with raises(TypeError, "different array libraries", "initial: numpy"):
+        _arrays.inputs(0.5, DevArray(), np.ones(4))

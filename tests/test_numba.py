@@ -32,14 +32,14 @@ def lr(*args, **kw):
 @pytest.fixture
 def small_superblocks(monkeypatch):
     """Superblocks of 101 steps: many superblocks, segments of unequal length, a short last one."""
-    monkeypatch.setattr(nb, "SUPERBLOCK", 101)
-    monkeypatch.setattr(nb, "SEGMENT_GROUPS", 2)
+    monkeypatch.setitem(nb.TUNING, "superblock", 101)
+    monkeypatch.setitem(nb.TUNING, "segment_groups", 2)
 
 
 @pytest.fixture(params=["fixup", "reduce"])
 def scheme(request, monkeypatch):
     """Each chunked scheme forced: scan-then-fix-up, reduce-then-scan."""
-    monkeypatch.setattr(nb, "CHUNKED_SCHEME", request.param)
+    monkeypatch.setitem(nb.TUNING, "scheme", request.param)
     return request.param
 
 
@@ -98,6 +98,39 @@ def test_chunked_in_place(small_superblocks, scheme, rng):
     assert_matches(b, ref, g, tolerance("float64", 999, 64), "chunked in place")
 
 
+def _nonfinite_case(rng, T, lanes=8):
+    """Rows with infinities and NaN scattered (boundaries of small segments are hit often), resets
+    after some of them, and an initial state that is itself infinite on one row."""
+    a = coefficients(rng, (lanes, T), "float64", reset=0.0, low=0.5, high=1.0)
+    b = values(rng, (lanes, T), "float64")
+    for lane in range(1, lanes):
+        t = int(rng.integers(0, T - 8))
+        kind = lane % 4
+        if kind == 0:
+            a[lane, t] = np.inf
+        elif kind == 1:
+            a[lane, t], a[lane, t + 7] = -np.inf, 0.0
+        elif kind == 2:
+            b[lane, t], b[lane, t + 3] = np.inf, -np.inf
+        else:
+            b[lane, t] = np.nan
+    init = values(rng, (lanes,), "float64")
+    init[0] = np.inf
+    return a, b, init
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_chunked_nonfinite_at_boundaries(small_superblocks, scheme, in_place, rng):
+    """Many short segments: the first non-finite value of each row lands in, at or after a
+    segment boundary; out=b keeps the values the loop needs (they are read before overwritten)."""
+    a, b, init = _nonfinite_case(rng, 1000)
+    ref, g = recurrence_ref(a, b, initial=init)
+    for row in range(a.shape[0]):  # one row at a time: the chunked kernel splits its time axis
+        bb = b[row].copy()
+        h = lr(a[row], bb, initial=init[row], method="chunked", out=bb if in_place else None)
+        assert_matches(h, ref[row], g[row], tolerance("float64", 1000, 64), f"row {row}")
+
+
 # --------------------------------------------------------------------------- scan-then-fix-up
 
 
@@ -106,12 +139,12 @@ def fixup(request, monkeypatch):
     """Scan-then-fix-up forced; one superblock of 16 segments (2 groups of 4 per thread on 2 threads).
 
     Pass 1 with plain stores, and with the non-temporal bursts that large
-    rows take (``NT_MIN_BYTES`` lowered so that small rows take them too).
+    rows take (``nt_min_bytes`` lowered so that small rows take them too).
     """
-    monkeypatch.setattr(nb, "CHUNKED_SCHEME", "fixup")
+    monkeypatch.setitem(nb.TUNING, "scheme", "fixup")
     monkeypatch.setattr(nb, "_threads", lambda: 2)
-    monkeypatch.setattr(nb, "SEGMENT_GROUPS", 2)
-    monkeypatch.setattr(nb, "NT_MIN_BYTES", 0 if request.param == "non-temporal" else 1 << 62)
+    monkeypatch.setitem(nb.TUNING, "segment_groups", 2)
+    monkeypatch.setitem(nb.TUNING, "nt_min_bytes", 0 if request.param == "non-temporal" else 1 << 62)
     return request.param
 
 
@@ -198,6 +231,25 @@ def test_fixup_segment_boundaries(fixup, T, dtype, rng):
     _check_fixup(a[:, :1], b, f"T={T} per-lane a", dtype=dtype)
 
 
+@pytest.mark.parametrize("in_place", [False, True])
+def test_fixup_nonfinite_at_boundaries(fixup, in_place, rng):
+    """Scan-then-fix-up with 16 segments, bursts written only while finite, the loop replayed
+    from where they stop; in place the replay reads b where pass 1 left it."""
+    T = 16 * 200 + 7
+    a, b, init = _nonfinite_case(rng, T)
+    ref, g = recurrence_ref(a, b, initial=init)
+    for row in range(a.shape[0]):
+        bb = b[row].copy()
+        h = lr(a[row], bb, initial=init[row], method="chunked", out=bb if in_place else None)
+        assert_matches(h, ref[row], g[row], tolerance("float64", T, 64), f"row {row}")
+    # a burst-aligned infinity right at a segment start, and one in a segment's last step
+    a1 = np.full(T, 0.9)
+    b1 = np.ones(T)
+    a1[200 * 5], b1[200 * 9 - 1] = np.inf, np.nan
+    ref, g = recurrence_ref(a1, b1)
+    assert_matches(lr(a1, b1, method="chunked"), ref, g, tolerance("float64", T, 64), "aligned")
+
+
 def test_fixup_in_place(fixup, rng):
     """``out=b`` through the fix-up (no non-temporal stores then: the lines are in cache)."""
     T = 16 * 200 + 9
@@ -212,7 +264,7 @@ def test_fixup_in_place(fixup, rng):
 
 def test_non_temporal_choice(monkeypatch):
     """Non-temporal stores only for long contiguous real rows that are not ``b``."""
-    monkeypatch.setattr(nb, "NT_MIN_BYTES", 1024)
+    monkeypatch.setitem(nb.TUNING, "nt_min_bytes", 1024)
     x, y = np.zeros((1, 256)), np.zeros((1, 256))
     assert nb._non_temporal(x, y)
     assert not nb._non_temporal(x[:, :100], y[:, :100])  # too short
@@ -261,8 +313,8 @@ def test_fixup_pays():
 @pytest.mark.parametrize("in_place", [False, True])
 def test_time_major_lane_blocks(monkeypatch, a_kind, in_place, rng):
     """(T, N) C-order along axis 0 in several lane blocks (the last one partial), in place or not."""
-    monkeypatch.setattr(nb, "MIN_ROW_BYTES", 8 * 8)  # blocks of >= 8 float64 lanes
-    T, N = 300, 45
+    monkeypatch.setitem(nb.TUNING, "min_row_bytes", 8 * 8)  # blocks of >= 8 float64 lanes
+    T, N = 301, 45  # odd: the last step after the pairs of steps
     b = values(rng, (T, N), "float64")
     a = {
         "full": lambda: coefficients(rng, (T, N), "float64"),
@@ -307,13 +359,13 @@ def test_integer_and_mixed_inputs(rng):
 
 def test_auto_method(monkeypatch):
     monkeypatch.setattr(nb, "_threads", lambda: 4)
-    long_row = np.zeros((2, nb.CHUNKED_MIN_LENGTH))
+    long_row = np.zeros((2, nb.TUNING["chunked_min_length"]))
     p = scanarray._problem.Problem(
         xp=np, kind="numpy", a=long_row, b=long_row, initial=None, out=long_row, dtype=np.dtype("f8"),
         out_dtype=np.dtype("f8"), reverse=False, dense=False, chunk=64, method="auto",
     )
     assert nb.auto_method(p) == "chunked"  # 2 lanes < 4 threads
-    p.a = p.b = p.out = np.zeros((4, nb.CHUNKED_MIN_LENGTH))
+    p.a = p.b = p.out = np.zeros((4, nb.TUNING["chunked_min_length"]))
     assert nb.auto_method(p) == "sequential"
     p.a = p.b = p.out = np.zeros((1, 100))
     assert nb.auto_method(p) == "sequential"  # too short to split
@@ -348,19 +400,74 @@ def test_dense_lanes_broadcast_a(method, rng):
 
 
 def test_import_compiles_nothing():
-    """``import scanarray`` imports no numba; loading the backend compiles no kernel; kernels cache."""
+    """``import scanarray`` imports no numba; loading the backend compiles no kernel; a call compiles
+    one variant per kernel and accumulation dtype, whatever the layouts, and caches it."""
     code = textwrap.dedent(
         """
         import sys
+        import numpy as np
         import scanarray
         assert "numba" not in sys.modules
         from scanarray.backends import numba_backend
         assert "numba" not in sys.modules  # kernels are imported on first use
         k = numba_backend._k()
-        for name in ("sequential_rows", "sequential_blocks", "chunked", "chunked_fixup", "dense_sequential"):
-            f = getattr(k, name)
-            assert f.signatures == [], name
-            assert type(f._cache).__name__ != "NullCache", name  # cache=True
+        assert k._COMPILED == {}
+        x = np.ones((4, 50))
+        for a, b in [(x, x), (0.5, x.T.copy().T), (x[:, :1], x[::-1]), (np.float32(0.5), x[:, ::2])]:
+            scanarray.linear_recurrence(a, b, backend="numba")
+        f = k._COMPILED["sequential_rows", np.dtype("float64"), True]
+        assert len(f.signatures) == 1, f.signatures
+        assert type(f._cache).__name__ != "NullCache"  # cache=True
         """
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("n", [5, 12, 37])
+@pytest.mark.parametrize("a_kind", ["invariant", "varying", "per-lane invariant"])
+@pytest.mark.parametrize("dtype", ["float64", "complex64"])
+def test_dense_sequential_row_blocks(n, a_kind, dtype, rng):
+    """The compiled dense loop: a time-invariant A applied a column at a time, a time-varying one
+    8 rows at a time and then row by row (n = 37 = 4 * 8 + 5), on two lanes."""
+    T = 40
+    shape = {"invariant": (n, n), "varying": (2, T, n, n), "per-lane invariant": (2, 1, n, n)}[a_kind]
+    A = contractive(rng, shape, dtype)
+    b = values(rng, (2, T, n), dtype)
+    init = values(rng, (2, n), dtype)
+    h = lr(A, b, dense=True, initial=init, method="sequential")
+    ref, g = dense_ref(A, b, initial=init)
+    assert_matches(h, ref, g, tolerance(dtype, T, 64, n=n) * 4, f"dense {a_kind} n={n}")
+
+
+@pytest.mark.parametrize("a_kind", ["invariant", "varying"])
+def test_dense_auto_by_cost(monkeypatch, a_kind):
+    """Dense auto compares the two methods' modelled costs: the compiled loop where it is cheaper
+    (every size measured), cyclic reduction where its constants would make it so."""
+    from types import SimpleNamespace
+
+    B, T, n = 4, 4096, 64
+    strides = (0, 0, 8 * n, 8) if a_kind == "invariant" else (T * n * n * 8, n * n * 8, 8 * n, 8)
+    a = SimpleNamespace(shape=(B, T, n, n), strides=strides)
+    p = SimpleNamespace(dense=True, length=T, lanes=(B,), a=a, b=SimpleNamespace(shape=(B, T, n)))
+    for n_ in (2, 16, 64, 256):
+        p.b.shape = (B, T, n_)
+        assert nb.auto_method(p) == "sequential"
+    monkeypatch.setitem(nb.TUNING, "dense_cr_ns", (1e-3, 1e-3, 1e-3, 1e-6))
+    assert nb.auto_method(p) == "cyclic_reduction"
+
+
+@pytest.mark.parametrize("a_kind", ["full", "scalar", "lane", "time"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_rows_in_groups_of_four(monkeypatch, a_kind, in_place, rng):
+    """Time-contiguous rows stepped four at a time, 37 = 9 * 4 + 1 of them (the last one alone),
+    in place or not; each row is the plain loop."""
+    monkeypatch.setitem(nb.TUNING, "rows_four_min_groups", 1)
+    L, T = 37, 300
+    b = values(rng, (L, T), "float64")
+    a = {"full": lambda: coefficients(rng, (L, T), "float64"), "scalar": lambda: 0.9,
+         "lane": lambda: coefficients(rng, (L, 1), "float64", reset=0, high=0.99),
+         "time": lambda: coefficients(rng, (1, T), "float64")}[a_kind]()
+    init = values(rng, (L,), "float64")
+    ref, g = recurrence_ref(a, b, initial=init)
+    h = lr(a, b, initial=init, out=b if in_place else None, method="sequential")
+    assert_matches(h, ref, g, tolerance("float64", T, 64), f"rows of four, {a_kind}")

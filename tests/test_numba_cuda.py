@@ -34,6 +34,7 @@ sim_only = pytest.mark.skipif(not (SIM and HAVE_NUMBA), reason="needs NUMBA_ENAB
 
 
 @pytest.mark.skipif(SIM or not HAVE_NUMBA, reason="already simulating, or numba missing")
+@pytest.mark.slow  # a minute of simulated kernels: CI's slow step (tools/ci_slow.sh)
 def test_simulator_in_subprocess():
     """Run this file's simulator tests in a fresh interpreter with the simulator switched on."""
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1")

@@ -1,13 +1,33 @@
-"""Stride arithmetic shared by the kernel drivers (NumPy only; no GPU imports)."""
+"""Stride arithmetic shared by every backend (reads shapes and strides only; imports no library).
+
+One copy of each helper: the NumPy, numba, CuPy and Dask drivers and :mod:`scanarray._dense`
+all view their operands through these.
+"""
 
 from __future__ import annotations
 
-__all__ = ["element_strides", "merge_axes"]
+__all__ = ["compact", "element_strides", "lanes_contiguous", "merge_axes"]
+
+
+def compact(x):
+    """The smallest view of a broadcast array: stride-0 axes cut to length 1.
+
+    A scalar or per-lane ``a`` broadcast to the full shape then costs its own size, not the
+    result's: a time-invariant dense ``A`` has a time axis of length 1, and a cast of it
+    (float16 storage, integer inputs) touches one copy.
+    """
+    return x[tuple(slice(0, 1) if (s == 0 and n > 1) else slice(None) for s, n in zip(x.strides, x.shape))]
 
 
 def element_strides(x):
     """Strides of ``x`` in elements rather than bytes (kernels index typed pointers)."""
     return [s // x.itemsize for s in x.strides]
+
+
+def lanes_contiguous(x) -> bool:
+    """Whether some lane axis of ``x (*lanes, T)`` has a smaller stride than time (time-major data)."""
+    lane = [abs(s) for s, n in zip(x.strides[:-1], x.shape[:-1]) if n > 1]
+    return bool(lane) and min(lane) < abs(x.strides[-1])
 
 
 def merge_axes(shape, strides_list, drop_ones=False):

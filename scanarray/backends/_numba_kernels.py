@@ -1,73 +1,139 @@
 """The compiled loops of the numba backend (private; the driver is :mod:`.numba_backend`).
 
-Every kernel takes the canonical 2-d views ``(lanes, T)`` of the diagonal
-form, in whatever strides the caller's memory has: numba reads non-contiguous
-and stride-0 (broadcast) arrays through their strides, so a scalar, per-lane
-or per-time ``a`` is passed as a broadcast view of its compact array and is
-never expanded. ``h`` carries the state: it holds ``h[-1]`` on entry and
-``h[T-1]`` on exit. ``out`` may be ``b`` itself: every kernel reads ``b[l, t]``
-before it writes ``out[l, t]``.
+Every kernel takes the canonical views ``(lanes, T)`` of the diagonal form (dense:
+``(lanes, T, n)``), in whatever strides the caller's memory has: numba reads non-contiguous and
+stride-0 (broadcast) arrays through their strides, so a scalar, per-lane or per-time ``a`` is
+passed as a broadcast view of its compact array and is never expanded. ``h`` carries the state:
+it holds ``h[-1]`` on entry and ``h[T-1]`` on exit. ``out`` may be ``b`` itself: every kernel
+reads ``b[l, t]`` before it writes ``out[l, t]``, and the chunked kernels write a step of ``out``
+only once its value is known to need no second look at ``b``.
 
-Nothing is compiled at import: ``njit`` without signatures compiles on the
-first call for each combination of argument types, and ``cache=True`` stores
-the machine code next to this file (in ``__pycache__``) for later processes.
+Compilation is lazy and shared: :func:`compiled` builds a kernel for one accumulation dtype on
+first use, with every array argument typed as any-layout (``'A'``; inputs read-only), so that
+one machine-code variant per dtype serves every layout, broadcast and in-place call.
+``cache=True`` stores it next to this file (``__pycache__``); a file lock makes concurrent
+processes (pytest-xdist workers, Dask workers) compile each variant once and load it after.
+
+Non-finite values land where the sequential loop puts them, in every kernel: the sequential
+kernels are the loop, and the chunked ones replay the loop exactly where a segment's values
+or its carry are not finite (``inf * x + inf * y`` is not ``inf * (x + y)``).
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
 
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+from numba.np.numpy_support import from_dtype
 
-__all__ = ["chunked", "chunked_fixup", "dense_sequential", "sequential_blocks", "sequential_rows"]
+__all__ = ["compiled"]
 
 _OPTS = dict(cache=True, nogil=True, error_model="numpy")
 
+#: kernel name -> (Python function, argument spec, njit options); see :func:`compiled`
+_KERNELS: dict = {}
+#: (kernel name, dtype) -> its dispatcher, compiled for that dtype only
+_COMPILED: dict = {}
+_LOCK = threading.Lock()
 
-@njit(parallel=True, **_OPTS)
-def sequential_rows(a, b, out, h):
-    """One lane per iteration, its state in a register: for time-contiguous lanes.
 
-    Each lane is the plain loop, so results (non-finite ones included) are
-    exactly the sequential loop's; lanes are spread over numba's threads.
+def _kernel(spec, **opts):
+    """Register a kernel with its argument spec (see :func:`_signature`); nothing is compiled."""
+
+    def register(fn):
+        _KERNELS[fn.__name__] = (fn, spec, opts)
+        return fn
+
+    return register
+
+
+def _signature(spec, dt):
+    """The numba argument types of ``spec`` for accumulation dtype ``dt``.
+
+    ``rK`` / ``wK``: a read-only / writable ``K``-d array of ``dt``, any layout; ``t1``: a
+    read-only 1-d array of ``dt``'s real type; ``i``: int64; ``b``: bool.
     """
-    L, T = out.shape
-    for l in prange(L):
-        h[l] = _scan(a[l], b[l], out[l], 0, T, h[l])
+    d, real = from_dtype(dt), from_dtype(np.empty(0, dt).real.dtype)
+    out = []
+    for code in spec.split():
+        if code == "i":
+            out.append(types.int64)
+        elif code == "b":
+            out.append(types.boolean)
+        elif code == "t1":
+            out.append(types.Array(real, 1, "A", readonly=True))
+        else:
+            out.append(types.Array(d, int(code[1:]), "A", readonly=code[0] == "r"))
+    return tuple(out)
 
 
-@njit(parallel=True, **_OPTS)
-def sequential_blocks(a, b, out, h, lb):
-    """Blocks of ``lb`` lanes stepped together through time, on ``(T, lanes)`` views.
+def compiled(name, dt, parallel=True):
+    """Kernel ``name`` compiled (or loaded from the cache) for accumulation dtype ``dt``.
 
-    For time-major arrays (a ``(T, N)`` C-order array scanned along axis 0):
-    step ``t`` of a block is one contiguous run of each of ``a``, ``b`` and
-    ``out``, read in place with no transposing copy; the ``lb`` recurrences
-    of a block are independent, so the inner loop has no dependency chain
-    and (for C-contiguous rows) vectorises. ``a`` and ``b`` here are the
-    transposed canonical views, ``(T, lanes)``.
+    One variant per dtype: arrays of any layout and writeability convert to its argument types
+    (a C-ordered array is an any-layout array; a writable one may be read only). With
+    ``parallel=False`` the kernel's ``prange`` is a plain loop: for calls with one iteration to
+    share, where a parallel region would only wait for threads that have nothing to do (on a
+    busy machine, for whole scheduler slices). Compiling holds a lock file shared by every
+    process on the machine, so that processes starting together compile each variant once and
+    the others load it from the cache, and no two processes write the cache's index at once.
     """
-    T, L = out.shape
-    nblk = (L + lb - 1) // lb
-    for k in prange(nblk):
-        l0 = k * lb
-        n = min(L, l0 + lb) - l0
-        s = h[l0:l0 + n].copy()
-        for t in range(T):
-            ar = a[t, l0:l0 + n]
-            br = b[t, l0:l0 + n]
-            orow = out[t, l0:l0 + n]
-            for j in range(n):
-                v = ar[j] * s[j] + br[j]
-                s[j] = v
-                orow[j] = v
-        h[l0:l0 + n] = s
+    key = (name, dt, parallel)
+    fn = _COMPILED.get(key)
+    if fn is None:
+        with _LOCK, _file_lock():
+            fn = _COMPILED.get(key)
+            if fn is None:
+                py, spec, opts = _KERNELS[name]
+                opts = dict(opts, parallel=parallel and opts.get("parallel", False))
+                fn = _COMPILED[key] = njit([_signature(spec, dt)], **_OPTS, **opts)(py)
+    return fn
+
+
+class _file_lock:
+    """An exclusive ``flock`` on a lock file named after this module and numba's version (POSIX;
+    elsewhere a no-op: numba's cache still works, each process may compile)."""
+
+    def __enter__(self):
+        import numba
+
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            self.f = None
+            return self
+        tag = hashlib.sha1(f"{os.path.abspath(__file__)}:{numba.__version__}".encode()).hexdigest()[:16]
+        self.f = open(os.path.join(tempfile.gettempdir(), f"scanarray-numba-{tag}.lock"), "a")
+        fcntl.flock(self.f, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.f is not None:
+            import fcntl
+
+            fcntl.flock(self.f, fcntl.LOCK_UN)
+            self.f.close()
+
+
+# --------------------------------------------------------------------------- small pieces
+
+
+@njit(**_OPTS)
+def _finite(x):
+    """Whether ``x`` (real or complex) is finite: ``x - x`` is 0 only then."""
+    return x - x == 0
 
 
 @njit(**_OPTS)
 def _scan(a, b, out, t0, t1, s):
+    """The plain loop over ``t0..t1-1`` from state ``s``; returns the last state."""
     for t in range(t0, t1):
         s = a[t] * s + b[t]
         out[t] = s
@@ -76,6 +142,7 @@ def _scan(a, b, out, t0, t1, s):
 
 @njit(**_OPTS)
 def _reduce(a, b, t0, t1, p, s):
+    """The loop over ``t0..t1-1`` without writing: (product of ``a`` times ``p``, last state)."""
     for t in range(t0, t1):
         s = a[t] * s + b[t]
         p = a[t] * p
@@ -96,7 +163,156 @@ def _quad(bnd, i):
     return u0, u1, u2, u3, min(min(u1 - u0, u2 - u1), min(u3 - u2, bnd[i + 4] - u3))
 
 
-@njit(parallel=True, **_OPTS)
+@njit(**_OPTS)
+def _fixup(a, out, t0, t1, w, tiny):
+    """``out[t] += w_t`` with ``w_t = a[t] * w_{t-1}``, from ``t0`` until ``|w|`` drops below ``tiny``.
+
+    ``w_t`` is the carry's share of the state, ``(a[t0] ... a[t]) * w``. Once
+    both parts of ``w`` are below the smallest normal number it is noise
+    beyond the last bit of any normal-sized state (the loop itself loses the
+    carry to rounding far earlier); it cannot reach exactly 0 in general,
+    since ``a * w`` rounds back to the smallest subnormal for ``|a| > 1/2``.
+    NaN and infinities compare false and are carried to the end: from a
+    non-finite ``w`` over finite local states this is the loop itself.
+    """
+    for t in range(t0, t1):
+        w = a[t] * w
+        if abs(w.real) < tiny and abs(w.imag) < tiny:
+            return
+        out[t] += w
+
+
+@intrinsic
+def _nt_store(typingctx, arr, idx, val):
+    """``arr[idx] = val`` as a non-temporal store (``!nontemporal``: ``movnti``/``movntsd`` on x86).
+
+    A plain store first reads its cache line from memory (write-allocate):
+    writing ``out`` costs two units of traffic. A non-temporal store writes
+    the line without reading it; consecutive ones fill whole lines in the
+    write-combining buffers. For arrays far larger than the cache, which the
+    next step has to re-read from memory anyway.
+    """
+    if not (isinstance(arr, types.Array) and isinstance(idx, types.Integer)):
+        return None
+
+    def codegen(context, builder, sig, args):
+        aty = sig.args[0]
+        ary = context.make_array(aty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aty, ary, [args[1]], wraparound=False)
+        val = context.cast(builder, args[2], sig.args[2], aty.dtype)
+        st = builder.store(val, ptr)
+        st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
+        return context.get_dummy_value()
+
+    return types.void(arr, idx, val), codegen
+
+
+@intrinsic
+def _store_fence(typingctx):
+    """A full fence: non-temporal stores are weakly ordered; other threads read ``out`` next."""
+
+    def codegen(context, builder, sig, args):
+        builder.fence("seq_cst")
+        return context.get_dummy_value()
+
+    return types.void(), codegen
+
+
+@njit(**_OPTS)
+def _put(src, dst, k, nt):
+    """``dst[:k] = src[:k]``, with non-temporal stores if ``nt`` (a burst: whole cache lines)."""
+    if nt:
+        for u in range(k):
+            _nt_store(dst, u, src[u])
+    else:
+        for u in range(k):
+            dst[u] = src[u]
+
+
+# --------------------------------------------------------------------------- sequential
+
+
+@njit(**_OPTS)
+def _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, T, s0, s1, s2, s3):
+    """Four lanes stepped together: four independent dependency chains hide the latency of the
+    multiply and the add that bound one lane (each lane is still exactly the plain loop)."""
+    for t in range(T):
+        s0 = a0[t] * s0 + b0[t]
+        s1 = a1[t] * s1 + b1[t]
+        s2 = a2[t] * s2 + b2[t]
+        s3 = a3[t] * s3 + b3[t]
+        o0[t] = s0
+        o1[t] = s1
+        o2[t] = s2
+        o3[t] = s3
+    return s0, s1, s2, s3
+
+
+@_kernel("r2 r2 w2 w1 b", parallel=True)
+def sequential_rows(a, b, out, h, four):
+    """Lanes with a time axis of their own (rows), spread over the threads: for time-contiguous lanes.
+
+    Each lane is the plain loop, so results (non-finite ones included) are exactly the loop's.
+    With ``four``, lanes go in groups of four stepped together (:func:`_rows4`).
+    """
+    L, T = out.shape
+    ng = L // 4 if four else 0
+    for g in prange(ng + L - 4 * ng):
+        if g < ng:
+            l = 4 * g
+            h[l], h[l + 1], h[l + 2], h[l + 3] = _rows4(
+                a[l], a[l + 1], a[l + 2], a[l + 3], b[l], b[l + 1], b[l + 2], b[l + 3],
+                out[l], out[l + 1], out[l + 2], out[l + 3], T, h[l], h[l + 1], h[l + 2], h[l + 3])
+        else:
+            l = 3 * ng + g
+            h[l] = _scan(a[l], b[l], out[l], 0, T, h[l])
+
+
+@_kernel("r2 r2 w2 w1 i", parallel=True)
+def sequential_blocks(a, b, out, h, lb):
+    """Blocks of ``lb`` lanes stepped together through time, on ``(T, lanes)`` views.
+
+    For time-major arrays (a ``(T, N)`` C-order array scanned along axis 0):
+    step ``t`` of a block is one contiguous run of each of ``a``, ``b`` and
+    ``out``, read in place with no transposing copy; the ``lb`` recurrences
+    of a block are independent, so the inner loop has no dependency chain
+    and vectorises. Two steps per pass over the block: four runs read at
+    once, and the state stays in a register between the two. ``a`` and
+    ``b`` here are the transposed canonical views, ``(T, lanes)``.
+    """
+    T, L = out.shape
+    nblk = (L + lb - 1) // lb
+    for k in prange(nblk):
+        l0 = k * lb
+        n = min(L, l0 + lb) - l0
+        s = h[l0:l0 + n].copy()
+        for t in range(0, T - 1, 2):
+            a0, b0, o0 = a[t, l0:l0 + n], b[t, l0:l0 + n], out[t, l0:l0 + n]
+            a1, b1, o1 = a[t + 1, l0:l0 + n], b[t + 1, l0:l0 + n], out[t + 1, l0:l0 + n]
+            for j in range(n):
+                v = a0[j] * s[j] + b0[j]
+                o0[j] = v
+                v = a1[j] * v + b1[j]
+                s[j] = v
+                o1[j] = v
+        if T % 2:
+            _scan_lanes(a[T - 1, l0:l0 + n], b[T - 1, l0:l0 + n], out[T - 1, l0:l0 + n], s)
+        h[l0:l0 + n] = s
+
+
+@njit(**_OPTS)
+def _scan_lanes(a, b, out, s):
+    """One step of independent lanes: ``s = a * s + b``, written to ``out``."""
+    for j in range(s.shape[0]):
+        v = a[j] * s[j] + b[j]
+        s[j] = v
+        out[j] = v
+
+
+# --------------------------------------------------------------------------- chunked along time
+
+
+@_kernel("r2 r2 w2 w1 i i r1", parallel=True)
 def chunked(a, b, out, h, ng, sb, unit):
     """Reduce-then-scan along time in superblocks, so that few long lanes use every thread.
 
@@ -107,21 +323,16 @@ def chunked(a, b, out, h, ng, sb, unit):
     ``4 * ng`` segments. Pass 1 reduces every segment to its aggregate
     ``(P, H)`` = (product of ``a``, state from zero), reading ``a`` and
     ``b``; a short serial scan of the aggregates gives each segment's
-    incoming state; pass 2 rescans every segment from it -- the plain loop
-    again, so each segment's values are the loop's given its carry. With
-    superblocks small enough for the cache, pass 2 reads ``a`` and ``b``
-    from L2/L3 and memory sees the loop's 3 streams instead of 5 (the
-    driver's ``SUPERBLOCK`` weighs this against two parallel regions per
-    superblock). Threads take
-    groups of 4 segments and step them interleaved: 4 (pass 1: 8)
-    independent dependency chains hide the latency of the multiply-add that
-    bounds a single loop. The final state is the last segment's rescan.
-    ``unit`` is ``[1]`` in the accumulation dtype (typed constants). Rows
-    are indexed as 1-d views: 2-d strided indexing in the interleaved loops
-    cost more than the latency they hide, and segments are sliced so that
-    the loop index starts at 0 (indexing ``ar[u0 + j]`` with an offset read
-    from an array measured 2x slower: numba's negative-index wraparound
-    check cannot be proven away).
+    incoming state (:func:`_carries`: by the loop itself where an aggregate
+    or a carry is not finite); pass 2 rescans every segment from it -- the
+    plain loop again, so each segment's values are the loop's given its
+    carry. Threads take groups of 4 segments and step them interleaved: 4
+    (pass 1: 8) independent dependency chains hide the latency of the
+    multiply-add that bounds a single loop. ``unit`` is ``[1]`` in the
+    accumulation dtype (typed constants). Rows are indexed as 1-d views,
+    sliced so that the loop index starts at 0 (indexing ``ar[u0 + j]``
+    with an offset read from an array measured 2x slower: numba's
+    negative-index wraparound check cannot be proven away).
     """
     L, T = out.shape
     nseg = 4 * ng
@@ -163,9 +374,7 @@ def chunked(a, b, out, h, ng, sb, unit):
                 P[i + 1], H[i + 1] = _reduce(ar, br, u1 + m, u2, p1, q1)
                 P[i + 2], H[i + 2] = _reduce(ar, br, u2 + m, u3, p2, q2)
                 P[i + 3], H[i + 3] = _reduce(ar, br, u3 + m, bnd[i + 4], p3, q3)
-            C[0] = c
-            for i in range(nseg - 1):
-                C[i + 1] = P[i] * C[i] + H[i]
+            _carries(ar, br, bnd, P, H, C, c, unit[0])
             for g in prange(ng):
                 i = 4 * g
                 u0, u1, u2, u3, m = _quad(bnd, i)
@@ -176,100 +385,31 @@ def chunked(a, b, out, h, ng, sb, unit):
                 a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
                 b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
                 o0, o1, o2, o3 = orow[u0:u0 + m], orow[u1:u1 + m], orow[u2:u2 + m], orow[u3:u3 + m]
-                for j in range(m):
-                    q0 = a0[j] * q0 + b0[j]
-                    q1 = a1[j] * q1 + b1[j]
-                    q2 = a2[j] * q2 + b2[j]
-                    q3 = a3[j] * q3 + b3[j]
-                    o0[j] = q0
-                    o1[j] = q1
-                    o2[j] = q2
-                    o3[j] = q3
+                q0, q1, q2, q3 = _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, q1, q2, q3)
                 _scan(ar, br, orow, u0 + m, u1, q0)
                 _scan(ar, br, orow, u1 + m, u2, q1)
                 _scan(ar, br, orow, u2 + m, u3, q2)
                 q3 = _scan(ar, br, orow, u3 + m, bnd[i + 4], q3)
                 if g == ng - 1:
-                    C[nseg] = q3
+                    C[nseg] = q3  # the loop's own last state, not the composition's
             c = C[nseg]
         h[l] = c
 
 
 @njit(**_OPTS)
-def _scan_prod(a, b, out, t0, t1, p, s):
-    for t in range(t0, t1):
-        x = a[t]
-        s = x * s + b[t]
-        out[t] = s
-        p = x * p
-    return p, s
+def _carries(ar, br, bnd, P, H, C, c, one):
+    """``C[i]``: the state entering segment ``i`` of a reduced superblock (``C[0] = c``).
 
-
-@njit(**_OPTS)
-def _fixup(a, out, t0, t1, w, tiny):
-    """``out[t] += w_t`` with ``w_t = a[t] * w_{t-1}``, from ``t0`` until ``|w|`` drops below ``tiny``.
-
-    ``w_t`` is the carry's share of the state, ``(a[t0] ... a[t]) * w``. Once
-    both parts of ``w`` are below the smallest normal number it is noise
-    beyond the last bit of any normal-sized state (the loop itself loses the
-    carry to rounding far earlier); it cannot reach exactly 0 in general,
-    since ``a * w`` rounds back to the smallest subnormal for ``|a| > 1/2``.
-    NaN and infinities compare false and are propagated to the end.
+    ``C[i+1] = P[i] C[i] + H[i]`` where all three are finite. Otherwise the loop runs over the
+    segment from ``C[i]`` (reading ``a`` and ``b``, writing nothing): an infinity met inside a
+    segment, or entering it, takes the loop's sign and NaNs, not the composition's.
     """
-    for t in range(t0, t1):
-        w = a[t] * w
-        if abs(w.real) < tiny and abs(w.imag) < tiny:
-            return
-        out[t] += w
-
-
-@intrinsic
-def _nt_store(typingctx, arr, idx, val):
-    """``arr[idx] = val`` as a non-temporal store (``!nontemporal``: ``movnti``/``movntsd`` on x86).
-
-    A plain store first reads its cache line from memory (write-allocate):
-    writing ``out`` costs two units of traffic. A non-temporal store writes
-    the line without reading it; consecutive ones fill whole lines in the
-    write-combining buffers. For rows far larger than the cache, which the
-    next step has to re-read from memory anyway.
-    """
-    if not (isinstance(arr, types.Array) and isinstance(idx, types.Integer)):
-        return None
-
-    def codegen(context, builder, sig, args):
-        aty = sig.args[0]
-        ary = context.make_array(aty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aty, ary, [args[1]], wraparound=False)
-        val = context.cast(builder, args[2], sig.args[2], aty.dtype)
-        st = builder.store(val, ptr)
-        st.set_metadata("nontemporal", builder.module.add_metadata([ir.Constant(ir.IntType(32), 1)]))
-        return context.get_dummy_value()
-
-    return types.void(arr, idx, val), codegen
-
-
-@intrinsic
-def _store_fence(typingctx):
-    """A full fence: non-temporal stores are weakly ordered; other threads read ``out`` next."""
-
-    def codegen(context, builder, sig, args):
-        builder.fence("seq_cst")
-        return context.get_dummy_value()
-
-    return types.void(), codegen
-
-
-#: steps of a burst: each segment's states are collected in an L1 buffer and
-#: written with non-temporal stores as one run of 512 bytes (float64), so the
-#: write-combining buffers see whole lines even with 4 segments interleaved
-#: (non-temporal stores straight from the interleaved loop were 2.5x slower)
-BURST = 64
-
-
-@njit(**_OPTS)
-def _stream(src, dst):
-    for k in range(src.shape[0]):
-        _nt_store(dst, k, src[k])
+    C[0] = c
+    for i in range(P.shape[0]):
+        if _finite(P[i]) and _finite(H[i]) and _finite(C[i]):
+            C[i + 1] = P[i] * C[i] + H[i]
+        else:
+            C[i + 1] = _reduce(ar, br, bnd[i], bnd[i + 1], one, C[i])[1]
 
 
 @njit(fastmath={"contract"}, **_OPTS)
@@ -315,69 +455,164 @@ def _local4_const(x, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, q1, q2, q3):
 
 
 @njit(**_OPTS)
-def _local4_nt(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, p0, p1, p2, p3, q0, q1, q2, q3, buf):
-    """:func:`_local4` in bursts of ``BURST`` steps through ``buf (4, BURST)``, written out non-temporally."""
-    r0, r1, r2, r3 = buf[0], buf[1], buf[2], buf[3]
-    mb = m - m % BURST
-    for j in range(0, mb, BURST):
-        e = j + BURST
-        p0, p1, p2, p3, q0, q1, q2, q3 = _local4(
-            a0[j:e], a1[j:e], a2[j:e], a3[j:e], b0[j:e], b1[j:e], b2[j:e], b3[j:e],
-            r0, r1, r2, r3, BURST, p0, p1, p2, p3, q0, q1, q2, q3)
-        _stream(r0, o0[j:e])
-        _stream(r1, o1[j:e])
-        _stream(r2, o2[j:e])
-        _stream(r3, o3[j:e])
-    return _local4(a0[mb:], a1[mb:], a2[mb:], a3[mb:], b0[mb:], b1[mb:], b2[mb:], b3[mb:],
-                   o0[mb:], o1[mb:], o2[mb:], o3[mb:], m - mb, p0, p1, p2, p3, q0, q1, q2, q3)
+def _tail(a, b, out, t0, t1, p, q, stop, end):
+    """The steps of a segment past the interleaved part (at most one): written while finite."""
+    for t in range(t0, t1):
+        x = a[t]
+        q = x * q + b[t]
+        p = x * p
+        if stop == end:
+            if _finite(q):
+                out[t] = q
+            else:
+                stop = t
+    return p, q, stop
 
 
 @njit(**_OPTS)
-def _local4_const_nt(x, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, q1, q2, q3, buf):
-    """:func:`_local4_const` in bursts, as :func:`_local4_nt`."""
+def _keep(r, o, k, nt, direct, q, stop, end, start):
+    """After a burst of a segment ending in state ``q``: the segment's new ``stop`` (``start`` if
+    ``q`` is the first non-finite end state), the burst ``r[:k]`` written to ``o`` while finite
+    (unless ``direct``: it is there already)."""
+    if stop == end:
+        if not _finite(q):
+            return start
+        if not direct:
+            _put(r, o, k, nt)
+    return stop
+
+
+#: Compile-time constants of pass 1 (constant trip counts: a runtime burst length cost 10-20%).
+#: Steps per burst collected in the L1 buffer: 512 bytes of float64 per segment, whole lines for
+#: non-temporal stores (single stores from the interleaved loop did not fill them: 2.5x slower).
+_BURST = 64
+#: Steps between the finiteness checks when pass 1 writes straight to ``out``: checks every 64
+#: steps cost 18% of a 2**24-step row, every 4096 nothing measurable.
+_DIRECT_BURST = 4096
+
+
+@njit(**_OPTS)
+def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop):
+    """Pass 1 of :func:`chunked_fixup` for segments ``i .. i+3``: local scans written to ``out``.
+
+    The four segments step interleaved in bursts (``_BURST`` steps). A non-finite state stays
+    non-finite to the segment's end, so the first burst that ends non-finite marks where the
+    segment needs the loop (``stop``). Its values must not reach ``out`` when ``out`` is ``b``
+    (the loop reads ``b`` from there) or with non-temporal stores: then each burst is collected
+    in an L1 buffer and written out (non-temporally if ``nt``) only while finite. Otherwise
+    (``direct``) the states go straight to ``out``, and the loop overwrites what follows ``stop``.
+    """
+    zero = one - one
+    u0, u1, u2, u3, m = _quad(bnd, i)
+    e0, e1, e2, e3 = bnd[i + 1], bnd[i + 2], bnd[i + 3], bnd[i + 4]
+    st0, st1, st2, st3 = e0, e1, e2, e3
+    q1 = q2 = q3 = zero
+    p0 = p1 = p2 = p3 = one
+    burst = _DIRECT_BURST if direct else _BURST
+    buf = np.empty((4, _BURST), orow.dtype)
     r0, r1, r2, r3 = buf[0], buf[1], buf[2], buf[3]
-    mb = m - m % BURST
-    for j in range(0, mb, BURST):
-        e = j + BURST
-        q0, q1, q2, q3 = _local4_const(x, b0[j:e], b1[j:e], b2[j:e], b3[j:e], r0, r1, r2, r3, BURST, q0, q1, q2, q3)
-        _stream(r0, o0[j:e])
-        _stream(r1, o1[j:e])
-        _stream(r2, o2[j:e])
-        _stream(r3, o3[j:e])
-    return _local4_const(x, b0[mb:], b1[mb:], b2[mb:], b3[mb:], o0[mb:], o1[mb:], o2[mb:], o3[mb:],
-                         m - mb, q0, q1, q2, q3)
+    b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
+    o0, o1, o2, o3 = orow[u0:u0 + m], orow[u1:u1 + m], orow[u2:u2 + m], orow[u3:u3 + m]
+    const = ar.strides[0] == 0
+    # time-invariant a (scalar or per lane): a register, not a load per step
+    x = ar[0] if const and ar.shape[0] > 0 else one
+    a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
+    mb = m - m % burst
+    for j in range(0, m, burst):
+        e = min(m, j + burst)
+        k = burst if j < mb else m - mb
+        if direct:
+            if const:
+                q0, q1, q2, q3 = _local4_const(x, b0[j:e], b1[j:e], b2[j:e], b3[j:e], o0[j:e], o1[j:e], o2[j:e],
+                                               o3[j:e], k, q0, q1, q2, q3)
+            else:
+                p0, p1, p2, p3, q0, q1, q2, q3 = _local4(a0[j:e], a1[j:e], a2[j:e], a3[j:e], b0[j:e], b1[j:e],
+                                                         b2[j:e], b3[j:e], o0[j:e], o1[j:e], o2[j:e], o3[j:e], k,
+                                                         p0, p1, p2, p3, q0, q1, q2, q3)
+        else:
+            if const:
+                q0, q1, q2, q3 = _local4_const(x, b0[j:e], b1[j:e], b2[j:e], b3[j:e], r0, r1, r2, r3, k,
+                                               q0, q1, q2, q3)
+            else:
+                p0, p1, p2, p3, q0, q1, q2, q3 = _local4(a0[j:e], a1[j:e], a2[j:e], a3[j:e], b0[j:e], b1[j:e],
+                                                         b2[j:e], b3[j:e], r0, r1, r2, r3, k, p0, p1, p2, p3,
+                                                         q0, q1, q2, q3)
+        st0 = _keep(r0, o0[j:e], k, nt, direct, q0, st0, e0, u0 + j)
+        st1 = _keep(r1, o1[j:e], k, nt, direct, q1, st1, e1, u1 + j)
+        st2 = _keep(r2, o2[j:e], k, nt, direct, q2, st2, e2, u2 + j)
+        st3 = _keep(r3, o3[j:e], k, nt, direct, q3, st3, e3, u3 + j)
+    if nt:
+        _store_fence()
+    if const:
+        p0 = p1 = p2 = p3 = x ** m
+    P[i], H[i], stop[i] = _tail(ar, br, orow, u0 + m, e0, p0, q0, st0, e0)
+    P[i + 1], H[i + 1], stop[i + 1] = _tail(ar, br, orow, u1 + m, e1, p1, q1, st1, e1)
+    P[i + 2], H[i + 2], stop[i + 2] = _tail(ar, br, orow, u2 + m, e2, p2, q2, st2, e2)
+    P[i + 3], H[i + 3], stop[i + 3] = _tail(ar, br, orow, u3 + m, e3, p3, q3, st3, e3)
 
 
-@njit(parallel=True, **_OPTS)
-def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt):
+@njit(**_OPTS)
+def _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, tiny):
+    """``C[i]``: the state entering segment ``i`` after pass 1 of :func:`chunked_fixup` (``C[0] = c``).
+
+    A segment written in full whose carry is finite composes: ``C[i+1] = P[i] C[i] + H[i]``
+    (segment 0 started from ``c``: ``H[0]``), and pass 2 adds the carry's share. Any other
+    segment is finished here, serially, as the loop would: the carry's share is added over its
+    written part (:func:`_fixup`, which is the loop itself from a non-finite carry), and the
+    loop runs from there over the part pass 1 left unwritten, reading ``b``. Such segments are
+    ``exact`` and pass 2 skips them.
+    """
+    C[0] = c
+    for i in range(P.shape[0]):
+        u, e, st = bnd[i], bnd[i + 1], stop[i]
+        if st == e and (i == 0 or _finite(C[i])):
+            C[i + 1] = H[0] if i == 0 else P[i] * C[i] + H[i]
+            exact[i] = False
+        else:
+            if i == 0:
+                s = orow[st - 1] if st > u else c
+            else:
+                _fixup(ar, orow, u, st, C[i], tiny)
+                s = orow[st - 1] if st > u else C[i]
+            C[i + 1] = _scan(ar, br, orow, st, e, s)
+            exact[i] = True
+
+
+@_kernel("r2 r2 w2 w1 i i r1 t1 b b", parallel=True)
+def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt, direct):
     """Scan-then-fix-up along time in superblocks: ``out`` written once, then patched where the carry matters.
 
     Each superblock of ``sb`` steps is cut into ``4 * ng`` segments; thread
     ``g`` takes segments ``4g .. 4g+3`` and steps them interleaved (4
-    independent dependency chains, as in :func:`chunked`). Pass 1 scans every
-    segment from state 0 -- the first from the true incoming state, so it is
-    final -- writing the local states straight into ``out`` and keeping the
-    aggregate ``(P, H)`` = (product of ``a``, last local state). A serial
-    scan of the aggregates gives each segment's carry ``C``. Pass 2 adds the
-    carry's share, ``out[t] += (a[u] ... a[t]) * C``, to every later segment,
-    and stops where that share falls below the smallest normal number
-    (:func:`_fixup`): for ``|a| < 1`` after a few thousand steps. Memory then
-    sees one read of ``a`` and ``b`` and one write of ``out`` (3 streams;
-    reduce-then-scan moves 5); where the share never decays (``|a| >= 1``
-    throughout) pass 2 re-reads ``a`` and ``out`` and writes ``out`` in full:
-    6 streams. ``h`` gets the last written state of the lane. ``unit`` is
-    ``[1]`` in the accumulation dtype, ``tiny`` the smallest normal number of
-    its real part (``[tiny]``). ``nt``: pass 1 writes ``out`` with
-    non-temporal stores in bursts (:func:`_nt_store`; real dtypes with
-    contiguous rows far larger than the cache: the driver decides).
+    independent dependency chains, as in :func:`chunked`). Pass 1
+    (:func:`_local_group`) scans every segment from state 0 -- the first
+    from the true incoming state, so it is final -- writing the local states
+    into ``out`` and keeping the aggregate ``(P, H)`` = (product of ``a``,
+    last local state). A serial scan of the aggregates (:func:`_carries_fixup`)
+    gives each segment's carry ``C``. Pass 2 adds the carry's share,
+    ``out[t] += (a[u] ... a[t]) * C``, to every later segment, and stops
+    where that share falls below the smallest normal number (:func:`_fixup`):
+    for ``|a| < 1`` after a few thousand steps. Memory then sees one read of
+    ``a`` and ``b`` and one write of ``out`` (3 streams; reduce-then-scan
+    moves 5); where the share never decays (``|a| >= 1`` throughout) pass 2
+    re-reads ``a`` and ``out`` and writes ``out`` in full: 6 streams. ``h``
+    gets the last written state of the lane. ``unit`` is ``[1]`` in the
+    accumulation dtype, ``tiny`` the smallest normal number of its real part
+    (``[tiny]``). ``nt``: pass 1 writes ``out`` with non-temporal stores
+    (real dtypes with contiguous rows far larger than the cache: the driver
+    decides); ``direct``: pass 1 may write ``out`` straight from the loop
+    (``out`` is not ``b``, no ``nt``; see :func:`_local_group`).
     """
     L, T = out.shape
     nseg = 4 * ng
     P = np.empty(nseg, h.dtype)
     H = np.empty(nseg, h.dtype)
-    C = np.empty(nseg, h.dtype)
+    C = np.empty(nseg + 1, h.dtype)
     bnd = np.empty(nseg + 1, np.int64)
+    stop = np.empty(nseg, np.int64)
+    exact = np.empty(nseg, np.bool_)
     small = tiny[0]
+    one = unit[0]
     for l in range(L):
         ar = a[l]
         br = b[l]
@@ -388,74 +623,97 @@ def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt):
             _split(bnd, s0, n, nseg)
             for g in prange(ng):
                 i = 4 * g
-                u0, u1, u2, u3, m = _quad(bnd, i)
-                zero = unit[0] - unit[0]
-                q0 = c if i == 0 else zero
-                b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
-                o0, o1, o2, o3 = orow[u0:u0 + m], orow[u1:u1 + m], orow[u2:u2 + m], orow[u3:u3 + m]
-                one = unit[0]
-                if ar.strides[0] == 0:
-                    # time-invariant a (scalar or per lane): a register, not a load per step
-                    # (single thread, 2**23 steps: 6.2 ms against 7.1 ms for the stride-0 view)
-                    x = ar[0]
-                    if nt:
-                        q0, q1, q2, q3 = _local4_const_nt(x, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, zero, zero, zero,
-                                                          np.empty((4, BURST), h.dtype))
-                        _store_fence()
-                    else:
-                        q0, q1, q2, q3 = _local4_const(x, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, zero, zero, zero)
-                    P[i], H[i] = _scan_prod(ar, br, orow, u0 + m, u1, x ** m, q0)
-                    P[i + 1], H[i + 1] = _scan_prod(ar, br, orow, u1 + m, u2, x ** m, q1)
-                    P[i + 2], H[i + 2] = _scan_prod(ar, br, orow, u2 + m, u3, x ** m, q2)
-                    P[i + 3], H[i + 3] = _scan_prod(ar, br, orow, u3 + m, bnd[i + 4], x ** m, q3)
-                else:
-                    a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
-                    if nt:
-                        p0, p1, p2, p3, q0, q1, q2, q3 = _local4_nt(
-                            a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, one, one, one, one,
-                            q0, zero, zero, zero, np.empty((4, BURST), h.dtype))
-                        _store_fence()
-                    else:
-                        p0, p1, p2, p3, q0, q1, q2, q3 = _local4(
-                            a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, one, one, one, one,
-                            q0, zero, zero, zero)
-                    P[i], H[i] = _scan_prod(ar, br, orow, u0 + m, u1, p0, q0)
-                    P[i + 1], H[i + 1] = _scan_prod(ar, br, orow, u1 + m, u2, p1, q1)
-                    P[i + 2], H[i + 2] = _scan_prod(ar, br, orow, u2 + m, u3, p2, q2)
-                    P[i + 3], H[i + 3] = _scan_prod(ar, br, orow, u3 + m, bnd[i + 4], p3, q3)
-            # C[i]: the state entering segment i; segment 0 started from it and is final
-            C[0] = c
-            if nseg > 1:
-                C[1] = H[0]
-            for i in range(1, nseg - 1):
-                C[i + 1] = P[i] * C[i] + H[i]
+                _local_group(ar, br, orow, bnd, i, c if i == 0 else one - one, one, nt, direct, P, H, stop)
+            _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, small)
             for g in prange(ng):
                 for i in range(max(1, 4 * g), 4 * g + 4):
-                    _fixup(ar, orow, bnd[i], bnd[i + 1], C[i], small)
+                    if not exact[i]:
+                        _fixup(ar, orow, bnd[i], bnd[i + 1], C[i], small)
             if n > 0:
                 c = orow[s0 + n - 1]
         h[l] = c
 
 
-@njit(parallel=True, **_OPTS)
+# --------------------------------------------------------------------------- dense
+
+
+@njit(**_OPTS)
+def _matvec_columns(At, bt, s, v, n):
+    """``v = A @ s + bt`` with ``At = A.T`` contiguous: one column of ``A`` at a time.
+
+    The inner loop runs over rows along a contiguous column and carries no dependency, so it
+    vectorises; each ``v[i]`` still sums ``bt[i] + A[i, 0] s[0] + A[i, 1] s[1] + ...`` in the
+    plain loop's order, so the result is the loop's to the bit.
+    """
+    for i in range(n):
+        v[i] = bt[i]
+    for j in range(n):
+        sj = s[j]
+        col = At[j]
+        for i in range(n):
+            v[i] += col[i] * sj
+
+
+@njit(**_OPTS)
+def _matvec_rows(M, bt, s, v, n):
+    """``v = M @ s + bt`` reading ``M`` row by row (contiguous reads of a time-varying ``A``).
+
+    Eight rows at a time: eight independent sums in flight hide the latency of the multiply and
+    the add that bound one row's sum (four were as fast at n = 16, slower at n = 64). Each sum is
+    in the plain loop's order.
+    """
+    i = 0
+    while i + 8 <= n:
+        r0, r1, r2, r3, r4, r5, r6, r7 = M[i], M[i + 1], M[i + 2], M[i + 3], M[i + 4], M[i + 5], M[i + 6], M[i + 7]
+        c0, c1, c2, c3, c4, c5, c6, c7 = bt[i], bt[i + 1], bt[i + 2], bt[i + 3], bt[i + 4], bt[i + 5], bt[i + 6], bt[i + 7]
+        for j in range(n):
+            sj = s[j]
+            c0 += r0[j] * sj
+            c1 += r1[j] * sj
+            c2 += r2[j] * sj
+            c3 += r3[j] * sj
+            c4 += r4[j] * sj
+            c5 += r5[j] * sj
+            c6 += r6[j] * sj
+            c7 += r7[j] * sj
+        v[i], v[i + 1], v[i + 2], v[i + 3], v[i + 4], v[i + 5], v[i + 6], v[i + 7] = c0, c1, c2, c3, c4, c5, c6, c7
+        i += 8
+    while i < n:
+        r0 = M[i]
+        c0 = bt[i]
+        for j in range(n):
+            c0 += r0[j] * s[j]
+        v[i] = c0
+        i += 1
+
+
+@_kernel("r4 r3 w3 w2", parallel=True)
 def dense_sequential(A, b, out, h):
     """``h[t] = A[t] @ h[t-1] + b[t]`` step by step, one lane per iteration.
 
-    ``A (L, T, n, n)`` may be broadcast (stride 0 along time for a
-    time-invariant matrix); ``T n^2`` multiply-adds per lane against cyclic
-    reduction's ``~T n^3``.
+    ``A (L, T, n, n)`` may be broadcast (stride 0 along time for a time-invariant matrix); ``T
+    n^2`` multiply-adds per lane against cyclic reduction's ``~T n^3``. A time-invariant matrix
+    is copied transposed once per lane and applied a column at a time (:func:`_matvec_columns`:
+    vectorised); a time-varying one is read in place, eight rows at a time
+    (:func:`_matvec_rows`). Either way each state is the plain loop's to the bit.
     """
     L, T, n = out.shape
     for l in prange(L):
         s = h[l].copy()
         v = np.empty_like(s)
-        for t in range(T):
-            for i in range(n):
-                acc = b[l, t, i]
-                for j in range(n):
-                    acc += A[l, t, i, j] * s[j]
-                v[i] = acc
-            for i in range(n):
-                s[i] = v[i]
-                out[l, t, i] = v[i]
+        if A.strides[1] == 0 and T > 1:
+            At = np.ascontiguousarray(A[l, 0].T)
+            for t in range(T):
+                _matvec_columns(At, b[l, t], s, v, n)
+                o = out[l, t]
+                for i in range(n):
+                    s[i] = v[i]
+                    o[i] = v[i]
+        else:
+            for t in range(T):
+                _matvec_rows(A[l, t], b[l, t], s, v, n)
+                o = out[l, t]
+                for i in range(n):
+                    s[i] = v[i]
+                    o[i] = v[i]
         h[l] = s

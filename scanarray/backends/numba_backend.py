@@ -4,12 +4,11 @@ Diagonal form (kernels in :mod:`._numba_kernels`):
 
 ``sequential``
     each lane is the plain loop ``s = a[t] * s + b[t]``, lanes spread over
-    numba's threads. Lanes whose time axis is contiguous run one lane per
-    iteration with the state in a register; lanes that are the contiguous axis
-    (a time-major ``(T, N)`` array along axis 0, or a Fortran-ordered one)
-    run in blocks of lanes stepped together, so each step reads one
-    contiguous run of memory -- in place, no transposing copy (measured
-    faster: ``docs/numba.md``).
+    numba's threads. Lanes whose time axis is contiguous (rows) run four
+    to an iteration, four independent chains; lanes that are the
+    contiguous axis (a time-major ``(T, N)`` array along axis 0, or a
+    Fortran-ordered one) run in blocks of lanes stepped together, so each
+    step reads one contiguous run of memory -- in place, no transposing copy.
 ``chunked``
     along time, so that a single long row uses every thread. Scan-then-fix-up
     (segments scanned from 0 straight into ``out``, a serial scan of the
@@ -18,18 +17,19 @@ Diagonal form (kernels in :mod:`._numba_kernels`):
     ``a`` and ``b`` and writes ``out`` once; reduce-then-scan (segment
     aggregates, carries, a full rescan: 5 streams) is kept for a
     time-invariant ``a`` whose fix-up would be long (``|a|`` near or above
-    1, see ``_fixup_pays``).
+    1, see ``_fixup_pays``). Both follow the loop at non-finite values.
 
 ``method="auto"`` takes ``chunked`` when there are fewer lanes than threads
 and the rows are long, ``sequential`` otherwise. Broadcast ``a`` (scalar,
 per-lane, per-time) reaches the kernels as a stride-0 view of its compact
 array, never expanded. ``reverse`` flips views (negative strides), never data.
-float16/bfloat16, which numba cannot compute with, are cast to float32 on the
-way in and out (a copy: not at memory speed).
+Inputs of another dtype than the accumulation dtype (float16/bfloat16, which
+numba cannot compute with, integers) are cast on the way in, and float16
+results on the way out (a copy: not at memory speed).
 
 Dense form: ``sequential`` (a compiled matrix-vector loop, parallel over
 lanes) or ``cyclic_reduction`` (:mod:`scanarray._dense` on NumPy's batched
-``matmul``).
+``matmul``). Measurements behind the choices: docs/guide/cpu.md.
 """
 
 from __future__ import annotations
@@ -37,40 +37,42 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _dense
-from .._nonfinite import mend_nonfinite
-from .numpy_backend import compact
+from ._layout import compact, lanes_contiguous, merge_axes
 
-__all__ = ["auto_method", "linear_recurrence", "unavailable_reason"]
+__all__ = ["TUNING", "auto_method", "linear_recurrence", "unavailable_reason"]
 
-#: time-major kernel: the least bytes of a row one thread streams per step.
-#: Splitting a (65536, 1024) float64 row of 8 KiB between 2 threads (4 KiB
-#: each) was 2.8x slower than one thread streaming whole rows (docs/numba.md):
-#: short runs per step defeat the hardware prefetchers.
-MIN_ROW_BYTES = 1 << 14
-#: the chunked path pays off only on rows at least this long (below it the
-#: two parallel regions and the second pass cost more than they save; a loop
-#: of 2**17 steps takes ~0.3 ms, a few region launches ~0.05 ms on a quiet machine)
-CHUNKED_MIN_LENGTH = 1 << 17
-#: chunked: time steps per superblock, and groups of 4 segments per thread in
-#: each. Superblocks that fit in cache (2**20 float64 steps: 16 MiB of a and b)
-#: let the rescan read from L3 and ran 2x faster than the single-thread loop on
-#: a quiet 2-core machine (15 ms vs 31 ms for 2**24 steps), but every superblock
-#: costs two parallel regions, and on a loaded machine each region waits for a
-#: descheduled thread: 16 superblocks took 496 ms against 70 ms for one
-#: (docs/numba.md). Robustness wins: one superblock up to 2**24 steps.
-SUPERBLOCK = 1 << 24
-SEGMENT_GROUPS = 1
-#: chunked with a time-invariant ``a``: scan-then-fix-up when each segment's
-#: fix-up is bounded by this share of the segment, else reduce-then-scan
-#: (``_fixup_pays``; a full-length fix-up costs one stream more, docs/numba.md)
-FIXUP_SHARE = 0.5
-#: chunked: force ``"fixup"`` (scan-then-fix-up) or ``"reduce"`` (reduce-then-scan);
-#: ``None`` chooses by ``_fixup_pays`` (tests and benchmarks set it)
-CHUNKED_SCHEME = None
-#: scan-then-fix-up: rows of at least this many bytes are written with
-#: non-temporal stores (``_non_temporal``): twice the 32 MiB L3 of the
-#: measuring machine, so that nothing the next step could find in cache is evicted
-NT_MIN_BYTES = 1 << 26
+#: The numba backend's tunables, one line each with where it comes from (the measurements:
+#: docs/guide/cpu.md). Tests and benchmarks patch entries with ``monkeypatch.setitem``. (The
+#: kernels' compile-time constants, pass 1's burst lengths, are in ``_numba_kernels``.)
+TUNING = {
+    # method="auto": chunked only for fewer lanes than threads and rows at least this long (below
+    # it the two parallel regions and the second pass cost more than they save)
+    "chunked_min_length": 1 << 17,
+    # chunked: steps per superblock; cache-sized ones (2**20) are faster on a quiet machine, but each
+    # costs two parallel regions, which wait for a descheduled thread on a loaded one
+    "superblock": 1 << 24,
+    # chunked: groups of 4 interleaved segments per thread (8 chains per thread were slower)
+    "segment_groups": 1,
+    # chunked, time-invariant a: scan-then-fix-up while the fix-up is bounded below this share of
+    # a segment, reduce-then-scan beyond (see _fixup_pays)
+    "fixup_share": 0.5,
+    # chunked: force "fixup" or "reduce" (tests and benchmarks); None chooses by _fixup_pays
+    "scheme": None,
+    # chunked: rows of at least this many bytes are written with non-temporal stores (twice the
+    # measuring machine's 32 MiB L3: nothing the next step could find in cache is evicted)
+    "nt_min_bytes": 1 << 26,
+    # rows: lanes in groups of 4 stepped together (four dependency chains hide the latency of the
+    # multiply and the add) once every thread gets at least this many groups
+    "rows_four_min_groups": 4,
+    # time-major: the least bytes of a step one thread streams; splitting an 8 KiB step between
+    # two threads was 2.8x slower than one thread streaming it (the prefetchers need long runs)
+    "min_row_bytes": 1 << 14,
+    # dense auto: the compiled loop's ns per lane and step, a + b n^2 (float64, one thread)
+    "dense_seq_ns": (40.0, 0.135),
+    # dense auto: cyclic reduction's ns per lane and step, a + b n^2 (its vectors: GEMMs with a
+    # time-invariant A), plus per product of a time-varying A's matrices c + d n^3 (float64)
+    "dense_cr_ns": (50.0, 0.3, 400.0, 0.05),
+}
 
 _kernels = None
 
@@ -105,11 +107,9 @@ def _lanes(shape) -> int:
 
 def auto_method(problem):
     if problem.dense:
-        # The compiled T n^2 loop beat cyclic reduction's T n^3 batched matmuls at every
-        # size measured (n = 2..512, 1..64 lanes: 2x to 70x, docs/numba.md).
-        return "sequential"
+        return _dense_auto_method(problem)
     T = problem.length
-    if _lanes(problem.shape) < _threads() and T >= CHUNKED_MIN_LENGTH:
+    if _lanes(problem.shape) < _threads() and T >= TUNING["chunked_min_length"]:
         return "chunked"
     return "sequential"
 
@@ -118,37 +118,25 @@ def auto_method(problem):
 
 
 def _readable(x, dt):
-    """``x`` itself if numba computes with its dtype (``dt`` or ``dt``'s real part), else a cast copy."""
-    real = np.empty(0, dt).real.dtype
-    if x.dtype == dt or x.dtype == real:
+    """``x`` itself if its dtype is ``dt``, else a cast copy (of the compact view, broadcast back)."""
+    if x.dtype == dt:
         return x
-    return x.astype(dt)
+    return np.broadcast_to(compact(x).astype(dt), x.shape)
 
 
 def _merge_lanes(arrays, nlead):
-    """Views of ``arrays`` (same shape ``(*lanes, *rest)``) with the ``nlead`` lane axes merged.
-
-    Returns views with one lane axis if every pair of adjacent lane axes can
-    be merged in every array (``stride[i] == shape[i+1] * stride[i+1]``,
-    stride 0 pairs included), else ``None``. Size-1 lane axes are dropped first.
-    """
-    shape = arrays[0].shape[:nlead]
-    keep = [i for i in range(nlead) if shape[i] != 1]
-    if not keep:
-        return [x.reshape((1,) + x.shape[nlead:]) for x in arrays]
-    out = []
-    for x in arrays:
-        st = x.strides
-        rest = range(nlead, x.ndim)
-        for i, j in zip(keep[:-1], keep[1:]):
-            if st[i] != shape[j] * st[j]:
-                return None
-        n = int(np.prod([shape[i] for i in keep]))
-        out.append(np.lib.stride_tricks.as_strided(
-            x, (n,) + tuple(x.shape[i] for i in rest), (st[keep[-1]],) + tuple(st[i] for i in rest),
-            writeable=x.flags.writeable,
-        ))
-    return out
+    """Views of ``arrays`` (same shape ``(*lanes, *rest)``) with the ``nlead`` lane axes merged
+    into one, or None when their strides do not allow it (see ``_layout.merge_axes``)."""
+    shape, strides = merge_axes(list(arrays[0].shape[:nlead]), [list(x.strides[:nlead]) for x in arrays],
+                                drop_ones=True)
+    if len(shape) > 1:
+        return None
+    n = shape[0] if shape else 1
+    return [
+        np.lib.stride_tricks.as_strided(x, (n,) + x.shape[nlead:], (st[0] if st else 0,) + x.strides[nlead:],
+                                        writeable=x.flags.writeable)
+        for x, st in zip(arrays, strides)
+    ]
 
 
 def _for_each_lane_block(arrays, nlead, fn):
@@ -162,47 +150,64 @@ def _for_each_lane_block(arrays, nlead, fn):
 
 
 def _lane_block(out) -> int:
-    """Lanes per block of the time-major kernel: a share of the threads, never below ``MIN_ROW_BYTES``."""
+    """Lanes per block of the time-major kernel: a share of the threads, never below ``min_row_bytes``."""
     L = out.shape[0]
     per_thread = -(-L // max(1, _threads()))
-    return max(1, min(L, max(per_thread, MIN_ROW_BYTES // out.itemsize)))
+    return max(1, min(L, max(per_thread, TUNING["min_row_bytes"] // out.itemsize)))
 
 
-def _lanes_contiguous(x) -> bool:
-    """Whether some lane axis of ``x (*lanes, T)`` has a smaller stride than time."""
-    lane = [abs(s) for s, n in zip(x.strides[:-1], x.shape[:-1]) if n > 1]
-    return bool(lane) and min(lane) < abs(x.strides[-1])
+def _non_temporal(b, out) -> bool:
+    """Whether pass 1 of the chunked fix-up writes ``out (lanes, T)`` with non-temporal stores.
+
+    Only for real dtypes (a complex number would be two stores), rows contiguous along time, of
+    at least ``nt_min_bytes`` (far beyond the cache, where a write-allocating store reads every
+    line first), and an ``out`` that is not ``b`` (in place, the lines are in cache already).
+    (Rows scanned whole and time-major blocks measured no faster with them: docs/guide/cpu.md.)
+    """
+    return bool(
+        out.dtype.kind == "f" and out.strides[-1] == out.itemsize
+        and out.shape[-1] * out.itemsize >= TUNING["nt_min_bytes"] and not np.may_share_memory(b, out)
+    )
 
 
 # --------------------------------------------------------------------------- diagonal
 
 
 def linear_recurrence(p):
-    if p.dense:
-        return _dense_recurrence(p)
+    # floating-point warnings off, as in NumPy's backend: casts of huge values to float32 and the
+    # loop's own overflows give infinities where the loop gives them, silently
+    with np.errstate(all="ignore"):
+        if p.dense:
+            return _dense_recurrence(p)
+        return _diagonal(p)
+
+
+def _diagonal(p):
     dt = p.dtype
     a, b, out = p.a, p.b, p.out
     if p.reverse:  # views with negative strides: no flipped copies
         a, b, out = a[..., ::-1], b[..., ::-1], out[..., ::-1]
     lanes = b.shape[:-1]
-    # a broadcast a is cast (if needed) at its compact size, then viewed at full size with stride 0
+    # inputs are read in the accumulation dtype: cast copies where they differ (a broadcast a at
+    # its compact size); float16 storage computes in a float32 work array, written back once
     a_k = np.broadcast_to(_readable(compact(a), dt), b.shape)
     b_k = _readable(b, dt)
-    work = out if out.dtype == dt else np.empty(out.shape, dt)  # float16 storage: compute in float32
+    work = out if out.dtype == dt else np.empty(out.shape, dt)
     h = np.zeros(lanes, dt)
     if p.initial is not None:
         h[...] = p.initial
-    h0 = None if p.initial is None else h.copy()
     k = _k()
     method = p.method
 
     def run(a2, b2, o2, h1):
         if method == "chunked":
             _chunked(k, a2, b2, o2, h1)
-        elif _lanes_contiguous(o2):
-            k.sequential_blocks(a2.T, b2.T, o2.T, h1, _lane_block(o2))
+        elif lanes_contiguous(o2):
+            lb = _lane_block(o2)
+            k.compiled("sequential_blocks", dt, lb < o2.shape[0])(a2.T, b2.T, o2.T, h1, lb)
         else:
-            k.sequential_rows(a2, b2, o2, h1)
+            four = o2.shape[0] >= TUNING["rows_four_min_groups"] * 4 * _threads()
+            k.compiled("sequential_rows", dt, o2.shape[0] > 1)(a2, b2, o2, h1, four)
 
     if not lanes:  # one row: give it a lane axis of length 1
         a_k, b_k, work_v, h_v = a_k[None], b_k[None], work[None], h[None]
@@ -213,10 +218,6 @@ def linear_recurrence(p):
                          lambda a2, b2, o2, h2: run(a2, b2, o2, h2[:, 0]))
     if work is not out:
         np.copyto(out, work, casting="unsafe")
-    if method == "chunked":
-        # The carries P * c + H can turn an infinity into NaN where the loop keeps it
-        # (see scanarray._nonfinite); only lanes with a non-finite final state are touched.
-        mend_nonfinite(a, b, h0, out, h, dt)
     return p.out
 
 
@@ -224,78 +225,86 @@ def _fixup_pays(a, T, nseg) -> bool:
     """Whether scan-then-fix-up beats reduce-then-scan for ``a (lanes, T)``.
 
     A time-varying ``a`` always takes the fix-up (its cost is known only after
-    pass 1; measured in ``docs/numba.md``). A time-invariant ``a`` (scalar or
+    pass 1; measured in ``docs/guide/cpu.md``). A time-invariant ``a`` (scalar or
     per lane, stride 0 along time) tells in advance how long each fix-up
     runs: the carry's share ``|a|^k |C|`` falls below the smallest normal
     number after at most ``k = log(max / tiny) / -log|a|`` steps (``max``,
     ``tiny``: the largest and smallest normal numbers, which bound ``|C|``
     and the stopping threshold). The fix-up is taken when that is below
-    ``FIXUP_SHARE`` of a segment, reduce-then-scan otherwise (``|a| >= 1``:
+    ``fixup_share`` of a segment, reduce-then-scan otherwise (``|a| >= 1``:
     the fix-up would re-read and rewrite every later segment).
     """
     if a.shape[-1] == 0 or a.strides[-1] != 0:
         return True
-    with np.errstate(all="ignore"):
-        m = float(np.max(np.abs(a[:, 0])))
-        if not m < 1.0:  # |a| >= 1 or NaN
-            return False
-        fi = np.finfo(a.dtype)
-        steps = (np.log(float(fi.max)) - np.log(float(fi.tiny))) / -np.log(m) if m > 0 else 0.0
-    seg = min(T, SUPERBLOCK) / nseg
-    return steps < FIXUP_SHARE * seg
-
-
-def _non_temporal(b, out) -> bool:
-    """Whether pass 1 of the fix-up writes ``out`` with non-temporal stores.
-
-    Only for real dtypes (a complex number would be two stores), rows
-    contiguous along time, at least ``NT_MIN_BYTES`` per row (far beyond the
-    cache, where a write-allocating store reads every line first), and an
-    ``out`` that is not ``b`` (in place, the lines are in cache already).
-    """
-    return bool(
-        out.dtype.kind == "f" and out.strides[-1] == out.itemsize and out.shape[-1] * out.itemsize >= NT_MIN_BYTES
-        and not np.may_share_memory(b, out)
-    )
+    m = float(np.max(np.abs(a[:, 0])))
+    if not m < 1.0:  # |a| >= 1 or NaN
+        return False
+    fi = np.finfo(a.dtype)
+    steps = (np.log(float(fi.max)) - np.log(float(fi.tiny))) / -np.log(m) if m > 0 else 0.0
+    seg = min(T, TUNING["superblock"]) / nseg
+    return steps < TUNING["fixup_share"] * seg
 
 
 def _chunked(k, a, b, out, h):
-    ng = max(1, _threads()) * SEGMENT_GROUPS
-    unit = np.ones(1, h.dtype)
-    scheme = CHUNKED_SCHEME or ("fixup" if _fixup_pays(a, out.shape[-1], 4 * ng) else "reduce")
+    dt = h.dtype
+    ng = max(1, _threads()) * TUNING["segment_groups"]
+    unit = np.ones(1, dt)
+    scheme = TUNING["scheme"] or ("fixup" if _fixup_pays(a, out.shape[-1], 4 * ng) else "reduce")
     if scheme == "fixup":
-        tiny = np.array([np.finfo(h.dtype).tiny]).astype(unit.real.dtype)
-        k.chunked_fixup(a, b, out, h, ng, SUPERBLOCK, unit, tiny, _non_temporal(b, out))
+        tiny = np.array([np.finfo(dt).tiny]).astype(unit.real.dtype)
+        nt = _non_temporal(b, out)
+        direct = not nt and not np.may_share_memory(b, out)
+        k.compiled("chunked_fixup", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, nt, direct)
     else:
-        k.chunked(a, b, out, h, ng, SUPERBLOCK, unit)
+        k.compiled("chunked", dt)(a, b, out, h, ng, TUNING["superblock"], unit)
 
 
 # --------------------------------------------------------------------------- dense
 
 
+def _dense_auto_method(problem):
+    """The dense method of ``method="auto"``: the cheaper by the cost model of ``TUNING``.
+
+    The compiled loop costs ``dense_seq_ns`` per lane and step (``a + b n^2`` ns), its lanes
+    shared by the threads; cyclic reduction, on NumPy's ``matmul``, costs ``dense_cr_ns``: ``a + b
+    n^2`` per lane and step for its vectors, plus ``c + d n^3`` per matrix product of a
+    time-varying ``A``. On the measuring machine the loop was the
+    cheaper at every size (docs/guide/cpu.md): the model keeps the choice where a faster BLAS
+    would move it.
+    """
+    T, n = problem.length, problem.b.shape[-1]
+    a = problem.a
+    lanes, a_lanes = _dense.lane_counts(a, problem.lanes)
+    seq_a, seq_b = TUNING["dense_seq_ns"]
+    cr_a, cr_b, cr_mat, cr_n3 = TUNING["dense_cr_ns"]
+    seq = -(-lanes // max(1, _threads())) * T * (seq_a + seq_b * n * n)
+    cr = lanes * T * (cr_a + cr_b * n * n)
+    if a.strides[-3] != 0:
+        cr += a_lanes * T * (cr_mat + cr_n3 * n**3)
+    return "cyclic_reduction" if cr < seq else "sequential"
+
+
 def _dense_recurrence(p):
     dt = p.dtype
     if p.method == "cyclic_reduction":
-        # as the numpy backend: the block algebra meets inf * 0 where the loop would not
-        with np.errstate(all="ignore"):
-            h = _dense.cyclic_reduction(np, p.a, p.b, p.initial, dt, reverse=p.reverse)
+        h = _dense.cyclic_reduction(np, p.a, p.b, p.initial, dt, reverse=p.reverse)
         np.copyto(p.out, h, casting="unsafe")
         return p.out
     A, b, out = p.a, p.b, p.out
     if p.reverse:
         A, b, out = A[..., ::-1, :, :], b[..., ::-1, :], out[..., ::-1, :]
     lanes = b.shape[:-2]
-    A_k = np.broadcast_to(_readable(_dense.compact(A), dt), A.shape)
+    A_k = np.broadcast_to(_readable(compact(A), dt), A.shape)
     b_k = _readable(b, dt)
     work = out if out.dtype == dt else np.empty(out.shape, dt)
     h = np.zeros(lanes + b.shape[-1:], dt)
     if p.initial is not None:
         h[...] = p.initial
-    kern = _k().dense_sequential
     if lanes:
-        _for_each_lane_block([A_k, b_k, work, h], len(lanes), kern)
-    else:
-        kern(A_k[None], b_k[None], work[None], h[None])
+        _for_each_lane_block([A_k, b_k, work, h], len(lanes),
+                             lambda *x: _k().compiled("dense_sequential", dt, x[0].shape[0] > 1)(*x))
+    else:  # one trajectory: no parallel region to wait on
+        _k().compiled("dense_sequential", dt, False)(A_k[None], b_k[None], work[None], h[None])
     if work is not out:
         np.copyto(out, work, casting="unsafe")
     return p.out
