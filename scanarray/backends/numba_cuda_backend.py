@@ -346,7 +346,7 @@ def linear_recurrence(p):
     if not _readable(b):
         b = cupy.ascontiguousarray(b) if _known(b) else b.astype(acc)
     if not _readable(a):
-        from .numpy_backend import compact
+        from ._layout import compact
 
         ac = compact(a)
         ac = cupy.ascontiguousarray(ac) if _known(ac) else ac.astype(acc)
