@@ -471,3 +471,23 @@ def test_rows_in_groups_of_four(monkeypatch, a_kind, in_place, rng):
     ref, g = recurrence_ref(a, b, initial=init)
     h = lr(a, b, initial=init, out=b if in_place else None, method="sequential")
     assert_matches(h, ref, g, tolerance("float64", T, 64), f"rows of four, {a_kind}")
+
+
+def test_serial_and_parallel_variants_cache_apart(tmp_path):
+    """numba's disk cache is keyed on a function's name and signature, not on ``parallel``: a
+    kernel's serial variant (single-iteration calls) compiled first once served as the parallel
+    one in every later process, and the rows ran on one thread. Each variant must load itself."""
+    code = textwrap.dedent("""
+        import sys, numpy as np
+        from scanarray.backends import _numba_kernels as k
+        for name in sys.argv[1:]:
+            serial = k.compiled(name, np.dtype("float64"), False)
+            parallel = k.compiled(name, np.dtype("float64"), True)
+            assert serial.targetoptions.get("parallel") is not True, name
+            assert parallel.targetoptions["parallel"] is True, name
+            assert serial.py_func.__qualname__ != parallel.py_func.__qualname__, name
+        print("ok")
+    """)
+    env = {**__import__("os").environ, "NUMBA_CACHE_DIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code, "sequential_rows"], capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]

@@ -25,6 +25,7 @@ import hashlib
 import os
 import tempfile
 import threading
+import types as pytypes
 
 import numpy as np
 from llvmlite import ir
@@ -92,9 +93,25 @@ def compiled(name, dt, parallel=True):
             fn = _COMPILED.get(key)
             if fn is None:
                 py, spec, opts = _KERNELS[name]
+                if opts.get("parallel", False) and not parallel:
+                    py = _serial_twin(py)
                 opts = dict(opts, parallel=parallel and opts.get("parallel", False))
                 fn = _COMPILED[key] = njit([_signature(spec, dt)], **_OPTS, **opts)(py)
     return fn
+
+
+def _serial_twin(py):
+    """``py`` under another name, so that its serial variant has a disk-cache entry of its own.
+
+    numba's cache is keyed on the function's name, source line and signature, not on
+    ``parallel``: the serial variant compiled first under the same name would be loaded as the
+    parallel one too (and the other way round).
+    """
+    f = pytypes.FunctionType(py.__code__, py.__globals__, py.__name__ + "_serial", py.__defaults__, py.__closure__)
+    f.__qualname__ = py.__qualname__ + "_serial"
+    f.__module__ = py.__module__
+    f.__doc__ = py.__doc__
+    return f
 
 
 class _file_lock:

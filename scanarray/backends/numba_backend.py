@@ -64,9 +64,9 @@ TUNING = {
     # rows: lanes in groups of 4 stepped together (four dependency chains hide the latency of the
     # multiply and the add) once every thread gets at least this many groups
     "rows_four_min_groups": 4,
-    # time-major: the least bytes of a step one thread streams; splitting an 8 KiB step between
-    # two threads was 2.8x slower than one thread streaming it (the prefetchers need long runs)
-    "min_row_bytes": 1 << 14,
+    # time-major: the least bytes of a step one thread streams (runs of 4 KiB and more stream
+    # as fast as longer ones: (65536, 1024) float64 on two threads at 0.91x the copy)
+    "min_row_bytes": 1 << 12,
     # dense auto: the compiled loop's ns per lane and step, a + b n^2 (float64, one thread)
     "dense_seq_ns": (40.0, 0.135),
     # dense auto: cyclic reduction's ns per lane and step, a + b n^2 (its vectors: GEMMs with a
