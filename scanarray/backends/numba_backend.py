@@ -64,6 +64,9 @@ TUNING = {
     # rows: lanes in groups of 4 stepped together (four dependency chains hide the latency of the
     # multiply and the add) once every thread gets at least this many groups
     "rows_four_min_groups": 4,
+    # rows, time-major blocks, dense lanes: the parallel variant from this many multiply-adds on
+    # (below it the serial loop finished first: (64, 1024) float64 rows broke even on two threads)
+    "parallel_min_work": 1 << 17,
     # time-major: the least bytes of a step one thread streams (runs of 4 KiB and more stream
     # as fast as longer ones: (65536, 1024) float64 on two threads at 0.91x the copy)
     "min_row_bytes": 1 << 12,
@@ -99,6 +102,13 @@ def _threads() -> int:
     import numba
 
     return numba.get_num_threads()
+
+
+def _parallel(units, work) -> bool:
+    """Whether a kernel runs its parallel variant: more than one unit (lane, lane block) to share
+    and at least ``parallel_min_work`` multiply-adds, below which waking the threads costs more
+    than they save."""
+    return units > 1 and work >= TUNING["parallel_min_work"]
 
 
 def _lanes(shape) -> int:
@@ -204,10 +214,10 @@ def _diagonal(p):
             _chunked(k, a2, b2, o2, h1)
         elif lanes_contiguous(o2):
             lb = _lane_block(o2)
-            k.compiled("sequential_blocks", dt, lb < o2.shape[0])(a2.T, b2.T, o2.T, h1, lb)
+            k.compiled("sequential_blocks", dt, _parallel(-(-o2.shape[0] // lb), o2.size))(a2.T, b2.T, o2.T, h1, lb)
         else:
             four = o2.shape[0] >= TUNING["rows_four_min_groups"] * 4 * _threads()
-            k.compiled("sequential_rows", dt, o2.shape[0] > 1)(a2, b2, o2, h1, four)
+            k.compiled("sequential_rows", dt, _parallel(o2.shape[0], o2.size))(a2, b2, o2, h1, four)
 
     if not lanes:  # one row: give it a lane axis of length 1
         a_k, b_k, work_v, h_v = a_k[None], b_k[None], work[None], h[None]
@@ -302,7 +312,7 @@ def _dense_recurrence(p):
         h[...] = p.initial
     if lanes:
         _for_each_lane_block([A_k, b_k, work, h], len(lanes),
-                             lambda *x: _k().compiled("dense_sequential", dt, x[0].shape[0] > 1)(*x))
+                             lambda *x: _k().compiled("dense_sequential", dt, _parallel(x[0].shape[0], x[1].size * x[1].shape[-1]))(*x))
     else:  # one trajectory: no parallel region to wait on
         _k().compiled("dense_sequential", dt, False)(A_k[None], b_k[None], work[None], h[None])
     if work is not out:
