@@ -400,7 +400,7 @@ class _Ewm:
         linear_recurrence(self.tvec(head), bh, axis=self.axis, out=bh)
         if tail is not None:
             bt = _vocab.along(b, slice(K, None), self.axis)
-            linear_recurrence(tail, bt, axis=self.axis, out=bt, initial=_vocab.along(b, K - 1, self.axis))
+            linear_recurrence(float(tail), bt, axis=self.axis, out=bt, initial=_vocab.along(b, K - 1, self.axis))
         return b
 
     def _scan_head(self, a, b):

@@ -217,6 +217,12 @@ def test_float32_and_integers(rng):
     assert got.dtype == np.float32
     ref, scale = pandas_ref(x, "mean", span=10)
     assert np.abs(got - ref).max() <= 1e-5 * scale.max()
+    for f, stat in ((ewm_var, "var"), (ewm_std, "std")):  # long enough for the weights' constant tail
+        y = rng.standard_normal((20000, 2)).astype(np.float32)
+        got = f(y, alpha=0.05, axis=0)
+        assert got.dtype == np.float32
+        ref, scale = pandas_ref(y, stat, alpha=0.05)
+        assert np.nanmax(np.abs(got - ref)) <= 1e-4 * np.nanmax(scale)
     got = ewm_mean(np.arange(10), alpha=0.5)
     assert got.dtype == np.float64
     assert_pandas(got, np.arange(10.0), "mean", alpha=0.5)
