@@ -55,7 +55,7 @@ PAGES = {
     "api.html": ([], ["linear_recurrence", "a, b, axis=-1, chunk=64", "available_backends"]),
     "tutorials/plot_smoothing.html": (["sphx_glr_plot_smoothing_001.png"], ["Smoothing a noisy signal"]),
     "tutorials/plot_returns_gae.html": (["sphx_glr_plot_returns_gae_001.png"], ["GAE"]),
-    "performance.html": (["bandwidth_cpu-amd-epyc-2core.png"], ["copy bandwidth"]),
+    "performance.html": (["bandwidth_cpu-intel-xeon-2core.png"], ["copy bandwidth"]),
     "index.html": ([], ["pip install", "linear_recurrence(a, b, axis=-1, chunk=64", "On a GPU",
                         "How fast"]),
 }
