@@ -408,6 +408,24 @@ def test_nonfinite_initial(small_tiles, method, rng):
 # --------------------------------------------------------------------------- layouts
 
 
+@pytest.mark.parametrize("wide,narrow", [("float64", "float32"), ("complex128", "complex64")])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_dtype_narrower_than_inputs(wide, narrow, axis, rng):
+    """``dtype=`` narrower than the inputs on rows of several tiles and time-major lanes: the tiles
+    staged in shared memory (rows_staged, lanes_tiles STG) are sized for the compute type, so
+    wider storage keeps them in registers (it compiled to more than 48 KiB of shared memory)."""
+    shape = (4, 1 << 16)
+    a = coefficients(rng, shape, wide, reset=0.001, high=1.0, low=0.99)
+    b = values(rng, shape, wide)
+    if axis == 0:
+        a, b = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+    h = scanarray.linear_recurrence(cupy.asarray(a), cupy.asarray(b), axis=axis, dtype=narrow, backend="cupy",
+                                    method="lookback")
+    assert h.dtype == narrow
+    ref, g = recurrence_ref(a.astype(narrow), b.astype(narrow), axis)  # values read as the dtype
+    assert_matches(cupy.asnumpy(h), ref, g, tolerance(narrow, shape[1]), f"{wide} read as {narrow} axis={axis}")
+
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("dtype", ["float32", "float64", "complex128", "float16"])
 def test_unaligned_views(method, dtype, rng):
