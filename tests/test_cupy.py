@@ -337,7 +337,10 @@ def test_many_long_rows_block_per_row(small_tiles, dtype, reverse, rng):
 
 def _record_plans(monkeypatch):
     """The list the CuPy driver's plans of the following calls are appended to (the plans the
-    calls themselves make, for their own views)."""
+    calls themselves make, for their own views). Bound calls start empty: a call of a signature an
+    earlier test bound (the same shapes and dtypes, other data) goes straight to its launches and
+    plans nothing."""
+    monkeypatch.setattr(_bound.CALLS, "table", {})
     planned = []
     plan = _cupy_scan.plan
     monkeypatch.setattr(_cupy_scan, "plan", lambda *args, **kw: planned.append(plan(*args, **kw)) or planned[-1])
@@ -406,6 +409,24 @@ def test_nonfinite_initial(small_tiles, method, rng):
 
 
 # --------------------------------------------------------------------------- layouts
+
+
+@pytest.mark.parametrize("wide,narrow", [("float64", "float32"), ("complex128", "complex64")])
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_dtype_narrower_than_inputs(wide, narrow, axis, rng):
+    """``dtype=`` narrower than the inputs on rows of several tiles and time-major lanes: the tiles
+    staged in shared memory (rows_staged, lanes_tiles STG) are sized for the compute type, so
+    wider storage keeps them in registers (it compiled to more than 48 KiB of shared memory)."""
+    shape = (4, 1 << 16)
+    a = coefficients(rng, shape, wide, reset=0.001, high=1.0, low=0.99)
+    b = values(rng, shape, wide)
+    if axis == 0:
+        a, b = np.ascontiguousarray(a.T), np.ascontiguousarray(b.T)
+    h = scanarray.linear_recurrence(cupy.asarray(a), cupy.asarray(b), axis=axis, dtype=narrow, backend="cupy",
+                                    method="lookback")
+    assert h.dtype == narrow
+    ref, g = recurrence_ref(a.astype(narrow), b.astype(narrow), axis)  # values read as the dtype
+    assert_matches(cupy.asnumpy(h), ref, g, tolerance(narrow, shape[1]), f"{wide} read as {narrow} axis={axis}")
 
 
 @pytest.mark.parametrize("method", METHODS)

@@ -110,6 +110,42 @@ def test_sim_nonfinite_where_the_loop_puts_them(rng):
 
 
 @sim_only
+@pytest.mark.parametrize("start", [0, 29, 30])  # the float32 state crosses the simulator's 32-step tile
+def test_sim_float16_state_is_float32(start):
+    """float16 storage, float32 state (issue 38): the mend of a lane with an infinity reads the
+    float32 state, not the float16 it was stored as (1e-9 stored is 0, and 0 * inf is NaN)."""
+    from oracle import loop_in
+
+    for av, bv in [([0.5, 1e-3, 1e-3, 1e-3, np.inf, 0.5], [1, 0, 0, 0, 0, 0]),
+                   ([1, 1, 1e-3, 1, 1], [6e4, 6e4, 0, 0, np.inf])]:
+        a = np.full((1, 1, 1, 40), 0.5, np.float16)
+        b = np.zeros((1, 1, 1, 40), np.float16)
+        a[..., start:start + len(av)], b[..., start:start + len(bv)] = av, bv
+        expected = loop_in(np.float32, a, b).astype(np.float16)
+        h = _sim_scan(a, b)
+        assert h.dtype == np.float16
+        np.testing.assert_array_equal(np.isnan(h), np.isnan(expected))
+        np.testing.assert_array_equal(h[~np.isfinite(expected)], expected[~np.isfinite(expected)])
+        fin = np.isfinite(expected)
+        np.testing.assert_allclose(h[fin].astype(float), expected[fin].astype(float), rtol=2**-10, atol=1e-7)
+
+
+@sim_only
+@pytest.mark.parametrize("t", [31, 32, 33])
+def test_sim_in_place_nonfinite(t, rng):
+    """out = b with an infinity at a tile boundary: the mend reads the original b (issue 38)."""
+    shape = (1, 1, 3, 100)
+    a = coefficients(rng, shape, "float64")
+    b = values(rng, shape, "float64")
+    a[0, 0, 0, t] = np.inf
+    a[0, 0, 1, t], a[0, 0, 1, t + 5] = -np.inf, 0.0
+    b[0, 0, 2, t], b[0, 0, 2, t + 3] = np.inf, -np.inf
+    ref, g = recurrence_ref(a, b)
+    _sim_scan(a, b, out=b)
+    assert_matches(b, ref, g, tolerance("float64", 100, 32), "in place")
+
+
+@sim_only
 def test_sim_resets_exact(rng):
     shape = (1, 1, 3, 90)
     a = coefficients(rng, shape, "float64", reset=0.2)

@@ -41,8 +41,10 @@ H200 = (232448, 132, 90)  # (opt-in shared memory per block, SMs, compute capabi
 
 def _combos():
     """(a, b, out, compute) dtype combinations of the scan kernels: each storage dtype alone, with a
-    in its accumulation dtype, with half storage written from accumulation-dtype inputs, and a real
-    a against complex data."""
+    in its accumulation dtype, with half storage written from accumulation-dtype inputs, a real a
+    against complex data, and each accumulation dtype read into a scan in another of its kind
+    (``dtype=float32`` with float64 inputs and the reverse: storage wider and narrower than the
+    compute type, by which the shared-memory tiles are sized)."""
     out = []
     for name, row in _dtypes.DTYPES.items():
         acc = row.accumulate
@@ -52,6 +54,8 @@ def _combos():
         if acc.startswith("complex"):
             real = "float32" if acc == "complex64" else "float64"
             out.append((real, name, name, acc))
+    accs = list(dict.fromkeys(row.accumulate for row in _dtypes.DTYPES.values()))
+    out += [(x, x, y, y) for x in accs for y in accs if x != y and x.rstrip("0123456789") == y.rstrip("0123456789")]
     return list(dict.fromkeys(out))
 
 

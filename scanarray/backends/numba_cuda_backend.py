@@ -17,9 +17,10 @@ CuPy arrays reach numba through ``__cuda_array_interface__`` without copies
 and the kernels run on CuPy's current stream. A tile that meets a NaN or an
 infinity (in ``a``, ``b`` or its carry) runs the plain loop instead, so
 non-finite values land where the sequential loop puts them (a tree would turn
-``0 * inf`` into NaN across a reset). float16 is read and written as float16
-and accumulated in float32; bfloat16 (unknown to numba) goes through a
-float32 copy.
+``0 * inf`` into NaN across a reset). float16 is read as float16 and
+accumulated in float32, through a float32 work array that the non-finite mend
+reads (as does a scan in place, ``out=b``); bfloat16 (unknown to numba) goes
+through a float32 copy.
 
 The kernel-level entry point :func:`scan4d` takes 4-d arrays ``(L1, L2, L3,
 T)`` of NumPy (under ``NUMBA_ENABLE_CUDASIM=1``) or numba device arrays, so
@@ -257,7 +258,8 @@ def scan4d(a, b, out, init, reverse=False, *, xp=np, acc=None, stream=0, wrap=No
         Coefficients and inputs of shape ``(L1, L2, L3, T)`` (``a`` may have
         zero strides), non-negative strides, of any dtype numba reads.
     out : array
-        Result ``(L1, L2, L3, T)``; may be ``b`` itself.
+        Result ``(L1, L2, L3, T)``, of dtype ``acc`` or float16; may be ``b`` itself (then, or
+        for float16, the scan goes through a work array of dtype ``acc``).
     init : array or None
         State before the first step, shape ``(L1 * L2 * L3,)``, dtype ``acc``.
     reverse : bool
@@ -278,6 +280,16 @@ def scan4d(a, b, out, init, reverse=False, *, xp=np, acc=None, stream=0, wrap=No
     L1, L2, L3, T = b.shape
     L = L1 * L2 * L3
     if L == 0 or T == 0:
+        return
+    if mend and (np.dtype(out.dtype) != acc or xp.may_share_memory(out, b) or xp.may_share_memory(out, a)):
+        # The mend replays the loop from the inputs and the states (scanarray._nonfinite): float16
+        # storage would round a float32 state of 1e-9 to 0, and an out that is b would have lost
+        # the inputs. Scan into a work array of the accumulation dtype, as the numpy backend does,
+        # and write out once.
+        work = xp.empty(out.shape, dtype=acc)
+        scan4d(a, b, work, init, reverse, xp=xp, acc=acc, stream=stream, wrap=wrap)
+        with np.errstate(all="ignore"):  # (NumPy under the simulator) float16 overflows to inf
+            out[...] = work
         return
     lane_fast = L3 > 1 and 0 < b.strides[2] < b.strides[3]
     tile, rpb = _geometry(T, lane_fast, acc.itemsize)

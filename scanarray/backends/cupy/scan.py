@@ -400,16 +400,17 @@ def instantiations(a_dt, b_dt, out_dt, dt, tuning=TUNING, narrower=True, fused=F
     for ac in (False, True):
         widest = max(size[b_dt], size[out_dt], 0 if ac else size[a_dt])
         Gmax = max(1, 16 // widest)
+        stages = _stages(size[a_dt], size[b_dt], ac, cs)
         for G in dict.fromkeys((Gmax, max(1, Gmax // 2) if narrower else Gmax)):
             k = _Kernels(types, cs, ac, G, Gmax, tuning, epi)
             names += [k.rows_kernel("rows_tiles", "rows", "false"), k.rows_kernel("rows_tiles", "rows_long"),
                       k.rows_kernel("rows_block", "rows_block"), k.seg(1), k.seg(16), k.warp(1), k.warp(k.nv_max)]
-            if tuning["rows_staged"].get(cs):
+            if tuning["rows_staged"].get(cs) and stages:
                 names.append(k.rows_kernel("rows_staged", "rows_staged"))
             if G == Gmax and widest == cs and tuning["rows_wide"].get(cs):
                 names += [k.wide(1), k.wide(-1)]
         narrow = tuning["lanes_narrow"].get(cs)
-        for staged in (False, True) if tuning["lanes_staged"].get(cs) else (False,):
+        for staged in (False, True) if tuning["lanes_staged"].get(cs) and stages else (False,):
             names += [k.lanes(staged, lw) for lw in dict.fromkeys((32, narrow[0] if narrow else 32))]
         if tuning["lanes_vec"].get(cs):
             for ak in (2, 3) if ac else (0, 1):
@@ -419,6 +420,14 @@ def instantiations(a_dt, b_dt, out_dt, dt, tuning=TUNING, narrower=True, fused=F
                               if lw % q == 0]
         names.append(k.seq())
     return list(dict.fromkeys(names))
+
+
+def _stages(a_size, b_size, ac, csize):
+    """Whether a tile of a and b can be staged in shared memory (rows_staged, lanes_tiles with STG):
+    the staged tiles are sized for the compute type (tuning.py), so storage read wider than it
+    (``dtype=`` narrower than the inputs) would overflow the 48 KiB of static shared memory; such
+    tiles stay in registers."""
+    return max(b_size, 0 if ac else a_size) <= csize
 
 
 def _epi_args(out_dt):
@@ -449,11 +458,12 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg, fused=False):
     S_seg = 1 << (max(1, -(-T // items_r)) - 1).bit_length()
     NT_w = k.warp_shape[0]
     NT_b = k.rows("rows_block")[0]
-    staged = cfg.get("rows_staged", {}).get(csize) is not None and _staging_device(cupy_mod())
+    stages = _stages(a.itemsize, b.itemsize, ac, csize)
+    staged = stages and cfg.get("rows_staged", {}).get(csize) is not None and _staging_device(cupy_mod())
     # long rows: the tile staged in shared memory (rows_staged), else in registers
     long_shape = "rows_staged" if staged else "rows_long"
     NT_l, tile_l, _ = k.rows(long_shape)
-    lanes_stg = cfg.get("lanes_staged", {}).get(csize) is not None and _staging_device(cupy_mod())
+    lanes_stg = stages and cfg.get("lanes_staged", {}).get(csize) is not None and _staging_device(cupy_mod())
     # time-major: (warps, steps, min blocks per SM[, lanes per tile]), staged in shared memory or not
     nw_l, S, minb_l, *lw = cfg["lanes_staged" if lanes_stg else "lanes"][csize]
     narrow = cfg.get("lanes_narrow", {}).get(csize)
