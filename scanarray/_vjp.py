@@ -11,10 +11,14 @@ linear recurrent neural nets over sequence length", ICLR 2018, section 2.2)::
 
 Dense form: ``gb[t] = A[t+1]^T gb[t+1] + g[t]``, ``gA[t] = gb[t] h[t-1]^T``, ``gi = A[0]^T gb[0]``.
 
-No shifted copy is made. The scan covers steps ``1 .. T-2``: its coefficients are the view
-``a[2:]``, its inputs ``g[1:-1]``, its initial state ``g[T-1]``, and ``ga[1:-1] = gb[1:-1] *
-h[:-2]`` is the scan's fused product (``Problem.mul``), all views of one time range; steps ``0``
-and ``T-1`` are lane-sized operations. ``reverse=True`` mirrors every index.
+No shifted copy is made. Where the backend can (``BackendSpec.shifted_adjoint``: the CuPy
+kernels on rows), one launch scans all ``T`` steps of the caller's arrays as they lie, the
+kernels reading each step's ``a[t+1]`` and ``h[t-1]`` one step away, and writes ``gb`` and ``ga``
+(but ``ga[0]``, which needs ``initial``). Elsewhere the scan covers steps ``1 .. T-2``: its
+coefficients are the view ``a[2:]``, its inputs ``g[1:-1]``, its initial state ``g[T-1]``, and
+``ga[1:-1] = gb[1:-1] * h[:-2]`` is the scan's fused product (``Problem.mul``), all views of one
+time range; steps ``0`` and ``T-1`` are lane-sized operations. ``reverse=True`` mirrors every
+index.
 
 Complex numbers: the formulas above are the transpose of the linear map (JAX's convention).
 PyTorch's (conjugate Wirtinger) gradients are their conjugates applied to the conjugated
@@ -25,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _api
+from . import _api, _registry
 from ._frameworks import Shaped, check_flags
 
 __all__ = ["linear_recurrence_vjp"]
@@ -371,8 +375,11 @@ def vjp_into(xp, a, h, grad, initial, axis, chunk, reverse, dense, conjugate, ba
 
     first, last = tm.step(0), tm.step(T - 1)
     lam_last = tm.vec(lc, last)
-    lam_last[...] = tm.vec(gc, last)
-    if T >= 3:
+    # one launch over the whole arrays where the backend shifts inside its kernels
+    shifted = fused and T >= 2 and _shifted_adjoint(xp, backend, method, ac, gc, lc, hc, gac, reverse)
+    if not shifted:
+        lam_last[...] = tm.vec(gc, last)
+    if T >= 3 and not shifted:
         coef = tm.coef(ac, tm.span(2, T))
         if dense:
             coef = xp.swapaxes(coef, -1, -2)
@@ -382,7 +389,7 @@ def vjp_into(xp, a, h, grad, initial, axis, chunk, reverse, dense, conjugate, ba
         _api._linear_recurrence(coef, tm.vec(gc, mid), -1, chunk, lam_last, not reverse, dense, dt,
                                 tm.vec(lc, mid), backend, method, product=product)
     lam0 = tm.vec(lc, first)
-    if T >= 2:
+    if T >= 2 and not shifted:
         a1, lam1 = tm.coef(ac, tm.step(1)), tm.vec(lc, tm.step(1))
         if dense:
             lam0[...] = _mm_t(xp, a1, lam1) + tm.vec(gc, first)
@@ -393,7 +400,7 @@ def vjp_into(xp, a, h, grad, initial, axis, chunk, reverse, dense, conjugate, ba
     if need_a:
         hprev0 = h0 if h0 is not None else xp.zeros(lanes_c, dt)
         if fused:
-            if T >= 2:
+            if T >= 2 and not shifted:
                 xp.multiply(lam_last, tm.vec(hc, tm.step(T - 2)), out=tm.vec(gac, last))
             xp.multiply(lam0, hprev0, out=tm.vec(gac, first))
             if gac is not ga_c:
@@ -414,6 +421,23 @@ def vjp_into(xp, a, h, grad, initial, axis, chunk, reverse, dense, conjugate, ba
             if wanted and o is not None and o.dtype.kind == "c":
                 xp.conj(o, out=o)
     return outs
+
+
+_ADJOINT: dict = {}
+
+
+def _shifted_adjoint(xp, backend, method, ac, gc, lc, hc, gac, reverse):
+    """Whether the backend ran the whole adjoint scan in one launch (``BackendSpec.shifted_adjoint``):
+    ``lc`` (grad_b) at every step and ``gac`` (grad_a) at every step but the forward's first."""
+    key = (xp, backend)
+    mod = _ADJOINT.get(key, 0)
+    if mod == 0:
+        try:
+            spec = _api._choose_backend(backend, "cupy" if xp.__name__ == "cupy" else "numpy")
+        except (ImportError, ValueError):
+            spec = None  # the scan's own call raises what applies
+        mod = _ADJOINT[key] = _registry.load(spec.name) if spec is not None and spec.shifted_adjoint else None
+    return mod is not None and mod.adjoint(ac, gc, lc, hc, gac, reverse, method)
 
 
 def _grad_a(xp, target, lc, hc, hprev0, tm, dense, dt, dest):

@@ -273,3 +273,154 @@ def test_import_imports_no_framework():
 
 def test_exported():
     assert "linear_recurrence_vjp" in scanarray.__all__
+
+
+# --------------------------------------------------------------------------- the shifted adjoint (GPU)
+
+
+def _adjoint_loop(a, h, g, initial, reverse):
+    """grad_a, grad_b, grad_initial of ``L = sum(g * h)`` by the float64 (complex128) loop over time
+    (axis -1): the adjoint's definition, with nothing of scanarray."""
+    wide = np.complex128 if any(np.iscomplexobj(x) for x in (a, h, g)) else np.float64
+    a, h, g = (np.asarray(x).astype(wide) for x in (a, h, g))
+    if reverse:
+        a, h, g = a[..., ::-1], h[..., ::-1], g[..., ::-1]
+    T = h.shape[-1]
+    gb = np.empty_like(h)
+    with np.errstate(all="ignore"):
+        gb[..., T - 1] = g[..., T - 1]
+        for t in range(T - 2, -1, -1):
+            gb[..., t] = a[..., t + 1] * gb[..., t + 1] + g[..., t]
+        hprev = np.concatenate([np.broadcast_to(0 if initial is None else np.asarray(initial).astype(wide),
+                                                h.shape[:-1])[..., None], h[..., :-1]], axis=-1)
+        ga = gb * hprev
+        gi = None if initial is None else a[..., 0] * gb[..., 0]
+    if reverse:
+        ga, gb = ga[..., ::-1], gb[..., ::-1]
+    return ga, gb, gi
+
+
+def _close(got, want, dtype, name):
+    tol = 2e-3 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-9
+    want = np.asarray(want)
+    finite = np.isfinite(want)
+    scale = np.max(np.abs(want[finite]), initial=1.0)
+    got = np.asarray(got).astype(want.dtype)
+    # non-finite values where the loop has them, the rest within the data's scale
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=f"{name}: NaN positions")
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(want), err_msg=f"{name}: inf positions")
+    assert np.all(got[np.isinf(want)] == want[np.isinf(want)]), f"{name}: signs of inf"
+    np.testing.assert_allclose(got[finite], want[finite], rtol=0, atol=tol * scale, err_msg=name)
+
+
+def _shifted_case(cupy, rng, shape, dtype, reverse, with_initial, axis=-1, poison=None):
+    """The CuPy vjp of a forward call of ``shape`` against the float64 adjoint loop; returns the
+    kinds of the shifted launches planned (scan._adjoints)."""
+    from scanarray.backends.cupy import scan
+
+    real = np.dtype(dtype).type(0).real.dtype
+    a = rng.uniform(-0.999, 0.999, shape).astype(real) if np.dtype(dtype).kind == "f" else \
+        (rng.uniform(-0.7, 0.7, shape) + 1j * rng.uniform(-0.7, 0.7, shape)).astype(dtype)
+    h = _values(rng, shape, dtype)  # any h: the adjoint is linear in it
+    g = _values(rng, shape, dtype)
+    i0 = _values(rng, shape[:axis % len(shape)] + shape[axis % len(shape) + 1:], dtype) if with_initial else None
+    if poison is not None:
+        poison(a, h)
+    am, hm, gm = (np.moveaxis(x, axis, -1) for x in (a, h, g))
+    want = _adjoint_loop(am, hm, gm, i0, reverse)
+    scan._adjoints.clear()
+    got = linear_recurrence_vjp(cupy.asarray(a), cupy.asarray(h), cupy.asarray(g), axis,
+                                initial=None if i0 is None else cupy.asarray(i0), reverse=reverse)
+    for x, w, name in zip(got, want, ("grad_a", "grad_b", "grad_initial")):
+        if w is None:
+            assert x is None
+            continue
+        x = cupy.asnumpy(x)
+        _close(np.moveaxis(x, axis, -1) if x.ndim == len(shape) else x, w, dtype, name)
+    return [e[0].kind for e in scan._adjoints.values() if e]
+
+
+# shape -> the kernel of the shifted scan its float32 rows take on an H200 (tuning.py)
+_SHIFT_SHAPES = {
+    (8, 4096): "rows_tiles",  # one tile a row, no look-back
+    (8, 4095): "rows_warp",  # shorter than a tile; odd
+    (8, 4097): "rows_tiles",  # two tiles, look-back (staged on sm_90); odd
+    (3, 65536): "rows_tiles",  # long rows, look-back (staged)
+    (64, 100): "rows_seg",  # several rows a warp
+    (256, 8192): "rows_wide",  # enough long rows to fill the device
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", list(_SHIFT_SHAPES))
+@pytest.mark.parametrize("dtype", ["float32", "float64", "complex64"])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cupy_shifted_adjoint(rng, shape, dtype, reverse):
+    cupy = _cupy()
+    for with_initial in (False, True):
+        kinds = _shifted_case(cupy, rng, shape, dtype, reverse, with_initial)
+        assert len(kinds) == 1
+        if dtype == "float32":  # the launch the planner picks (float64 many rows: rows_block)
+            assert kinds == [_SHIFT_SHAPES[shape]]
+        elif shape == (256, 8192):
+            assert kinds[0] in ("rows_block", "rows_wide")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cupy_shifted_adjoint_one_long_row(rng, reverse):
+    cupy = _cupy()
+    assert _shifted_case(cupy, rng, (1, 2**20 + 3), "float32", reverse, True) == ["rows_tiles"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 8), (700, 64)])
+def test_cupy_adjoint_time_major_keeps_the_views(rng, shape):
+    """Along axis 0 of a C-order array (lanes closer than steps) the views' path runs."""
+    cupy = _cupy()
+    for reverse in (False, True):
+        assert _shifted_case(cupy, rng, shape, "float32", reverse, True, axis=0) == []
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("shape", [(4, 4096), (2, 5000), (4, 300)])
+def test_cupy_shifted_adjoint_non_finite_edges(rng, shape, reverse):
+    """Non-finite a and h at the forward's first and last steps: those the adjoint never reads
+    (a at its first step but for grad_initial, h at its last) leave the gradients finite; those
+    it reads give the loop's infinities and NaNs."""
+    cupy = _cupy()
+    first, last = (-1, 0) if reverse else (0, -1)
+
+    def unread(a, h):
+        a[..., first] = np.inf
+        h[..., last] = np.nan
+
+    def read(a, h):
+        a[0, last] = np.inf
+        a[1, last] = np.nan
+        h[0, first] = -np.inf
+        h[-1, first] = np.nan
+
+    for poison in (unread, read):
+        for dtype in ("float32", "float64"):
+            assert _shifted_case(cupy, rng, shape, dtype, reverse, True, poison=poison)
+
+
+@pytest.mark.gpu
+def test_cupy_shifted_adjoint_misaligned_views(rng):
+    """Arrays one element off 16-byte alignment, and reversed views: still the one launch, with
+    the groups the alignment allows."""
+    cupy = _cupy()
+    from scanarray.backends.cupy import scan
+
+    T = 4099
+    a, b, g = rng.uniform(-0.9, 0.9, (4, T + 1)), rng.standard_normal((4, T + 1)), rng.standard_normal((4, T + 1))
+    ca, cb, cg = (cupy.asarray(x.astype(np.float32))[:, 1:] for x in (a, b, g))
+    h = linear_recurrence(ca, cb)
+    scan._adjoints.clear()
+    ga, gb, _ = linear_recurrence_vjp(ca, h, cg)
+    want = _adjoint_loop(cupy.asnumpy(ca), cupy.asnumpy(h), cupy.asnumpy(cg), None, False)
+    _close(cupy.asnumpy(ga), want[0], "float32", "grad_a")
+    _close(cupy.asnumpy(gb), want[1], "float32", "grad_b")
+    assert [e[0].kind for e in scan._adjoints.values() if e]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from .tuning import TUNING
 
-__all__ = ["auto_method", "linear_recurrence"]
+__all__ = ["adjoint", "auto_method", "linear_recurrence"]
 
 
 def auto_method(problem, tuning=TUNING):
@@ -91,3 +91,11 @@ def linear_recurrence(problem):
         cupy.multiply(problem.out, mul, out=mul_out)
     problem.mul, problem.mul_out = mul, mul_out
     return problem.out
+
+
+def adjoint(a, g, lam, h, ga, reverse, method="auto"):
+    """The adjoint's scan in one launch (``BackendSpec.shifted_adjoint``; :func:`.scan.adjoint`):
+    True if launched, False where the caller must scan views."""
+    from . import scan
+
+    return scan.adjoint(a, g, lam, h, ga, reverse, method)

@@ -43,7 +43,7 @@ from .._layout import element_strides as _estrides, merge_axes as _merge
 from . import _common
 from .tuning import TUNING
 
-__all__ = ["instantiations", "linear_recurrence", "plan"]
+__all__ = ["adjoint", "instantiations", "linear_recurrence", "plan"]
 
 #: storage dtypes the kernels read and write directly (the dtype table's); others are cast first
 _STORAGE = frozenset(_dtypes.DTYPES)
@@ -110,6 +110,99 @@ def linear_recurrence(p, *, tuning=TUNING, packed=True):
             ptrs = tuple(None if x is None else x.data.ptr for x in (a, b, out, h0))
             p.bind = _common.Binder(plan_, dev, *ptrs)
     return p.out
+
+
+def adjoint(a, g, lam, h, ga, reverse, method="auto", tuning=TUNING):
+    """The adjoint's scan (:mod:`scanarray._vjp`) in one launch over the whole arrays; False where
+    the kernels do not take the layout (the caller then scans views of one step less).
+
+    Canonical arrays ``(*lanes, T)`` of one storage dtype, ``T >= 2``: the forward call's ``a`` and
+    result ``h``, the incoming gradient ``g``. Writes ``lam`` (``grad_b``) at every step and ``ga =
+    lam * h_prev`` at every step but the forward's first (whose ``h_prev`` is the initial state: the
+    caller's). The scan runs against the forward's direction (``reverse``: the forward's); the
+    coefficient of each step is the forward's next ``a`` and its product the forward's previous
+    ``h``. Those shifts happen inside the kernels (``SH`` in cuda/scan.cu, ``MulOutS`` in
+    cuda/scan.cuh), so every array is read where it lies, with the vector accesses of its own
+    alignment, and the scan covers all T steps: the layouts of the forward's own kernels. Calls
+    of one signature (shapes, strides, dtypes, pointer alignment) reuse their plan.
+    """
+    import cupy
+
+    dev = lam.data.device_id
+    arrays = (a, g, lam, h, ga)
+    key = (lam.shape, reverse, method, id(tuning), dev,
+           *(x.strides for x in arrays), *(x.dtype for x in arrays), *(x.data.ptr % 16 for x in arrays))
+    entry = _adjoints.get(key)
+    if entry is None or (entry and entry[0].tuning is not tuning):
+        if len(_adjoints) > 4096:
+            _adjoints.clear()
+        entry = _adjoints[key] = _adjoint_entry(a, g, lam, h, ga, reverse, method, tuning)
+    if not entry or dev != cupy.cuda.runtime.getDevice():
+        return False
+    plan_, offs, exts, vec_m = entry
+    ptrs = [x.data.ptr for x in arrays]
+    lo = [p + e[0] for p, e in zip(ptrs, exts)]
+    hi = [p + e[1] for p, e in zip(ptrs, exts)]
+    # the written arrays (lam, ga) overlap nothing else (a caller's out= could)
+    for w in (2, 4):
+        for r in range(5):
+            if r != w and lo[w] < hi[r] and lo[r] < hi[w]:
+                return False
+    pa, pb, po, pm, pmo = (p + o for p, o in zip(ptrs, offs))
+    plan_.launch_ptrs(cupy, pa, pb, po, None, dev, epi=(pm, pmo, vec_m, _ONE))
+    return True
+
+
+_adjoints: dict = {}
+#: the kernels of the shifted scan (scan.cu's rows kernels; the time-major ones keep the views)
+_SHIFT_KINDS = frozenset(("rows_tiles", "rows_block", "rows_wide", "rows_warp", "rows_seg"))
+
+
+def _adjoint_entry(a, g, lam, h, ga, reverse, method, tuning):
+    """(plan, byte offsets of the scan-order views, byte extents, vec_m) of :func:`adjoint`, or False."""
+    from . import auto_method
+
+    dt = lam.dtype
+    arrays = (a, g, lam, h, ga)
+    if dt not in _STORAGE_DT or any(x.dtype != dt for x in arrays) or method not in ("auto", "lookback"):
+        return False
+    T = lam.shape[-1]
+    so = _estrides(lam)
+    if T < 2 or any(s % dt.itemsize for x in arrays for s in x.strides) or a.strides[-1] == 0:
+        return False  # (a constant in time: the views' kernels read it once a row)
+    if _estrides(h) != so or _estrides(ga) != so or (ga.data.ptr - lam.data.ptr) % 16:
+        return False  # MulOutS: mul and mul_out at out's element offsets, mul_out aligned as out
+    views = arrays if reverse else tuple(x[..., ::-1] for x in arrays)
+    if method == "auto" and auto_method(_Shape(views[1]), tuning) != "lookback":
+        return False
+    lanes = views[1].shape[:-1]
+    kept = [i for i, n in enumerate(lanes) if n > 1]
+    rank = {i: r for r, i in enumerate(kept)}
+    order = tuple(rank[i] for i in sorted(kept, key=lambda i: (abs(views[1].strides[i]), abs(views[2].strides[i])),
+                                          reverse=True))
+    if len(kept) != len(lanes) or order != tuple(range(len(kept))):
+        # length-1 lanes viewed away, the others ordered by b's strides (as linear_recurrence does)
+        sel = tuple(0 if n == 1 else slice(None) for n in lanes) + (slice(None),)
+        views = tuple(v[sel].transpose(order + (len(kept),)) for v in views)
+    va, vb, vo, vm, vmo = views
+    ns, ss = _merge(list(vb.shape[:-1]), [_estrides(x)[:-1] for x in (va, vb, vo)])
+    if len(ns) > _MAX_LANE_DIMS:
+        return False
+    p = plan(va, vb, vo, np.dtype(dt), "lookback", ns, ss, tuning=tuning, fused="shift")
+    if p.kind not in _SHIFT_KINDS:
+        return False
+    offs = tuple(v.data.ptr - x.data.ptr for v, x in zip(views, arrays))
+    exts = tuple(_common.extent(x) for x in arrays)
+    return p, offs, exts, np.int32((vm.data.ptr - vo.data.ptr) % 16 == 0)
+
+
+class _Shape:
+    """What ``auto_method`` reads of a diagonal Problem."""
+
+    dense = False
+
+    def __init__(self, b):
+        self.b = b
 
 
 def _readable(cupy, x, dt):
@@ -391,7 +484,10 @@ def instantiations(a_dt, b_dt, out_dt, dt, tuning=TUNING, narrower=True, fused=F
     """Every kernel (scan.cu) the planner can name for these dtypes of a, b, out and compute: each
     kernel at every tile shape of ``tuning``, vector accesses of the widest group (and, with
     ``narrower``, of one narrower), the short-row kernels' smallest and largest widths; ``fused``:
-    those writing the adjoint's product (for tools/compile_cuda.py)."""
+    those writing the adjoint's product (for tools/compile_cuda.py), and with ``fused="shift"``
+    the rows kernels of the adjoint's shifted scan (:func:`adjoint`), at the widest groups."""
+    if fused == "shift":
+        return _shift_instantiations(a_dt, b_dt, out_dt, dt, tuning)
     types = ", ".join(_dtypes.ctype(x) for x in (a_dt, b_dt, out_dt, dt))
     epi = _epi_args(out_dt) if fused else ""
     size = {x: _dtypes.lookup(x).itemsize for x in (a_dt, b_dt, out_dt, dt)}
@@ -430,10 +526,28 @@ def _stages(a_size, b_size, ac, csize):
     return max(b_size, 0 if ac else a_size) <= csize
 
 
-def _epi_args(out_dt):
-    """The fused kernels' trailing template arguments (``EPI`` in scan.cu: mul, mul_out, vec_m)."""
+def _shift_instantiations(a_dt, b_dt, out_dt, dt, tuning):
+    """The rows kernels of the adjoint's shifted scan (a per step: the shift reads a step by step)."""
+    types = ", ".join(_dtypes.ctype(x) for x in (a_dt, b_dt, out_dt, dt))
+    size = {x: _dtypes.lookup(x).itemsize for x in (a_dt, b_dt, out_dt, dt)}
+    cs = size[dt]
+    widest = max(size[a_dt], size[b_dt], size[out_dt])
+    Gmax = max(1, 16 // widest)
+    k = _Kernels(types, cs, False, Gmax, Gmax, tuning, _epi_args(out_dt, shift=True))
+    names = [k.rows_kernel("rows_tiles", "rows", "false"), k.rows_kernel("rows_tiles", "rows_long"),
+             k.rows_kernel("rows_block", "rows_block"), k.seg(1), k.seg(16), k.warp(1), k.warp(k.nv_max)]
+    if tuning["rows_staged"].get(cs) and _stages(size[a_dt], size[b_dt], False, cs):
+        names.append(k.rows_kernel("rows_staged", "rows_staged"))
+    if widest == cs and tuning["rows_wide"].get(cs):
+        names += [k.wide(1), k.wide(-1)]
+    return list(dict.fromkeys(names))
+
+
+def _epi_args(out_dt, shift=False):
+    """The fused kernels' trailing template arguments (``EPI`` in scan.cu: mul, mul_out, vec_m, and
+    for the adjoint's shifted scan a fourth, ``shift``: MulOutS in scan.cuh)."""
     co = _dtypes.ctype(out_dt)
-    return f", const {co}*, {co}*, int"
+    return f", const {co}*, {co}*, int" + (", int" if shift else "")
 
 
 def _make_plan(a, b, out, dt, method, ns, ss, cfg, fused=False):
@@ -447,7 +561,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg, fused=False):
     widest = max(b.itemsize, out.itemsize, 0 if ac else a.itemsize)
     Gmax = max(1, 16 // widest)
     G = _fit_group(a, b, out, ss, (ta, tb, to), ac, T, cfg["rows"][csize], Gmax)
-    k = _Kernels(types, csize, ac, G, Gmax, cfg, _epi_args(out.dtype) if fused else "")
+    k = _Kernels(types, csize, ac, G, Gmax, cfg, _epi_args(out.dtype, fused == "shift") if fused else "")
     NT, tile, _ = k.rows("rows")
     # rows shorter than a tile of the widest groups run the short-row kernels whatever G (a block a
     # row on narrow groups ran at half a warp's rate)

@@ -135,10 +135,14 @@ __device__ __forceinline__ bool rows_fast(i64 tw, i64 T, i64 sta, i64 stb, int v
 
 // A thread's groups of a and b as raw vectors: issued by issue(), converted by unpack(). Split so
 // that a kernel can keep the next tile's loads in flight while it scans the current one.
-template <class TA, class TB, int G, int NV, bool AC>
+// SH (the adjoint's shifted scan, shifted_epi in scan.cuh): also a at the step before each group
+// (clamped to step 0, masked by shift_to), whose steps take a one step back.
+template <class TA, class TB, int G, int NV, bool AC, bool SH = false>
 struct RawGroups {
+  static_assert(!(AC && SH), "the shifted scan reads a per step");
   Vec<TB, G> b[NV];
   Vec<TA, G> a[AC ? 1 : NV];
+  TA ap[SH ? NV : 1];
   __device__ __forceinline__ Vec<TA, G> (&av())[NV] { return reinterpret_cast<Vec<TA, G>(&)[NV]>(a); }
   __device__ __forceinline__ void issue(const TA* pa, const TB* pb, i64 stb, i64 tw) {
     if (stb == 1) {
@@ -147,6 +151,23 @@ struct RawGroups {
     } else {
       load_vecs<TB, G, NV, -1>(pb, tw, b);
       if (!AC) load_vecs<TA, G, NV, -1>(pa, tw, av());
+    }
+    if (SH) {
+#pragma unroll
+      for (int i = 0; i < NV; ++i) {
+        const i64 t0 = tw + i * 32 * G;
+        ap[i] = pa[(t0 > 0 ? t0 - 1 : 0) * stb];
+      }
+    }
+  }
+  // (SH) xa as unpacked -> the coefficients of the shifted scan
+  template <class C>
+  __device__ __forceinline__ void shift_to(i64 tw, C (&xa)[NV][G]) const {
+#pragma unroll
+    for (int v = 0; v < NV; ++v) {
+#pragma unroll
+      for (int g = G - 1; g > 0; --g) xa[v][g] = xa[v][g - 1];
+      xa[v][0] = tw + v * 32 * G > 0 ? To<C>::f(ap[SH ? v : 0]) : Num<C>::zero();
     }
   }
   template <class C>
@@ -160,6 +181,18 @@ struct RawGroups {
     }
   }
 };
+
+// The coefficients of G steps of the shifted scan (SH): a at t - 1 for step t, zero at t = 0 (the
+// state entering the scan is zero), one past the row's end.
+template <class S, class C, int G>
+__device__ __forceinline__ void load_group_prev(const S* p, i64 st, i64 t0, i64 T, bool vec, C (&x)[G]) {
+  C cur[G];
+  load_group<S, C, G>(p, st, t0, T, vec, cur, Num<C>::one());
+  const C prev = To<C>::f(p[(t0 > 0 && t0 <= T ? t0 - 1 : 0) * st]);
+  x[0] = t0 >= T ? Num<C>::one() : t0 > 0 ? prev : Num<C>::zero();
+#pragma unroll
+  for (int g = 1; g < G; ++g) x[g] = t0 + g < T ? cur[g - 1] : Num<C>::one();
+}
 
 template <class C, int G, int NV>
 __device__ __forceinline__ void fill_a(C a_val, C (&xa)[NV][G]) {
@@ -180,16 +213,18 @@ __device__ __forceinline__ bool rows_vec(i64 T, i64 sta, i64 stb, int vec_a, int
 // holds: every vector load is issued before any is used, and groups past the row's end read its
 // first group and are masked (a = 1, b = 0). A load behind a branch per group waits for the one
 // before.
-template <class TA, class TB, class C, int G, int NV, int STRIDE, bool AC>
+template <class TA, class TB, class C, int G, int NV, int STRIDE, bool AC, bool SH = false>
 __device__ __forceinline__ void load_masked(const TA* pa, const TB* pb, i64 stb, i64 t, i64 T, C a_val,
                                             C (&xa)[NV][G], C (&xb)[NV][G]) {
   Vec<TB, G> vb[NV];
   Vec<TA, G> va[AC ? 1 : NV];
+  TA ap[SH ? NV : 1];  // SH: a at the step before the group (RawGroups)
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
     const i64 t0 = t + (i64)v * STRIDE * G, tl = t0 < T ? t0 : 0;
     vb[v] = *reinterpret_cast<const Vec<TB, G>*>(stb > 0 ? pb + tl : pb - tl - (G - 1));
     if (!AC) va[v] = *reinterpret_cast<const Vec<TA, G>*>(stb > 0 ? pa + tl : pa - tl - (G - 1));
+    if (SH) ap[SH ? v : 0] = pa[(tl > 0 ? tl - 1 : 0) * stb];
   }
 #pragma unroll
   for (int v = 0; v < NV; ++v) {
@@ -198,27 +233,40 @@ __device__ __forceinline__ void load_masked(const TA* pa, const TB* pb, i64 stb,
     for (int g = 0; g < G; ++g) {
       const int gi = stb > 0 ? g : G - 1 - g;
       xb[v][g] = in ? To<C>::f(vb[v].v[gi]) : Num<C>::zero();
-      xa[v][g] = !in ? Num<C>::one() : AC ? a_val : To<C>::f(va[AC ? 0 : v].v[gi]);
+      if (SH) {
+        const i64 t0 = t + (i64)v * STRIDE * G;
+        const C prev = g > 0 ? To<C>::f(va[AC ? 0 : v].v[stb > 0 ? g - 1 : G - g])
+                             : t0 > 0 ? To<C>::f(ap[SH ? v : 0]) : Num<C>::zero();
+        xa[v][g] = in ? prev : Num<C>::one();
+      } else {
+        xa[v][g] = !in ? Num<C>::one() : AC ? a_val : To<C>::f(va[AC ? 0 : v].v[gi]);
+      }
     }
   }
 }
 
-template <class TA, class TB, class C, int G, int NV, bool AC>
+// SH: the adjoint's shifted scan (each step's a is the one before it; RawGroups).
+template <class TA, class TB, class C, int G, int NV, bool AC, bool SH = false>
 __device__ __forceinline__ void load_thread(const TA* pa, const TB* pb, i64 sta, i64 stb, i64 tw, i64 T, int vec_a,
                                             int vec_b, C a_val, C (&xa)[NV][G], C (&xb)[NV][G]) {
   if (rows_fast<AC, G, NV>(tw, T, sta, stb, vec_a, vec_b)) {
-    RawGroups<TA, TB, G, NV, AC> r;
+    RawGroups<TA, TB, G, NV, AC, SH> r;
     r.issue(pa, pb, stb, tw);
     r.unpack_to(stb, xa, xb);
+    if (SH) r.shift_to(tw, xa);
   } else if (rows_vec<AC, G>(T, sta, stb, vec_a, vec_b)) {  // the row ends within this thread's groups
-    load_masked<TA, TB, C, G, NV, 32, AC>(pa, pb, stb, tw, T, a_val, xa, xb);
+    load_masked<TA, TB, C, G, NV, 32, AC, SH>(pa, pb, stb, tw, T, a_val, xa, xb);
     return;
   } else {
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
       const i64 t0 = tw + v * 32 * G;
       load_group<TB, C, G>(pb, stb, t0, T, vec_b != 0, xb[v], Num<C>::zero());
-      if (!AC) load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
+      if (SH) {
+        load_group_prev<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v]);
+      } else if (!AC) {
+        load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
+      }
     }
   }
   if (AC) fill_a<C, G, NV>(a_val, xa);
@@ -497,7 +545,10 @@ __device__ __forceinline__ void rows_tile_scan(Tile& d, TileShared<C, NT / 32>& 
 // vectors of the storage type (in memory order, so reversed for a time stride of -1). Each thread
 // reads only the slots it filled itself, so no barrier orders them. Steps past the row's end
 // (last tile) are never written and read as the identity (a = 1, b = 0).
-template <class TA, class TB, class C, int NT, int G, int NV, bool AC>
+// SH (the adjoint's shifted scan): each step takes a one step back; ap[v] holds a at the step
+// before group v, loaded with the staging (RawGroups), and read at constant indices only (the
+// replay, which walks v in a loop, loads it again from pa) so that it stays in registers.
+template <class TA, class TB, class C, int NT, int G, int NV, bool AC, bool SH = false>
 struct SmemTile {
   const Vec<TA, G>* sa;
   const Vec<TB, G>* sb;
@@ -505,7 +556,15 @@ struct SmemTile {
   i64 tw, T;
   int tid;
   bool flip;
-  __device__ __forceinline__ void get(int v, C (&xa)[G], C (&xb)[G]) const {
+  TA ap[SH ? NV : 1];
+  const TA* pa;
+  i64 sta;
+  __device__ __forceinline__ TA before(int v) const {
+    const i64 t0 = tw + v * 32 * G;
+    return pa[(t0 > 0 && t0 <= T ? t0 - 1 : 0) * sta];
+  }
+  __device__ __forceinline__ void get(int v, C (&xa)[G], C (&xb)[G]) const { get(v, xa, xb, ap[SH ? v : 0]); }
+  __device__ __forceinline__ void get(int v, C (&xa)[G], C (&xb)[G], TA a_before) const {
     const Vec<TB, G> rb = sb[v * NT + tid];
     Vec<TA, G> ra;
     if (!AC) ra = sa[v * NT + tid];
@@ -514,7 +573,11 @@ struct SmemTile {
       const bool in = tw + v * 32 * G + g < T;
       const TB vb = flip ? rb.v[G - 1 - g] : rb.v[g];
       xb[g] = in ? To<C>::f(vb) : Num<C>::zero();
-      if (AC) {
+      if (SH) {
+        const C prev = g > 0 ? To<C>::f(flip ? ra.v[G - g] : ra.v[g - 1])
+                             : tw + v * 32 * G > 0 ? To<C>::f(a_before) : Num<C>::zero();
+        xa[g] = in ? prev : Num<C>::one();
+      } else if (AC) {
         xa[g] = a_val;
       } else {
         const TA va = flip ? ra.v[G - 1 - g] : ra.v[g];
@@ -558,7 +621,11 @@ struct SmemTile {
       for (int l = 0; l < 32; ++l) {
         if (lane == l) {
           C xa[G], xb[G];
-          get(v, xa, xb);
+          if constexpr (SH) {
+            get(v, xa, xb, before(v));
+          } else {
+            get(v, xa, xb);
+          }
 #pragma unroll
           for (int g = 0; g < G; ++g) {
             h = xa[g] * h + xb[g];
@@ -618,6 +685,7 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
   __shared__ Vec<TA, G> s_a[(STG && !AC) ? NV * NT : 1];
 
   SCAN_LANE_MAP;
+  constexpr bool SH = shifted_epi<EPI...>();
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
   const PairStatus<C> status(ws);
 
@@ -645,12 +713,18 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
   if (AC) a_val = To<C>::f(pa[0]);
   if constexpr (STG) {
     stage_groups<TA, TB, NT, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, s_a, s_b, tid);
-    SmemTile<TA, TB, C, NT, G, NV, AC> d{s_a, s_b, a_val, tw, T, tid, stb == -1};
+    SmemTile<TA, TB, C, NT, G, NV, AC, SH> d{s_a, s_b, a_val, tw, T, tid, stb == -1};
+    d.pa = pa;
+    d.sta = sta;
+    if constexpr (SH) {
+#pragma unroll
+      for (int v = 0; v < NV; ++v) d.ap[v] = d.before(v);
+    }
     rows_tile_scan<C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out_at<C>(out, out + oo, epi...),
                                      sto, tw, T, vec_o);
   } else {
     C xa[NV][G], xb[NV][G];
-    load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
+    load_thread<TA, TB, C, G, NV, AC, SH>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
     RegTile<C, G, NV> d{xa, xb};
     rows_tile_scan<C, NT, G, NV, LB>(d, sh, status, id, row, k, KT, h0, has_h0, epoch, out_at<C>(out, out + oo, epi...),
                                      sto, tw, T, vec_o);
@@ -755,11 +829,12 @@ __global__ void __launch_bounds__(NT, MINB)
   const TB* pb = r.pb;
   const auto po = out_at<C>(out, r.po, epi...);
   const C a_val = r.a_val;
+  constexpr bool SH = shifted_epi<EPI...>();
 
   // The next tile's loads are issued before this tile's reduction, barriers and stores (raw
   // vectors in registers, unpacked when it starts): a block walks its row without the memory
   // system idling between tiles. Tiles off the aligned vector path load when they start.
-  RawGroups<TA, TB, G, NV, AC> next;
+  RawGroups<TA, TB, G, NV, AC, SH> next;
   auto prefetch = [&](i64 tbase) -> bool {
     const i64 tw = tbase + (i64)w * 32 * ITEMS + (i64)lane * G;
     if (tbase >= T || !rows_fast<AC, G, NV>(tw, T, sta, stb, vec_a, vec_b)) return false;
@@ -776,8 +851,9 @@ __global__ void __launch_bounds__(NT, MINB)
     if (have) {
       next.unpack_to(stb, xa, xb);
       if (AC) fill_a<C, G, NV>(a_val, xa);
+      if (SH) next.shift_to(tw, xa);
     } else {
-      load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
+      load_thread<TA, TB, C, G, NV, AC, SH>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
     }
     have = prefetch(tbase + TILE);
     bool bad;
@@ -848,6 +924,7 @@ __global__ void __launch_bounds__(NT, MINB)
   const TB* pb = r.pb;
   const auto po = out_at<C>(out, r.po, epi...);
   const C a_val = r.a_val;
+  constexpr bool SH = shifted_epi<EPI...>();
 
   int cur = 0;
   for (i64 tbase = 0; tbase < T; tbase += TILE, cur ^= 1) {
@@ -859,17 +936,22 @@ __global__ void __launch_bounds__(NT, MINB)
     C xa[1][G], xb[1][G];
     const i64 t0 = tbase + (i64)tid * G;
     if (t0 + G <= T) {  // both vectors issued before either is used
-      RawGroups<TA, TB, G, 1, AC> raw;
+      RawGroups<TA, TB, G, 1, AC, SH> raw;
       raw.issue(pa, pb, DIR, t0);
       raw.unpack_to(DIR, xa, xb);
       if (AC) fill_a<C, G, 1>(a_val, xa);
+      if (SH) raw.shift_to(t0, xa);
     } else {  // the row's last group, or past its end: a = 1, b = 0
 #pragma unroll
       for (int g = 0; g < G; ++g) {
         const i64 t = t0 + g;
         const bool in = t < T;
         xb[0][g] = in ? To<C>::f(pb[t * DIR]) : Num<C>::zero();
-        xa[0][g] = !in ? Num<C>::one() : AC ? a_val : To<C>::f(pa[t * DIR]);
+        if (SH) {
+          xa[0][g] = !in ? Num<C>::one() : t > 0 ? To<C>::f(pa[(t - 1) * DIR]) : Num<C>::zero();
+        } else {
+          xa[0][g] = !in ? Num<C>::one() : AC ? a_val : To<C>::f(pa[t * DIR]);
+        }
       }
     }
     const int bad = __any_sync(0xffffffffu, group_bad<C, G>(xa[0], xb[0]));
@@ -930,7 +1012,7 @@ __global__ void __launch_bounds__(NT, MINB)
   for (i64 tbase = 0; tbase < T; tbase += STEP) {
     C xa[NV][G], xb[NV][G];
     const i64 tw = tbase + (i64)lane * G;
-    load_thread<TA, TB, C, G, NV, AC>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
+    load_thread<TA, TB, C, G, NV, AC, shifted_epi<EPI...>()>(pa, pb, sta, stb, tw, T, vec_a, vec_b, a_val, xa, xb);
     bool bad;
     Pair<C> pre[NV];
     const Pair<C> tot = warp_scan<C, G, NV>(xa, xb, pre, lane, bad);
@@ -979,15 +1061,20 @@ __global__ void __launch_bounds__(NT, MINB)
   C a_val = Num<C>::one();
   if (AC && live) a_val = To<C>::f(pa[0]);
   C xa[NV][G], xb[NV][G];
+  constexpr bool SH = shifted_epi<EPI...>();
   if (live && rows_vec<AC, G>(T, sta, stb, vec_a, vec_b)) {
-    load_masked<TA, TB, C, G, NV, S, AC>(pa, pb, stb, (i64)s * G, T, a_val, xa, xb);
+    load_masked<TA, TB, C, G, NV, S, AC, SH>(pa, pb, stb, (i64)s * G, T, a_val, xa, xb);
   } else {
 #pragma unroll
     for (int v = 0; v < NV; ++v) {
       const i64 t0 = (i64)(v * S + s) * G;
       if (live) {
         load_group<TB, C, G>(pb, stb, t0, T, vec_b != 0, xb[v], Num<C>::zero());
-        if (!AC) load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
+        if (SH) {
+          load_group_prev<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v]);
+        } else if (!AC) {
+          load_group<TA, C, G>(pa, sta, t0, T, vec_a != 0, xa[v], Num<C>::one());
+        }
       } else {
 #pragma unroll
         for (int g = 0; g < G; ++g) xb[v][g] = Num<C>::zero();

@@ -184,4 +184,52 @@ __device__ __forceinline__ void store_group(P p, i64 st, i64 t0, i64 T, bool vec
   }
 }
 
+// ------------------------------------------------------------------ the adjoint's shifted scan
+// The adjoint of h[t] = a[t] h[t-1] + b[t] (scanarray/_vjp.py) runs over the caller's whole arrays
+// with its two shifts inside the kernels, so that every vector access stays aligned: in scan order,
+// the coefficient of step u is a at step u - 1 (zero at u = 0, whose entering state is zero: the
+// loaders' SH paths in scan.cu) and the product written at u is out[u] * mul[u + 1] (none at the
+// last step, which the driver writes). The kernels take it as a fourth epilogue argument (`shift`,
+// unused at run time: the kernels test the pack's length, shifted_epi).
+template <class TO, class C> struct MulOutS {
+  TO* p;
+  const TO* m;
+  TO* mo;
+  int vec_m;
+};
+template <class TO, class C> struct Stored<MulOutS<TO, C>> { typedef TO type; };
+template <class C, class TO>
+__device__ __forceinline__ MulOutS<TO, C> out_at(TO* out, TO* po, const TO* mul, TO* mul_out, int vec_m, int) {
+  const i64 o = po - out;
+  return MulOutS<TO, C>{po, mul + o, mul_out + o, vec_m};
+}
+template <class... EPI> __host__ __device__ constexpr bool shifted_epi() { return sizeof...(EPI) == 4; }
+
+// out as store_group writes it, and mul_out[t] = out[t] * mul[t + 1] for t + 1 < T: on the vector
+// path the group's aligned vector of mul and one element past it.
+template <class S, class C, int G, class TO, class C2>
+__device__ __forceinline__ void store_group(MulOutS<TO, C2> p, i64 st, i64 t0, i64 T, bool vec, const C (&x)[G]) {
+  store_group<S, C, G>(p.p, st, t0, T, vec, x);
+  TO y[G];
+#pragma unroll
+  for (int g = 0; g < G; ++g) y[g] = conv_out(x[g], (TO*)nullptr);
+  if (vec && p.vec_m && t0 + G < T) {
+    const Vec<TO, G> m = *reinterpret_cast<const Vec<TO, G>*>(st == 1 ? p.m + t0 : p.m - t0 - (G - 1));
+    const TO next = p.m[(t0 + G) * st];
+    Vec<TO, G> r;
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const TO mg = g + 1 < G ? m.v[st == 1 ? g + 1 : G - 2 - g] : next;
+      r.v[st == 1 ? g : G - 1 - g] = product<TO, C2>(y[g], mg);
+    }
+    vput(st == 1 ? p.mo + t0 : p.mo - t0 - (G - 1), r);
+  } else {
+#pragma unroll
+    for (int g = 0; g < G; ++g) {
+      const i64 t = t0 + g;
+      if (t + 1 < T) p.mo[t * st] = product<TO, C2>(y[g], p.m[(t + 1) * st]);
+    }
+  }
+}
+
 }  // namespace scanarray
