@@ -424,3 +424,22 @@ def test_cupy_shifted_adjoint_misaligned_views(rng):
     _close(cupy.asnumpy(ga), want[0], "float32", "grad_a")
     _close(cupy.asnumpy(gb), want[1], "float32", "grad_b")
     assert [e[0].kind for e in scan._adjoints.values() if e]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("reverse", [False, True])
+def test_cupy_adjoint_a_broadcast_along_lanes(rng, reverse):
+    """``a`` shared by a leading lane axis (JAX's per-example gradients under vmap pass it so):
+    the gradients against the loop, grad_a summed over the shared axis."""
+    cupy = _cupy()
+    a = rng.uniform(-0.9, 0.9, (1, 3, 4096))
+    b = rng.standard_normal((4, 3, 4096))
+    g = rng.standard_normal((4, 3, 4096))
+    i0 = rng.standard_normal((4, 3))
+    h = linear_recurrence(a, b, initial=i0, reverse=reverse)
+    ga, gb, gi = scanarray.linear_recurrence_vjp(cupy.asarray(a), cupy.asarray(h), cupy.asarray(g), b=b,
+                                       initial=cupy.asarray(i0), reverse=reverse)
+    ref_a, ref_b, ref_i = _adjoint_loop(np.broadcast_to(a, h.shape), h, g, i0, reverse)
+    _close(cupy.asnumpy(ga), ref_a.sum(axis=0, keepdims=True), "float64", "grad_a")
+    _close(cupy.asnumpy(gb), ref_b, "float64", "grad_b")
+    _close(cupy.asnumpy(gi), ref_i, "float64", "grad_initial")

@@ -170,6 +170,8 @@ def _adjoint_entry(a, g, lam, h, ga, reverse, method, tuning):
     so = _estrides(lam)
     if T < 2 or any(s % dt.itemsize for x in arrays for s in x.strides) or a.strides[-1] == 0:
         return False  # (a constant in time: the views' kernels read it once a row)
+    if any(x.shape != lam.shape or 0 in x.strides[:-1] for x in (a, g, h, ga)):
+        return False  # a or g broadcast along lanes (per-example gradients under vmap): the views' path
     if _estrides(h) != so or _estrides(ga) != so or (ga.data.ptr - lam.data.ptr) % 16:
         return False  # MulOutS: mul and mul_out at out's element offsets, mul_out aligned as out
     views = arrays if reverse else tuple(x[..., ::-1] for x in arrays)
