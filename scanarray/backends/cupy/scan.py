@@ -149,6 +149,9 @@ def adjoint(a, g, lam, h, ga, reverse, method="auto", tuning=TUNING):
             if r != w and lo[w] < hi[r] and lo[r] < hi[w]:
                 return False
     pa, pb, po, pm, pmo = (p + o for p, o in zip(ptrs, offs))
+    # the launch goes to the driver directly: make the device's context current in this thread
+    # (torch runs backward passes on threads of its own, where no CuPy call has done so yet)
+    cupy.cuda.runtime.setDevice(dev)
     plan_.launch_ptrs(cupy, pa, pb, po, None, dev, epi=(pm, pmo, vec_m, _ONE))
     return True
 
