@@ -18,7 +18,8 @@ Sections:
     (1024, 65536) float64 rows along the last axis; time-major (65536, 1024) along axis 0.
 ``long``
     One row of 2**24 float64 (chunked over the threads) against a single-thread numba loop,
-    full ``a`` and scalar ``a``; and ``a = 1`` (a running sum: the fix-up never stops early).
+    full ``a`` (in [-1, 1) and in [0.5, 1)) and scalar ``a``; and ``a = 1`` (a running sum: the
+    fix-up never stops early).
 ``filters``
     Scalar ``a`` on one row of 2**24 against ``scipy.signal.lfilter([1], [1, -a], x)`` and
     ``pandas.Series(x).ewm(alpha=1 - a, adjust=False).mean()``, results checked.
@@ -146,8 +147,10 @@ def long_section(s, rng, out_rows):
     out = np.zeros(T)
     ref = np.zeros(T)
     row(a, b, ref)
-    for name, a_in, a_loop in [("one row 2**24 f64, full a", a, a), ("one row 2**24 f64, scalar a = 0.9", 0.9,
-                                                                      np.full(T, 0.9)),
+    a_slow = rng.uniform(0.5, 1, T)  # decays slowly: its products pass through subnormal numbers
+    for name, a_in, a_loop in [("one row 2**24 f64, full a", a, a), ("one row 2**24 f64, full a in [0.5, 1)", a_slow,
+                                                                      a_slow),
+                               ("one row 2**24 f64, scalar a = 0.9", 0.9, np.full(T, 0.9)),
                                ("one row 2**24 f64, a = 1 (running sum)", np.ones(T), np.ones(T))]:
         tf, tb, r = paired(lambda: lr(a_in, b, out=out), lambda: row(a_loop, b, ref))
         err = np.max(np.abs(out - ref)) / np.max(np.abs(ref))

@@ -509,7 +509,7 @@ _DIRECT_BURST = 4096
 
 
 @njit(**_OPTS)
-def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop):
+def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop, small):
     """Pass 1 of :func:`chunked_fixup` for segments ``i .. i+3``: local scans written to ``out``.
 
     The four segments step interleaved in bursts (``_BURST`` steps). A non-finite state stays
@@ -518,6 +518,12 @@ def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop):
     (the loop reads ``b`` from there) or with non-temporal stores: then each burst is collected
     in an L1 buffer and written out (non-temporally if ``nt``) only while finite. Otherwise
     (``direct``) the states go straight to ``out``, and the loop overwrites what follows ``stop``.
+
+    The products of ``a`` are flushed to zero after a burst once below the smallest normal number
+    ``small``: for ``|a|`` in (0.5, 1) a product decays to the smallest subnormal and stays there
+    (``x * 0.7`` rounds back to it), and every later multiply would take the processor's slow
+    subnormal path (10x slower rows). The carry's share they drop is below ``small * |carry|``,
+    where the unflushed subnormal product was itself off by up to that much.
     """
     zero = one - one
     u0, u1, u2, u3, m = _quad(bnd, i)
@@ -554,6 +560,14 @@ def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop):
                 p0, p1, p2, p3, q0, q1, q2, q3 = _local4(a0[j:e], a1[j:e], a2[j:e], a3[j:e], b0[j:e], b1[j:e],
                                                          b2[j:e], b3[j:e], r0, r1, r2, r3, k, p0, p1, p2, p3,
                                                          q0, q1, q2, q3)
+        if abs(p0) < small:
+            p0 = zero
+        if abs(p1) < small:
+            p1 = zero
+        if abs(p2) < small:
+            p2 = zero
+        if abs(p3) < small:
+            p3 = zero
         st0 = _keep(r0, o0[j:e], k, nt, direct, q0, st0, e0, u0 + j)
         st1 = _keep(r1, o1[j:e], k, nt, direct, q1, st1, e1, u1 + j)
         st2 = _keep(r2, o2[j:e], k, nt, direct, q2, st2, e2, u2 + j)
@@ -640,7 +654,7 @@ def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt, direct):
             _split(bnd, s0, n, nseg)
             for g in prange(ng):
                 i = 4 * g
-                _local_group(ar, br, orow, bnd, i, c if i == 0 else one - one, one, nt, direct, P, H, stop)
+                _local_group(ar, br, orow, bnd, i, c if i == 0 else one - one, one, nt, direct, P, H, stop, small)
             _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, small)
             for g in prange(ng):
                 for i in range(max(1, 4 * g), 4 * g + 4):
