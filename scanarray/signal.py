@@ -168,11 +168,14 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
     zi : array_like, optional
         Initial delay values, shape ``(n_sections, ..., 2, ...)``: `x`'s shape with `axis` of
         length 2, after a leading section axis (SciPy's layout).
-    method : {"auto", "diagonal", "dense"}, optional
-        ``"diagonal"`` (default for real sections): numerator, then the poles as first-order
-        scans (a complex pair as one complex scan). ``"dense"``: each section in SciPy's
-        state-space form (2 x 2), whose rounding follows SciPy's more closely where poles
-        crowd the unit circle near z = 1 (docs/guide/signal.md).
+    method : {"auto", "sequential", "diagonal", "dense"}, optional
+        ``"sequential"`` (the default for NumPy arrays where numba is installed): SciPy's own
+        loop, compiled, every section per sample and the lanes over the threads: one read and
+        one write of the signal, SciPy's results to the bit. ``"diagonal"`` (the default
+        elsewhere for real sections: CuPy, Dask, torch, JAX): numerator, then the poles as
+        first-order scans (a complex pair as one complex scan). ``"dense"``: each section in
+        SciPy's state-space form (2 x 2), whose rounding follows SciPy's more closely where
+        poles crowd the unit circle near z = 1 (docs/guide/signal.md).
 
     Returns
     -------
@@ -209,7 +212,7 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
     True
     """
     xp, x, axis, dt, labels = _prepare_x(x, axis)
-    method = _check_method(method)
+    method = _check_method(method, ("sequential",))
     sos_a = _as_coefficients(sos, "sos", keep_array=True)
     if isinstance(sos_a, list) or sos_a.ndim < 2 or sos_a.shape[-1] != 6:
         shape = np.shape(sos) if not _vocab.is_array(sos_a) else tuple(sos_a.shape)
@@ -218,6 +221,9 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
     if n == 0:
         raise ValueError("sos has no sections")
     if sos_a.ndim > 2:  # time-varying sections: the difference equation, section by section
+        if method == "sequential":
+            raise ValueError('method="sequential" takes sections of shape (n_sections, 6); time-varying '
+                             'sections run the default method')
         if zi is not None:
             raise ValueError("zi= is not supported with time-varying sections (sos of shape (n_sections, 6) only)")
         y = x
@@ -230,11 +236,16 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
     if zi is not None:
         zi_c = _prepare_zi(xp, zi, x, axis, 2, dt, "zi", sections=n)
     y = x if x.dtype == dt else xp.astype(x, dt)
-    zfs = []
+    sections = []
     for s, row in enumerate(rows):
         if row[3] == 0:
             raise ValueError(f"sos[{s}, 3] (a0 of section {s}) is 0; each section is divided by its a0")
-        bn, an = _normalize(row[:3], row[3:])
+        sections.append(_normalize(row[:3], row[3:]))
+    if _cascade_applies(xp, y, method, sections, dt):
+        y, zf = _cascade(y, axis, sections, zi_c, dt)
+        return _labelled(labels, y if zi is None else (y, zf))
+    zfs = []
+    for s, (bn, an) in enumerate(sections):
         real = all(isinstance(c, float) for c in bn + an) and not xp.isdtype(dt, "complex floating")
         m = method
         if m == "auto":
@@ -253,6 +264,52 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
                 zfs.append(xp.stack(zl, axis=axis))
     y = _contiguous(xp, y)
     return _labelled(labels, y if zi is None else (y, xp.stack(zfs, axis=0)))
+
+
+def _cascade_applies(xp, x, method, sections, dt):
+    """Whether :func:`sosfilt` runs the compiled cascade (SciPy's loop, every section per sample,
+    one pass over memory): NumPy arrays with numba installed, by default or with
+    ``method="sequential"``, which raises where it cannot run."""
+    if method not in ("auto", "sequential"):
+        return False
+    from . import _registry
+
+    why = None
+    if not _vocab.is_numpy(x):
+        why = f"it runs on NumPy arrays (got a {type(x).__module__.split('.')[0]} array)"
+    elif _registry.unavailable_reason("numba") is not None:
+        why = 'it needs numba (pip install "scanarray[numba]")'
+    elif x.size == 0:
+        why = "the signal is empty"
+    elif not np.issubdtype(dt, np.complexfloating) and any(isinstance(c, complex) for bn, an in sections
+                                                            for c in bn + an):
+        why = "complex sections of a real signal take the dense method"
+    if why is not None and method == "sequential":
+        raise ValueError(f'method="sequential": {why}; use method="auto"')
+    return why is None
+
+
+def _cascade(x, axis, sections, zi_c, dt):
+    """(y, zf) of :func:`sosfilt` by the compiled cascade; ``zi_c`` as :func:`_prepare_zi` gives it."""
+    from .backends import numba_backend
+
+    n = len(sections)
+    sos = np.zeros((n, 6), dt)
+    for s, (bn, an) in enumerate(sections):
+        sos[s, :len(bn)] = bn
+        sos[s, 3:3 + len(an)] = an
+    xt = np.moveaxis(x, axis, -1)
+    lanes, T = xt.shape[:-1], xt.shape[-1]
+    x2 = xt.reshape(-1, T)
+    out = np.empty(x2.shape, dt)
+    if zi_c is None:
+        z = np.zeros((x2.shape[0], n, 2), dt)
+    else:  # (n, ..., 2 at axis + 1, ...) -> (lanes, n, 2), a copy the loop updates
+        z = np.array(np.moveaxis(np.moveaxis(zi_c, axis + 1, -1), 0, -2), dtype=dt).reshape(-1, n, 2)
+    numba_backend.sos_cascade(sos, x2, z, out)
+    y = np.moveaxis(out.reshape(lanes + (T,)), -1, axis)
+    zf = None if zi_c is None else np.moveaxis(np.moveaxis(z.reshape(lanes + (n, 2)), -2, 0), -1, axis + 1)
+    return y, zf
 
 
 def lfilter_zi(b, a):
@@ -733,9 +790,9 @@ def _host(c):
         return np.asarray(c.detach().cpu())  # torch
 
 
-def _check_method(method):
-    if method not in _METHODS:
-        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, _METHODS))}")
+def _check_method(method, extra=()):
+    if method not in _METHODS + extra:
+        raise ValueError(f"method={method!r} is not one of {', '.join(map(repr, _METHODS + extra))}")
     return method
 
 

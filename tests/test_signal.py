@@ -49,7 +49,7 @@ def assert_close(got, ref, rtol=RTOL, what=""):
 
 
 @pytest.mark.parametrize("name,sos", DESIGNS, ids=[d[0] for d in DESIGNS])
-@pytest.mark.parametrize("method", ["diagonal", "dense"])
+@pytest.mark.parametrize("method", ["diagonal", "dense", "sequential"])
 def test_sosfilt_matches_scipy(rng, name, sos, method):
     x = rng.standard_normal((2, 3000))
     assert_close(sosfilt(sos, x, method=method), signal.sosfilt(sos, x), what=name)
@@ -82,7 +82,7 @@ def test_sosfilt_divides_by_a0(rng):
         assert_close(sosfilt(sos, x, method=method), signal.sosfilt(norm, x))
 
 
-@pytest.mark.parametrize("method", ["diagonal", "dense"])
+@pytest.mark.parametrize("method", ["diagonal", "dense", "sequential"])
 def test_sosfilt_zi_zf_and_chaining(rng, method):
     sos = signal.ellip(6, 0.5, 60, 0.05, output="sos")
     x = rng.standard_normal((3, 2000))
@@ -445,3 +445,24 @@ def test_jax_values(rng):
     assert_close(np.asarray(y), signal.sosfilt(sos, x.astype(np.float64)), rtol=1e-4)
     g = jax.grad(lambda z: jnp.sum(sosfilt(sos, z) ** 2))(jnp.asarray(x))
     assert np.isfinite(np.asarray(g)).all()
+
+
+def test_sosfilt_sequential_is_scipys_loop(rng):
+    """The compiled cascade is SciPy's loop: its results to the bit, along any axis, with zi."""
+    pytest.importorskip("numba")
+    sos = signal.ellip(8, 0.5, 60, 0.05, output="sos")
+    x = rng.standard_normal((40, 3, 5))
+    zi = rng.standard_normal((sos.shape[0], 3, 2, 5))
+    y, zf = sosfilt(sos, np.moveaxis(x, 0, 1), axis=1, zi=zi, method="sequential")
+    ref_y, ref_zf = signal.sosfilt(sos, np.moveaxis(x, 0, 1), axis=1, zi=zi)
+    np.testing.assert_array_equal(y, ref_y)
+    np.testing.assert_array_equal(zf, ref_zf)
+    assert np.array_equal(sosfilt(sos, x[:, 0, 0]), signal.sosfilt(sos, x[:, 0, 0]))
+
+
+def test_sosfilt_sequential_refusals():
+    sos = signal.butter(2, 0.1, output="sos")
+    with pytest.raises(ValueError, match='method="sequential": the signal is empty'):
+        sosfilt(sos, np.zeros((3, 0)), method="sequential")
+    with pytest.raises(ValueError, match='method="sequential" takes sections of shape'):
+        sosfilt(np.broadcast_to(sos[:, None, :], (1, 4, 6)), np.zeros(4), method="sequential")

@@ -665,6 +665,29 @@ def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt, direct):
         h[l] = c
 
 
+# --------------------------------------------------------------------------- filters
+
+
+@_kernel("r2 r2 w3 w2", parallel=True)
+def sos_cascade(sos, x, z, y):
+    """Second-order sections in cascade over lanes ``x (L, T)`` into ``y``: SciPy's ``sosfilt``
+    loop (transposed direct form II, its order of operations) on every lane, all sections per
+    sample, so the signal is read once and written once. ``sos (n, 6)`` normalised (``a0 =
+    1``); ``z (L, n, 2)``: the delays, in and out."""
+    L, T = x.shape
+    n = sos.shape[0]
+    for l in prange(L):
+        xl, yl, zl = x[l], y[l], z[l]
+        for t in range(T):
+            v = xl[t]
+            for s in range(n):
+                w = sos[s, 0] * v + zl[s, 0]
+                zl[s, 0] = sos[s, 1] * v - sos[s, 4] * w + zl[s, 1]
+                zl[s, 1] = sos[s, 2] * v - sos[s, 5] * w
+                v = w
+            yl[t] = v
+
+
 # --------------------------------------------------------------------------- dense
 
 

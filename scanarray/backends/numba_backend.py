@@ -318,3 +318,10 @@ def _dense_recurrence(p):
     if work is not out:
         np.copyto(out, work, casting="unsafe")
     return p.out
+
+
+def sos_cascade(sos, x, z, y):
+    """:func:`scanarray.signal.sosfilt`'s loop (``_numba_kernels.sos_cascade``) on ``x (L, T)``
+    into ``y``, the delays ``z (L, n, 2)`` updated in place; all of ``sos``'s dtype."""
+    units, work = x.shape[0], x.size * sos.shape[0] * 5
+    _k().compiled("sos_cascade", sos.dtype, _parallel(units, work))(sos, x, z, y)
