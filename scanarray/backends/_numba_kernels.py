@@ -329,88 +329,66 @@ def _scan_lanes(a, b, out, s):
 # --------------------------------------------------------------------------- chunked along time
 
 
-@_kernel("r2 r2 w2 w1 i i r1", parallel=True)
-def chunked(a, b, out, h, ng, sb, unit):
-    """Reduce-then-scan along time in superblocks, so that few long lanes use every thread.
+#: steps between two flushes of the reduce scheme's products (a few subnormal multiplies at most)
+_FLUSH_EVERY = 1024
 
-    The driver takes this for a time-invariant ``a`` with ``|a|`` near or
-    above 1, where :func:`chunked_fixup` would rewrite every later segment.
 
-    Each lane is cut into superblocks of ``sb`` steps, each superblock into
-    ``4 * ng`` segments. Pass 1 reduces every segment to its aggregate
-    ``(P, H)`` = (product of ``a``, state from zero), reading ``a`` and
-    ``b``; a short serial scan of the aggregates gives each segment's
-    incoming state (:func:`_carries`: by the loop itself where an aggregate
-    or a carry is not finite); pass 2 rescans every segment from it -- the
-    plain loop again, so each segment's values are the loop's given its
-    carry. Threads take groups of 4 segments and step them interleaved: 4
-    (pass 1: 8) independent dependency chains hide the latency of the
-    multiply-add that bounds a single loop. ``unit`` is ``[1]`` in the
-    accumulation dtype (typed constants). Rows are indexed as 1-d views,
-    sliced so that the loop index starts at 0 (indexing ``ar[u0 + j]``
-    with an offset read from an array measured 2x slower: numba's
-    negative-index wraparound check cannot be proven away).
-    """
-    L, T = out.shape
-    nseg = 4 * ng
-    P = np.empty(nseg, h.dtype)
-    H = np.empty(nseg, h.dtype)
-    C = np.empty(nseg + 1, h.dtype)
-    bnd = np.empty(nseg + 1, np.int64)
-    for l in range(L):
-        ar = a[l]
-        br = b[l]
-        orow = out[l]
-        c = h[l]
-        for s0 in range(0, T, sb):
-            n = min(T, s0 + sb) - s0
-            _split(bnd, s0, n, nseg)
-            for g in prange(ng):
-                i = 4 * g
-                u0, u1, u2, u3, m = _quad(bnd, i)
-                one = unit[0]
-                zero = one - one
-                p0 = p1 = p2 = p3 = one
-                q0 = q1 = q2 = q3 = zero
-                a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
-                b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
-                for j in range(m):
-                    x0 = a0[j]
-                    x1 = a1[j]
-                    x2 = a2[j]
-                    x3 = a3[j]
-                    q0 = x0 * q0 + b0[j]
-                    q1 = x1 * q1 + b1[j]
-                    q2 = x2 * q2 + b2[j]
-                    q3 = x3 * q3 + b3[j]
-                    p0 = x0 * p0
-                    p1 = x1 * p1
-                    p2 = x2 * p2
-                    p3 = x3 * p3
-                P[i], H[i] = _reduce(ar, br, u0 + m, u1, p0, q0)
-                P[i + 1], H[i + 1] = _reduce(ar, br, u1 + m, u2, p1, q1)
-                P[i + 2], H[i + 2] = _reduce(ar, br, u2 + m, u3, p2, q2)
-                P[i + 3], H[i + 3] = _reduce(ar, br, u3 + m, bnd[i + 4], p3, q3)
-            _carries(ar, br, bnd, P, H, C, c, unit[0])
-            for g in prange(ng):
-                i = 4 * g
-                u0, u1, u2, u3, m = _quad(bnd, i)
-                q0 = C[i]
-                q1 = C[i + 1]
-                q2 = C[i + 2]
-                q3 = C[i + 3]
-                a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
-                b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
-                o0, o1, o2, o3 = orow[u0:u0 + m], orow[u1:u1 + m], orow[u2:u2 + m], orow[u3:u3 + m]
-                q0, q1, q2, q3 = _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, q1, q2, q3)
-                _scan(ar, br, orow, u0 + m, u1, q0)
-                _scan(ar, br, orow, u1 + m, u2, q1)
-                _scan(ar, br, orow, u2 + m, u3, q2)
-                q3 = _scan(ar, br, orow, u3 + m, bnd[i + 4], q3)
-                if g == ng - 1:
-                    C[nseg] = q3  # the loop's own last state, not the composition's
-            c = C[nseg]
-        h[l] = c
+@njit(**_OPTS)
+def _flush4(p0, p1, p2, p3, small):
+    """Products of ``a`` below the smallest normal ``small`` as zero: for ``|a|`` in (0.5, 1) a
+    product decays to the smallest subnormal and stays there (``x * 0.7`` rounds back to it), and
+    every later multiply would take the processor's slow subnormal path. The carry's share they
+    drop is below ``small * |carry|``, where the subnormal product was itself off by that much."""
+    zero = p0 - p0
+    return (zero if abs(p0) < small else p0, zero if abs(p1) < small else p1,
+            zero if abs(p2) < small else p2, zero if abs(p3) < small else p3)
+
+
+@njit(**_OPTS)
+def _quarters(x, u0, u1, u2, u3, m):
+    """The four segments' first ``m`` steps of row ``x``, as views starting at index 0."""
+    return x[u0:u0 + m], x[u1:u1 + m], x[u2:u2 + m], x[u3:u3 + m]
+
+
+@njit(**_OPTS)
+def _reduce_group(ar, br, bnd, i, one, small, P, H):
+    """Pass 1 of the reduce-then-scan scheme for segments ``i .. i+3``: each segment's aggregate
+    ``(P, H)`` = (product of ``a``, state from zero), the four stepped interleaved (8 independent
+    chains). Rows are 1-d views sliced so that the loop index starts at 0 (indexing ``ar[u0 +
+    j]`` with an offset read from an array measured 2x slower: numba's negative-index wraparound
+    check cannot be proven away). Products below ``small`` are flushed to zero after each burst
+    (as in :func:`_local_group`: a subnormal product would stay subnormal)."""
+    u0, u1, u2, u3, m = _quad(bnd, i)
+    zero = one - one
+    p0 = p1 = p2 = p3 = one
+    q0 = q1 = q2 = q3 = zero
+    a0, a1, a2, a3 = _quarters(ar, u0, u1, u2, u3, m)
+    b0, b1, b2, b3 = _quarters(br, u0, u1, u2, u3, m)
+    for j0 in range(0, m, _FLUSH_EVERY):
+        for j in range(j0, min(m, j0 + _FLUSH_EVERY)):
+            x0, x1, x2, x3 = a0[j], a1[j], a2[j], a3[j]
+            q0, q1, q2, q3 = x0 * q0 + b0[j], x1 * q1 + b1[j], x2 * q2 + b2[j], x3 * q3 + b3[j]
+            p0, p1, p2, p3 = x0 * p0, x1 * p1, x2 * p2, x3 * p3
+        p0, p1, p2, p3 = _flush4(p0, p1, p2, p3, small)
+    P[i], H[i] = _reduce(ar, br, u0 + m, u1, p0, q0)
+    P[i + 1], H[i + 1] = _reduce(ar, br, u1 + m, u2, p1, q1)
+    P[i + 2], H[i + 2] = _reduce(ar, br, u2 + m, u3, p2, q2)
+    P[i + 3], H[i + 3] = _reduce(ar, br, u3 + m, bnd[i + 4], p3, q3)
+
+
+@njit(**_OPTS)
+def _rescan_group(ar, br, orow, bnd, i, C):
+    """Pass 2 of the reduce-then-scan scheme for segments ``i .. i+3``: the plain loop again from
+    each segment's carry ``C[i]``; returns the last segment's final state (the loop's own)."""
+    u0, u1, u2, u3, m = _quad(bnd, i)
+    a0, a1, a2, a3 = _quarters(ar, u0, u1, u2, u3, m)
+    b0, b1, b2, b3 = _quarters(br, u0, u1, u2, u3, m)
+    o0, o1, o2, o3 = _quarters(orow, u0, u1, u2, u3, m)
+    q0, q1, q2, q3 = _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, C[i], C[i + 1], C[i + 2], C[i + 3])
+    _scan(ar, br, orow, u0 + m, u1, q0)
+    _scan(ar, br, orow, u1 + m, u2, q1)
+    _scan(ar, br, orow, u2 + m, u3, q2)
+    return _scan(ar, br, orow, u3 + m, bnd[i + 4], q3)
 
 
 @njit(**_OPTS)
@@ -437,22 +415,10 @@ def _local4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, p0, p1, p2, p3, q
     instead of two; the latency of the chain drops from a multiply plus an add).
     """
     for j in range(m):
-        x0 = a0[j]
-        x1 = a1[j]
-        x2 = a2[j]
-        x3 = a3[j]
-        q0 = x0 * q0 + b0[j]
-        q1 = x1 * q1 + b1[j]
-        q2 = x2 * q2 + b2[j]
-        q3 = x3 * q3 + b3[j]
-        o0[j] = q0
-        o1[j] = q1
-        o2[j] = q2
-        o3[j] = q3
-        p0 = x0 * p0
-        p1 = x1 * p1
-        p2 = x2 * p2
-        p3 = x3 * p3
+        x0, x1, x2, x3 = a0[j], a1[j], a2[j], a3[j]
+        q0, q1, q2, q3 = x0 * q0 + b0[j], x1 * q1 + b1[j], x2 * q2 + b2[j], x3 * q3 + b3[j]
+        o0[j], o1[j], o2[j], o3[j] = q0, q1, q2, q3
+        p0, p1, p2, p3 = x0 * p0, x1 * p1, x2 * p2, x3 * p3
     return p0, p1, p2, p3, q0, q1, q2, q3
 
 
@@ -460,14 +426,8 @@ def _local4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, p0, p1, p2, p3, q
 def _local4_const(x, b0, b1, b2, b3, o0, o1, o2, o3, m, q0, q1, q2, q3):
     """:func:`_local4` for a time-invariant ``a = x`` (the products are ``x ** m``)."""
     for j in range(m):
-        q0 = x * q0 + b0[j]
-        q1 = x * q1 + b1[j]
-        q2 = x * q2 + b2[j]
-        q3 = x * q3 + b3[j]
-        o0[j] = q0
-        o1[j] = q1
-        o2[j] = q2
-        o3[j] = q3
+        q0, q1, q2, q3 = x * q0 + b0[j], x * q1 + b1[j], x * q2 + b2[j], x * q3 + b3[j]
+        o0[j], o1[j], o2[j], o3[j] = q0, q1, q2, q3
     return q0, q1, q2, q3
 
 
@@ -510,7 +470,7 @@ _DIRECT_BURST = 4096
 
 @njit(**_OPTS)
 def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop, small):
-    """Pass 1 of :func:`chunked_fixup` for segments ``i .. i+3``: local scans written to ``out``.
+    """Pass 1 of :func:`chunked`'s fix-up scheme for segments ``i .. i+3``: local scans written to ``out``.
 
     The four segments step interleaved in bursts (``_BURST`` steps). A non-finite state stays
     non-finite to the segment's end, so the first burst that ends non-finite marks where the
@@ -519,11 +479,7 @@ def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop, small):
     in an L1 buffer and written out (non-temporally if ``nt``) only while finite. Otherwise
     (``direct``) the states go straight to ``out``, and the loop overwrites what follows ``stop``.
 
-    The products of ``a`` are flushed to zero after a burst once below the smallest normal number
-    ``small``: for ``|a|`` in (0.5, 1) a product decays to the smallest subnormal and stays there
-    (``x * 0.7`` rounds back to it), and every later multiply would take the processor's slow
-    subnormal path (10x slower rows). The carry's share they drop is below ``small * |carry|``,
-    where the unflushed subnormal product was itself off by up to that much.
+    Products below ``small`` are flushed to zero after each burst (:func:`_flush4`).
     """
     zero = one - one
     u0, u1, u2, u3, m = _quad(bnd, i)
@@ -534,12 +490,12 @@ def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop, small):
     burst = _DIRECT_BURST if direct else _BURST
     buf = np.empty((4, _BURST), orow.dtype)
     r0, r1, r2, r3 = buf[0], buf[1], buf[2], buf[3]
-    b0, b1, b2, b3 = br[u0:u0 + m], br[u1:u1 + m], br[u2:u2 + m], br[u3:u3 + m]
-    o0, o1, o2, o3 = orow[u0:u0 + m], orow[u1:u1 + m], orow[u2:u2 + m], orow[u3:u3 + m]
+    b0, b1, b2, b3 = _quarters(br, u0, u1, u2, u3, m)
+    o0, o1, o2, o3 = _quarters(orow, u0, u1, u2, u3, m)
     const = ar.strides[0] == 0
     # time-invariant a (scalar or per lane): a register, not a load per step
     x = ar[0] if const and ar.shape[0] > 0 else one
-    a0, a1, a2, a3 = ar[u0:u0 + m], ar[u1:u1 + m], ar[u2:u2 + m], ar[u3:u3 + m]
+    a0, a1, a2, a3 = _quarters(ar, u0, u1, u2, u3, m)
     mb = m - m % burst
     for j in range(0, m, burst):
         e = min(m, j + burst)
@@ -560,14 +516,7 @@ def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop, small):
                 p0, p1, p2, p3, q0, q1, q2, q3 = _local4(a0[j:e], a1[j:e], a2[j:e], a3[j:e], b0[j:e], b1[j:e],
                                                          b2[j:e], b3[j:e], r0, r1, r2, r3, k, p0, p1, p2, p3,
                                                          q0, q1, q2, q3)
-        if abs(p0) < small:
-            p0 = zero
-        if abs(p1) < small:
-            p1 = zero
-        if abs(p2) < small:
-            p2 = zero
-        if abs(p3) < small:
-            p3 = zero
+        p0, p1, p2, p3 = _flush4(p0, p1, p2, p3, small)
         st0 = _keep(r0, o0[j:e], k, nt, direct, q0, st0, e0, u0 + j)
         st1 = _keep(r1, o1[j:e], k, nt, direct, q1, st1, e1, u1 + j)
         st2 = _keep(r2, o2[j:e], k, nt, direct, q2, st2, e2, u2 + j)
@@ -584,7 +533,7 @@ def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop, small):
 
 @njit(**_OPTS)
 def _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, tiny):
-    """``C[i]``: the state entering segment ``i`` after pass 1 of :func:`chunked_fixup` (``C[0] = c``).
+    """``C[i]``: the state entering segment ``i`` after pass 1 of :func:`chunked`'s fix-up scheme (``C[0] = c``).
 
     A segment written in full whose carry is finite composes: ``C[i+1] = P[i] C[i] + H[i]``
     (segment 0 started from ``c``: ``H[0]``), and pass 2 adds the carry's share. Any other
@@ -609,30 +558,33 @@ def _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, tiny):
             exact[i] = True
 
 
-@_kernel("r2 r2 w2 w1 i i r1 t1 b b", parallel=True)
-def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt, direct):
-    """Scan-then-fix-up along time in superblocks: ``out`` written once, then patched where the carry matters.
+@_kernel("r2 r2 w2 w1 i i r1 t1 b b b", parallel=True)
+def chunked(a, b, out, h, ng, sb, unit, tiny, fixup, nt, direct):
+    """Few long lanes over every thread: each lane cut into superblocks of ``sb`` steps, each
+    superblock into ``4 * ng`` segments; thread ``g`` takes segments ``4g .. 4g+3`` and steps
+    them interleaved (4 independent dependency chains hide the latency of the multiply-add that
+    bounds a single loop). Two schemes (the driver picks, ``fixup``):
 
-    Each superblock of ``sb`` steps is cut into ``4 * ng`` segments; thread
-    ``g`` takes segments ``4g .. 4g+3`` and steps them interleaved (4
-    independent dependency chains, as in :func:`chunked`). Pass 1
-    (:func:`_local_group`) scans every segment from state 0 -- the first
-    from the true incoming state, so it is final -- writing the local states
-    into ``out`` and keeping the aggregate ``(P, H)`` = (product of ``a``,
-    last local state). A serial scan of the aggregates (:func:`_carries_fixup`)
-    gives each segment's carry ``C``. Pass 2 adds the carry's share,
-    ``out[t] += (a[u] ... a[t]) * C``, to every later segment, and stops
-    where that share falls below the smallest normal number (:func:`_fixup`):
-    for ``|a| < 1`` after a few thousand steps. Memory then sees one read of
-    ``a`` and ``b`` and one write of ``out`` (3 streams; reduce-then-scan
-    moves 5); where the share never decays (``|a| >= 1`` throughout) pass 2
-    re-reads ``a`` and ``out`` and writes ``out`` in full: 6 streams. ``h``
-    gets the last written state of the lane. ``unit`` is ``[1]`` in the
-    accumulation dtype, ``tiny`` the smallest normal number of its real part
-    (``[tiny]``). ``nt``: pass 1 writes ``out`` with non-temporal stores
-    (real dtypes with contiguous rows far larger than the cache: the driver
-    decides); ``direct``: pass 1 may write ``out`` straight from the loop
-    (``out`` is not ``b``, no ``nt``; see :func:`_local_group`).
+    - *Scan, then fix up*: pass 1 (:func:`_local_group`) scans every segment from state 0 -- the
+      first from the true incoming state, so it is final -- writing the local states into
+      ``out`` and keeping the aggregate ``(P, H)`` = (product of ``a``, last local state). A
+      serial scan of the aggregates (:func:`_carries_fixup`) gives each segment's carry ``C``.
+      Pass 2 adds the carry's share, ``out[t] += (a[u] ... a[t]) * C``, to every later segment,
+      and stops where that share falls below the smallest normal number (:func:`_fixup`): for
+      ``|a| < 1`` after a few thousand steps. Memory then sees one read of ``a`` and ``b`` and one
+      write of ``out`` (3 streams); where the share never decays pass 2 re-reads ``a`` and ``out``
+      and writes ``out`` in full: 6 streams.
+    - *Reduce, then scan* (for a time-invariant ``a`` with ``|a|`` near or above 1, where the
+      fix-up would rewrite every later segment): pass 1 reduces every segment to its aggregate
+      (:func:`_reduce_group`, reading ``a`` and ``b``); :func:`_carries` gives each segment's
+      incoming state (by the loop itself where an aggregate or a carry is not finite); pass 2
+      rescans every segment from it (:func:`_rescan_group`): 5 streams.
+
+    ``h`` gets the lane's last state. ``unit`` is ``[1]`` in the accumulation dtype, ``tiny`` the
+    smallest normal number of its real part (``[tiny]``). ``nt``: pass 1 writes ``out`` with
+    non-temporal stores (real dtypes with contiguous rows far larger than the cache: the driver
+    decides); ``direct``: pass 1 may write ``out`` straight from the loop (``out`` is not ``b``,
+    no ``nt``; see :func:`_local_group`).
     """
     L, T = out.shape
     nseg = 4 * ng
@@ -652,16 +604,26 @@ def chunked_fixup(a, b, out, h, ng, sb, unit, tiny, nt, direct):
         for s0 in range(0, T, sb):
             n = min(T, s0 + sb) - s0
             _split(bnd, s0, n, nseg)
-            for g in prange(ng):
-                i = 4 * g
-                _local_group(ar, br, orow, bnd, i, c if i == 0 else one - one, one, nt, direct, P, H, stop, small)
-            _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, small)
-            for g in prange(ng):
-                for i in range(max(1, 4 * g), 4 * g + 4):
-                    if not exact[i]:
-                        _fixup(ar, orow, bnd[i], bnd[i + 1], C[i], small)
-            if n > 0:
-                c = orow[s0 + n - 1]
+            if fixup:
+                for g in prange(ng):
+                    i = 4 * g
+                    _local_group(ar, br, orow, bnd, i, c if i == 0 else one - one, one, nt, direct, P, H, stop, small)
+                _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, small)
+                for g in prange(ng):
+                    for i in range(max(1, 4 * g), 4 * g + 4):
+                        if not exact[i]:
+                            _fixup(ar, orow, bnd[i], bnd[i + 1], C[i], small)
+                if n > 0:
+                    c = orow[s0 + n - 1]
+            else:
+                for g in prange(ng):
+                    _reduce_group(ar, br, bnd, 4 * g, one, small, P, H)
+                _carries(ar, br, bnd, P, H, C, c, one)
+                for g in prange(ng):
+                    last = _rescan_group(ar, br, orow, bnd, 4 * g, C)
+                    if g == ng - 1:
+                        C[nseg] = last  # the loop's own last state, not the composition's
+                c = C[nseg]
         h[l] = c
 
 

@@ -260,13 +260,10 @@ def _chunked(k, a, b, out, h):
     ng = max(1, _threads()) * TUNING["segment_groups"]
     unit = np.ones(1, dt)
     scheme = TUNING["scheme"] or ("fixup" if _fixup_pays(a, out.shape[-1], 4 * ng) else "reduce")
-    if scheme == "fixup":
-        tiny = np.array([np.finfo(dt).tiny]).astype(unit.real.dtype)
-        nt = _non_temporal(b, out)
-        direct = not nt and not np.may_share_memory(b, out)
-        k.compiled("chunked_fixup", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, nt, direct)
-    else:
-        k.compiled("chunked", dt)(a, b, out, h, ng, TUNING["superblock"], unit)
+    tiny = np.array([np.finfo(dt).tiny]).astype(unit.real.dtype)
+    nt = scheme == "fixup" and _non_temporal(b, out)
+    direct = not nt and not np.may_share_memory(b, out)
+    k.compiled("chunked", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, scheme == "fixup", nt, direct)
 
 
 # --------------------------------------------------------------------------- dense
