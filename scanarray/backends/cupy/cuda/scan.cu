@@ -810,6 +810,17 @@ struct BlockRow {
   }
 };
 
+// The row a block of rows_block or rows_wide scans (after SCAN_LANE_MAP and its BlockRowShared
+// `sh`): its pointers `pa`, `pb`, where out (and the adjoint's product) goes `po`, a
+// time-invariant `a_val`, and whether the adjoint's shifts apply (`SH`).
+#define BLOCK_ROW_SETUP                                                              \
+  const BlockRow<TA, TB, TO, C, AC> r(lm, blockIdx.x, a, b, out, h0, has_h0, sh.h); \
+  const TA* pa = r.pa;                                                               \
+  const TB* pb = r.pb;                                                               \
+  const auto po = out_at<C>(out, r.po, epi...);                                      \
+  const C a_val = r.a_val;                                                           \
+  constexpr bool SH = shifted_epi<EPI...>()
+
 // Many long rows: a block per row, looping along it tile after tile with the state carried in
 // shared memory. Enough rows fill the device without any look-back.
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, class... EPI>
@@ -824,12 +835,7 @@ __global__ void __launch_bounds__(NT, MINB)
 
   SCAN_LANE_MAP;
   const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const BlockRow<TA, TB, TO, C, AC> r(lm, blockIdx.x, a, b, out, h0, has_h0, sh.h);
-  const TA* pa = r.pa;
-  const TB* pb = r.pb;
-  const auto po = out_at<C>(out, r.po, epi...);
-  const C a_val = r.a_val;
-  constexpr bool SH = shifted_epi<EPI...>();
+  BLOCK_ROW_SETUP;
 
   // The next tile's loads are issued before this tile's reduction, barriers and stores (raw
   // vectors in registers, unpacked when it starts): a block walks its row without the memory
@@ -919,12 +925,7 @@ __global__ void __launch_bounds__(NT, MINB)
 
   SCAN_LANE_MAP;
   const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
-  const BlockRow<TA, TB, TO, C, AC> r(lm, blockIdx.x, a, b, out, h0, has_h0, sh.h);
-  const TA* pa = r.pa;
-  const TB* pb = r.pb;
-  const auto po = out_at<C>(out, r.po, epi...);
-  const C a_val = r.a_val;
-  constexpr bool SH = shifted_epi<EPI...>();
+  BLOCK_ROW_SETUP;
 
   int cur = 0;
   for (i64 tbase = 0; tbase < T; tbase += TILE, cur ^= 1) {
