@@ -36,13 +36,23 @@ class _Timed:
     repeat = C.TIMING["repeat"]
     warmup_time = C.TIMING["warmup_time"]
     min_run_count = C.TIMING["min_run_count"]
+    #: "cpu" or "gpu": where the class's data lives
+    device = "cpu"
+
+    def teardown(self, *params):
+        # Free device memory between parameter sets of one process.
+        self.__dict__.clear()
+        if self.device == "gpu":
+            try:
+                import cupy
+
+                cupy.get_default_memory_pool().free_all_blocks()
+            except Exception:
+                pass
 
 
 class _Scan(_Timed):
     """A diagonal scan ``h[t] = a[t] h[t-1] + b[t]`` of one workload per parameter set."""
-
-    #: "cpu" or "gpu": where the class's data lives
-    device = "cpu"
 
     def problem(self, *params):
         """Return ``dict(impl=, shape=, dtype=, axis=, reverse=, a_kind=, resets=)``."""
@@ -65,17 +75,6 @@ class _Scan(_Timed):
         h = C.warm(self.run, p["impl"])
         self.nbytes = C.nbytes_moved(a, b, b)  # h has b's shape and, here, b's dtype
         self.h = h
-
-    def teardown(self, *params):
-        # Free device memory between parameter sets of one process.
-        self.__dict__.clear()
-        if self.device == "gpu":
-            try:
-                import cupy
-
-                cupy.get_default_memory_pool().free_all_blocks()
-            except Exception:
-                pass
 
     def time_scan(self, *params):
         self.run()
@@ -115,8 +114,6 @@ class _GpuScan(_Scan):
 class _Dense(_Timed):
     """``h[t] = A[t] @ h[t-1] + b[t]`` on (batch, T, n, n) transitions."""
 
-    device = "cpu"
-
     def problem(self, *params):
         """Return ``dict(impl=, batch=, T=, n=, dtype=)``."""
         raise NotImplementedError
@@ -132,9 +129,6 @@ class _Dense(_Timed):
         self.A, self.b = A, b
         self.run = build(p["impl"], A, b, axis=1, device=self.device, dense=True)
         self.h = C.warm(self.run, p["impl"])
-
-    def teardown(self, *params):
-        _Scan.teardown(self, *params)
 
     def time_dense(self, *params):
         self.run()

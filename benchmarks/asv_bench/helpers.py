@@ -39,16 +39,6 @@ class _Helper(_Timed):
         C.warm(self.fn, f"{type(self).__name__}{params}")
         self.sync()
 
-    def teardown(self, *params):
-        self.__dict__.clear()
-        if self.device == "gpu":
-            try:
-                import cupy
-
-                cupy.get_default_memory_pool().free_all_blocks()
-            except Exception:
-                pass
-
     def time_call(self, *params):
         self.fn()
         self.sync()
