@@ -19,8 +19,8 @@ and backward (``h = scan(a, b)`` then the gradients of ``a`` and ``b`` for an in
   pool), against the three arrays it must create (h and the two gradients).
 
 Also the host time per call through torch against a bare scanarray call on CuPy arrays, on a small
-problem. Peers are used where they import (see tools/gpu_peers.sh); a peer whose gradients disagree
-with scanarray's is reported and not timed.
+problem. Peers are used where they import (built by ``tools/gpu_bench.sh peers``); a peer whose
+gradients disagree with scanarray's is reported and not timed.
 
 Usage: python benchmarks/bench_grad.py [--quick] [--only SUBSTR] [--out DIR]
        python benchmarks/bench_grad.py --cpu    (host overhead through torch on the CPU; no GPU)
@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")  # JAX shares the GPU with torch/CuPy
-os.environ.setdefault("TORCH_EXTENSIONS_DIR", "/tmp/torch_ext")  # where tools/gpu_peers.sh built peers
+os.environ.setdefault("TORCH_EXTENSIONS_DIR", "/tmp/torch_ext")  # where tools/gpu_bench.sh builds the peers
 
 import argparse  # noqa: E402
 import datetime  # noqa: E402

@@ -46,9 +46,10 @@ class BackendSpec:
     #: whether it writes ``Problem.mul_out = h * Problem.mul`` in the scan's own pass (the
     #: adjoint's ``grad_a = grad_b * h_prev``); otherwise the caller multiplies after the scan
     fuses_product: bool = False
-    #: whether its module has ``adjoint(a, g, lam, h, ga, reverse, method) -> bool``: the adjoint's
-    #: scan over the whole arrays with its one-step shifts of ``a`` and ``h`` inside one launch
-    #: (scanarray/_vjp.py), False where it does not take the layout
+    #: whether its module has ``adjoint(a, g, lam, h, ga, reverse, method)``: the adjoint's scan
+    #: over the whole arrays with its one-step shifts of ``a`` and ``h`` inside one launch
+    #: (scanarray/_vjp.py); it returns False where it does not take the layout, else a function
+    #: repeating that launch on raw pointers (the torch front-end's bound backward)
     shifted_adjoint: bool = False
     #: whether it binds a call to its launches (``Problem.bind``), so that repeated calls of one
     #: signature skip validation and planning (scanarray/_bound.py)

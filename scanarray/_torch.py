@@ -23,6 +23,7 @@ Complex tensors follow torch's convention (conjugate Wirtinger derivatives): the
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -56,6 +57,17 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
                       out=None, backend=None, method="auto"):
     """:func:`scanarray.linear_recurrence` for torch tensors (and Python scalars): see its docstring."""
     compiling = torch.compiler.is_compiling()
+    fast_key = None
+    if out is None and not compiling and _peek() is None:
+        fast_key = _fast_key(a, b, initial, axis, chunk, reverse, dense, dtype, backend, method)
+        try:
+            entry = None if fast_key is None else _FAST.get(fast_key)
+        except TypeError:  # an unhashable argument: the checks will say what is wrong
+            entry = fast_key = None
+        if entry is not None:
+            h = _repeat(entry, a, b, initial)
+            if h is not None:
+                return h
     plan = key = None
     if not compiling:  # what validation and the rules give depends on the signature alone: kept
         try:
@@ -109,8 +121,58 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
     elif torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
         h = _Scan.apply(a, b, initial, a_scalar, args)
     else:
-        h = _forward(a, a_scalar, b, initial, *args)
+        bound = []
+        h = _forward(a, a_scalar, b, initial, *args, bound=bound)
+        if fast_key is not None and bound and not bf16:
+            if len(_FAST) >= 1024:
+                _FAST.clear()
+            _FAST[fast_key] = (tuple(h.shape), tuple(h.shape) == tuple(b.shape), work, store, b.device.index,
+                               bound[0], a_scalar, args)
     return h.to(store) if store != work else h
+
+
+#: repeated eager CUDA calls: signature -> (result shape, b's shape?, dtypes, device, bound launch,
+#: arguments); one dictionary lookup instead of the checks, plans and views of the full path
+_FAST: dict = {}
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
+    (lambda idx: torch.cuda.current_stream(idx).cuda_stream)
+
+
+def _fast_key(a, b, initial, *args):
+    """The signature of an eager call on plain CUDA tensors (``a`` may be a Python float or
+    int), or None: shapes, strides, dtypes, device, scalar ``a``'s value, the arguments (possibly
+    unhashable: the caller's lookup fails then)."""
+    if type(b) not in _PLAIN or not b.is_cuda or b.is_conj() or b.is_neg():
+        return None
+    if type(a) in _PLAIN:
+        if a.is_conj() or a.is_neg():
+            return None
+        ka = (a.shape, a.stride(), a.dtype)
+    elif type(a) is float or type(a) is int:
+        ka = (type(a), a, math.copysign(1.0, a))
+    else:
+        return None
+    if initial is None:
+        ki = None
+    elif type(initial) in _PLAIN and not (initial.is_conj() or initial.is_neg()):
+        ki = (initial.shape, initial.stride(), initial.dtype)
+    else:
+        return None
+    return (ka, b.shape, b.stride(), b.dtype, b.get_device(), ki) + args
+
+
+def _repeat(entry, a, b, initial):
+    """The bound launch of ``entry`` on these tensors: h, or None for the full path (autograd, or a
+    pointer of another alignment)."""
+    shape, like_b, work, store, idx, raw, a_scalar, args = entry
+    if torch.is_grad_enabled() and (b.requires_grad or (a_scalar is None and a.requires_grad)
+                                    or (initial is not None and initial.requires_grad)):
+        return None
+    h = torch.empty_like(b, dtype=work) if like_b else b.new_empty(shape, dtype=work)
+    if not raw(_raw_stream(idx), 0 if a_scalar is not None else a.data_ptr(), b.data_ptr(),
+               None if initial is None else initial.data_ptr(), h.data_ptr()):
+        return None
+    return h if store is work else h.to(store)
 
 
 #: call signature -> what ``_plan`` made of it
@@ -295,7 +357,7 @@ class _ExitBoth:
 def _on_torch_stream(device):
     """A context making CuPy's current stream (and device) torch's current ones for ``device``."""
     idx = device.index if device.index is not None else torch.cuda.current_device()
-    stream = external_stream(torch.cuda.current_stream(idx).cuda_stream, idx)
+    stream = external_stream(_raw_stream(idx), idx)
     if device_count() > 1:
         import cupy
 
@@ -303,12 +365,13 @@ def _on_torch_stream(device):
     return stream
 
 
-def _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out=None):
-    """h = linear_recurrence(...) into a new tensor (or ``out``), on the tensors' device."""
+def _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out=None, bound=None):
+    """h = linear_recurrence(...) into a new tensor (or ``out``), on the tensors' device; appends
+    to the list ``bound`` the raw launch a CUDA call was bound to (``_FAST``), if any."""
     if out is None:
         out = _alloc(b, _result_shape(a, b, dense), dtype)
     if b.device.type == "cuda":
-        _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out)
+        _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out, bound)
         return out
     _api.linear_recurrence(a_scalar if a is None else _numpy(a), _numpy(b), axis, chunk,
                            initial=None if initial is None else _numpy(initial), out=_numpy(out), reverse=reverse,
@@ -318,62 +381,52 @@ def _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backen
 
 # --------------------------------------------------------------------------- repeated CUDA calls
 
-#: per signature of a CUDA call (torch shapes, strides, dtypes, arguments): the launch the public
-#: function bound to it (``scanarray._bound.CALLS``), fed device pointers directly. CuPy views cost
-#: a few microseconds each; a small scan's whole bound launch costs about seven on the H200 host.
+#: per signature of a CUDA call (torch shapes, strides, dtypes, arguments): the raw launch the
+#: public function bound to it (``call.raw`` of ``backends/cupy/_common.Binder``), fed torch's
+#: device pointers and stream directly. CuPy views and stream contexts cost a few microseconds
+#: each; a small scan's whole bound launch costs about seven on the H200 host.
 _BOUND: dict = {}
-
-
-class _Pointer:
-    """What a bound launch reads of a CuPy array: ``.data.ptr`` and ``.data.device_id``."""
-
-    __slots__ = ("ptr", "device_id")
-
-    def __init__(self, ptr, device_id):
-        self.ptr, self.device_id = ptr, device_id
-
-    @property
-    def data(self):
-        return self
 
 
 def _sig(t):
     return None if t is None else (tuple(t.shape), t.stride(), t.dtype)
 
 
-def _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out):
+def _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out, bound=None):
     dev = b.device
     lazy = any(t is not None and (t.is_conj() or t.is_neg()) for t in (a, b, initial))
     key = None if lazy else (_sig(a), a_scalar if a is None else None, _sig(b), _sig(initial), _sig(out), dev, axis,
                              chunk, reverse, dense, dtype, backend, method)
+    raw = _BOUND.get(key) if key is not None else None
+    if raw is not None and raw(_raw_stream(dev.index), 0 if a is None else a.data_ptr(), b.data_ptr(),
+                               None if initial is None else initial.data_ptr(), out.data_ptr()):
+        if bound is not None:
+            bound.append(raw)
+        return
     with _on_torch_stream(dev):
-        fast = _BOUND.get(key) if key is not None else None
-        if fast is not None:
-            idx = dev.index
-            if fast(None if a is None else _Pointer(a.data_ptr(), idx), _Pointer(b.data_ptr(), idx),
-                    None if initial is None else _Pointer(initial.data_ptr(), idx),
-                    _Pointer(out.data_ptr(), idx)) is not None:
-                return
         ca = a_scalar if a is None else _cupy(a)
         cb, co = _cupy(b), _cupy(out)
         ci = None if initial is None else _cupy(initial)
         kw = dict(initial=ci, reverse=reverse, dense=dense, dtype=_NUMPY_OF[dtype], out=co, backend=backend,
                   method=method)
         _api.linear_recurrence(ca, cb, axis, chunk, **kw)
-        if key is not None:
-            bound = _bound_launch(ca, cb, axis, chunk, kw)
-            if bound is not None:
-                if len(_BOUND) >= 1024:
-                    _BOUND.clear()
-                _BOUND[key] = bound
+        raw = None if key is None or device_count() > 1 else _bound_launch(ca, cb, axis, chunk, kw)
+    if raw is not None:
+        if len(_BOUND) >= 1024:
+            _BOUND.clear()
+        _BOUND[key] = raw
+        if bound is not None:
+            bound.append(raw)
 
 
 def _bound_launch(a, b, axis, chunk, kw):
-    """The launch the public function bound to this call's signature, or None (not bound, or a
-    scanarray whose binding works otherwise: then every call takes the full path)."""
+    """The raw launch the public function bound to this call's signature, or None (not bound, or a
+    scanarray whose binding works otherwise: then every call takes the full path). One visible
+    device only: the raw launch runs in the thread's current context."""
     try:
-        return _bound.CALLS.call(a, b, axis, chunk, kw["initial"], kw["reverse"], kw["dense"], kw["dtype"], kw["out"],
-                                 kw["backend"], kw["method"], run=False)[0]
+        call = _bound.CALLS.call(a, b, axis, chunk, kw["initial"], kw["reverse"], kw["dense"], kw["dtype"],
+                                 kw["out"], kw["backend"], kw["method"], run=False)[0]
+        return getattr(call, "raw", None)
     except Exception:  # noqa: BLE001 - an optimisation only
         return None
 
@@ -382,6 +435,10 @@ def _backward(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backen
     """(grad_a, grad_b, grad_initial) tensors of ``shapes`` and ``dtypes`` (None where ``need`` is
     False): the adjoint scan of :mod:`scanarray._vjp` on views of torch's memory."""
     dev = h.device
+    if dev.type == "cuda" and need[0] and not dense and a is not None:
+        outs = _backward_bound(grad, a, h, initial, axis % h.ndim, reverse, backend, method, shapes, dtypes, need)
+        if outs is not None:
+            return outs
     outs = tuple(torch.empty(s, dtype=d, device=dev) if n else None for s, d, n in zip(shapes, dtypes, need))
     if not any(need):
         return outs
@@ -410,6 +467,57 @@ def _backward(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backen
         if ctx is not None:
             ctx.__exit__(None, None, None)
     return outs
+
+
+#: repeated CUDA backward passes: signature -> the backend's one-launch adjoint on raw pointers
+#: (``BackendSpec.shifted_adjoint``), False where it does not take the signature
+_BWD: dict = {}
+
+
+def _backward_bound(grad, a, h, initial, ax, reverse, backend, method, shapes, dtypes, need):
+    """:func:`_backward` where ``a`` and ``b`` have the result's shape and real dtype: one launch
+    writing grad_b and grad_a (bound to the signature after its first call), then grad_a's first
+    step and grad_initial by torch. None for the full path."""
+    if type(grad) not in _PLAIN or grad.is_conj() or grad.is_neg() or a.is_conj() or a.is_neg():
+        return None
+    key = (_sig(grad), grad.data_ptr() % 16, _sig(a), a.data_ptr() % 16, _sig(h), h.data_ptr() % 16, _sig(initial),
+           ax, reverse, backend, method, tuple(shapes[1]), dtypes, need)
+    launch = _BWD.get(key)
+    if launch is False:
+        return None
+    dev, dt, shape = h.device, h.dtype, tuple(h.shape)
+    if launch is None and (dt.is_complex or not dt.is_floating_point or tuple(a.shape) != shape
+                           or tuple(shapes[1]) != shape or dtypes[0] != dt or dtypes[1] != dt or grad.dtype != dt
+                           or (initial is not None and initial.dtype != dt) or shape[ax] < 2
+                           or h.numel() == 0):
+        _BWD[key] = False
+        return None
+    ga, gb = torch.empty(shape, dtype=dt, device=dev), torch.empty(shape, dtype=dt, device=dev)
+    with _on_torch_stream(dev):
+        if launch is not None:
+            launch(a.data_ptr(), grad.data_ptr(), gb.data_ptr(), h.data_ptr(), ga.data_ptr())
+        else:
+            import cupy
+
+            views = (_vjp._canonical(cupy, _cupy(t), ax, len(shape), False) for t in (a, grad, gb, h, ga))
+            launch = _vjp._shifted_adjoint(cupy, backend, method, *views, reverse)
+            if len(_BWD) >= 1024:
+                _BWD.clear()
+            _BWD[key] = launch or False
+            if not launch:
+                return None
+    first = shape[ax] - 1 if reverse else 0
+    lam0, ga0 = gb.select(ax, first), ga.select(ax, first)
+    if initial is None:
+        ga0.zero_()
+    else:
+        torch.mul(lam0, initial, out=ga0)
+    gi = None
+    if need[2] and initial is not None:
+        gi = a.select(ax, first) * lam0
+        if tuple(gi.shape) != tuple(shapes[2]):
+            gi = gi.sum_to_size(shapes[2])
+    return ga, gb if need[1] else None, gi
 
 
 # --------------------------------------------------------------------------- eager autograd

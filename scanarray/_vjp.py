@@ -428,7 +428,8 @@ _ADJOINT: dict = {}
 
 def _shifted_adjoint(xp, backend, method, ac, gc, lc, hc, gac, reverse):
     """Whether the backend ran the whole adjoint scan in one launch (``BackendSpec.shifted_adjoint``):
-    ``lc`` (grad_b) at every step and ``gac`` (grad_a) at every step but the forward's first."""
+    ``lc`` (grad_b) at every step and ``gac`` (grad_a) at every step but the forward's first. True
+    as the backend's launch on raw pointers (see ``BackendSpec.shifted_adjoint``), else False."""
     key = (xp, backend)
     mod = _ADJOINT.get(key, 0)
     if mod == 0:

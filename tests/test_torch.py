@@ -407,6 +407,44 @@ def test_repeated_calls_reuse_the_bound_launch(rng, a_kind):
         assert_matches(h.cpu().numpy(), ref, g, tolerance("float32", 700))
     if len(_bound.CALLS.table) > fast0:  # the public function bound the signature: so must the front-end
         assert len(_torch._BOUND) > bound0, "the CUDA calls through torch never used the bound launch"
+        assert _torch._FAST, "repeated eager calls never took the front-end's one-lookup path"
+    # views one element apart share a signature but not the planned alignment: the full path
+    base = torch.randn(3, 701, device="cuda")
+    for k in range(4):
+        b = base[:, k % 2:700 + k % 2]
+        h = linear_recurrence(0.9, b)
+        ref, g = recurrence_ref(0.9, b.cpu().numpy(), -1)
+        assert_matches(h.cpu().numpy(), ref, g, tolerance("float32", 700))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+@pytest.mark.parametrize("axis, reverse, i_shape", [(-1, False, (3,)), (0, True, (1,)), (-1, True, None)])
+def test_repeated_backward_passes_reuse_the_bound_adjoint(rng, axis, reverse, i_shape):
+    """Backward passes of one signature after the first launch the adjoint bound to it: new data,
+    initial states broadcast along lanes, misaligned views, against a plain torch loop."""
+    from scanarray import _torch
+
+    shape = (3, 500) if axis == -1 else (500, 3)
+    lanes = 3
+    for k in range(4):
+        base_a = torch.tensor(rng.uniform(0.5, 1.0, (shape[0] + 1, shape[1] + 1)), device="cuda")
+        base_b = torch.tensor(rng.standard_normal((shape[0] + 1, shape[1] + 1)), device="cuda")
+        off = k // 2  # the last two calls on views one element off the first two
+        a = base_a[off:off + shape[0], off:off + shape[1]].detach().requires_grad_()
+        b = base_b[:shape[0], :shape[1]].detach().requires_grad_()
+        ins = (a, b)
+        i0 = None
+        if i_shape is not None:
+            i0 = torch.tensor(rng.standard_normal(i_shape if i_shape != (3,) else (lanes,)), device="cuda",
+                              requires_grad=True)
+            ins += (i0,)
+        w = torch.tensor(rng.standard_normal(shape), device="cuda")
+        got = torch.autograd.grad((linear_recurrence(a, b, axis=axis, initial=i0, reverse=reverse) * w).sum(), ins)
+        ref = torch.autograd.grad((torch_loop(a, b, i0, axis=axis, reverse=reverse) * w).sum(), ins)
+        for x, y in zip(got, ref):
+            torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-10 * float(y.abs().max()))
+    assert any(_torch._BWD.values()), "no backward pass took the bound adjoint"
 
 
 @pytest.mark.gpu

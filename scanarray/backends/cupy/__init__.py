@@ -95,7 +95,7 @@ def linear_recurrence(problem):
 
 def adjoint(a, g, lam, h, ga, reverse, method="auto"):
     """The adjoint's scan in one launch (``BackendSpec.shifted_adjoint``; :func:`.scan.adjoint`):
-    True if launched, False where the caller must scan views."""
+    its launch on raw pointers if launched, False where the caller must scan views."""
     from . import scan
 
     return scan.adjoint(a, g, lam, h, ga, reverse, method)

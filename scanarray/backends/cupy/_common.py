@@ -319,7 +319,11 @@ class Binder:
         """A function ``call(a, b, h0, out)`` repeating this launch on new arrays of the same
         signature; it returns the result, or None where the full path must decide. With
         ``a_const``, ``a`` is the 0-d device array the full path made of a Python scalar: the
-        bound call keeps it and reads it instead of its own ``a`` (the same value)."""
+        bound call keeps it and reads it instead of its own ``a`` (the same value).
+
+        ``call.raw`` (None where the plan has no direct launch) is the launch alone on raw
+        pointers, ``raw(stream_ptr, pa, pb, ph0, po) -> bool``, for a caller that owns the checks
+        of ``call`` (the torch front-end: its device, and a new result overlapping nothing)."""
         import cupy
 
         plan_, dev = self.plan, self.dev
@@ -342,16 +346,27 @@ class Binder:
         # out=b exactly is the one overlap allowed (shapes and dtypes are in the signature)
         in_place_ok = result.shape == b.shape and result.strides == b.strides and result.dtype == b.dtype
 
+        def raw(stream_ptr, ra, rb, rh, ro):
+            if const is not None:
+                ra = const.data.ptr  # the bound call keeps the constant alive
+                if stream_ptr != stream0:  # it was copied to the device on stream0
+                    return False
+            if ((ra - ra0) | (rb - rb0) | (ro - ro0)) & 15:
+                return False
+            qa, qb, qo = ra + off_a, rb + off_b, ro + off_o
+            if go is not None:
+                go(stream_ptr, qa, qb, qo, rh)
+            else:  # on CuPy's current stream, which ``call`` passed as stream_ptr
+                plan_.launch_ptrs(cupy, qa, qb, qo, rh, dev)
+            return True
+
         def call(a_, b_, h0_, out_):
             db = b_.data
             if multi and (getdev() != dev or db.device_id != dev):
                 return None
             rb = db.ptr
-            if const is not None:
-                ra = const.data.ptr  # the bound call keeps the constant alive
-                if stream().ptr != stream0:  # it was copied to the device on stream0
-                    return None
-            else:
+            ra = rh = None
+            if const is None:
                 da = a_.data
                 if multi and da.device_id != dev:
                     return None
@@ -377,15 +392,9 @@ class Binder:
                     return None
                 if h0_ is not None and lo < rh + ext_h[1] and rh + ext_h[0] < hi:
                     return None
-            if ((ra - ra0) | (rb - rb0) | (ro - ro0)) & 15:
-                return None
-            qa, qb, qo = ra + off_a, rb + off_b, ro + off_o
-            if go is not None:
-                go(stream().ptr, qa, qb, qo, None if h0_ is None else rh)
-            else:
-                plan_.launch_ptrs(cupy, qa, qb, qo, None if h0_ is None else rh, dev)
-            return res
+            return res if raw(stream().ptr, ra, rb, rh, ro) else None
 
+        call.raw = raw if go is not None else None
         return call
 
 

@@ -114,7 +114,10 @@ def linear_recurrence(p, *, tuning=TUNING, packed=True):
 
 def adjoint(a, g, lam, h, ga, reverse, method="auto", tuning=TUNING):
     """The adjoint's scan (:mod:`scanarray._vjp`) in one launch over the whole arrays; False where
-    the kernels do not take the layout (the caller then scans views of one step less).
+    the kernels do not take the layout (the caller then scans views of one step less), else the
+    launch itself, ``launch(pa, pg, plam, ph, pga)``, which repeats it on the raw pointers of new
+    arrays of this signature (the same pointers modulo 16, ``lam`` and ``ga`` overlapping nothing)
+    on CuPy's current stream.
 
     Canonical arrays ``(*lanes, T)`` of one storage dtype, ``T >= 2``: the forward call's ``a`` and
     result ``h``, the incoming gradient ``g``. Writes ``lam`` (``grad_b``) at every step and ``ga =
@@ -133,13 +136,13 @@ def adjoint(a, g, lam, h, ga, reverse, method="auto", tuning=TUNING):
     key = (lam.shape, reverse, method, id(tuning), dev,
            *(x.strides for x in arrays), *(x.dtype for x in arrays), *(x.data.ptr % 16 for x in arrays))
     entry = _adjoints.get(key)
-    if entry is None or (entry and entry[0].tuning is not tuning):
+    if entry is None or (entry and entry[2] is not tuning):  # (another table that had the same id)
         if len(_adjoints) > 4096:
             _adjoints.clear()
         entry = _adjoints[key] = _adjoint_entry(a, g, lam, h, ga, reverse, method, tuning)
     if not entry or dev != cupy.cuda.runtime.getDevice():
         return False
-    plan_, offs, exts, vec_m = entry
+    launch, exts, _ = entry
     ptrs = [x.data.ptr for x in arrays]
     lo = [p + e[0] for p, e in zip(ptrs, exts)]
     hi = [p + e[1] for p, e in zip(ptrs, exts)]
@@ -148,12 +151,24 @@ def adjoint(a, g, lam, h, ga, reverse, method="auto", tuning=TUNING):
         for r in range(5):
             if r != w and lo[w] < hi[r] and lo[r] < hi[w]:
                 return False
-    pa, pb, po, pm, pmo = (p + o for p, o in zip(ptrs, offs))
-    # the launch goes to the driver directly: make the device's context current in this thread
-    # (torch runs backward passes on threads of its own, where no CuPy call has done so yet)
-    cupy.cuda.runtime.setDevice(dev)
-    plan_.launch_ptrs(cupy, pa, pb, po, None, dev, epi=(pm, pmo, vec_m, _ONE))
-    return True
+    launch(*ptrs)
+    return launch
+
+
+def _shifted_launch(plan_, offs, vec_m, dev):
+    """:func:`adjoint`'s launch on the raw pointers of its five arrays."""
+    import cupy
+
+    set_device = cupy.cuda.runtime.setDevice
+
+    def launch(*ptrs):
+        pa, pb, po, pm, pmo = (p + o for p, o in zip(ptrs, offs))
+        # the launch goes to the driver directly: make the device's context current in this thread
+        # (torch runs backward passes on threads of its own, where no CuPy call has done so yet)
+        set_device(dev)
+        plan_.launch_ptrs(cupy, pa, pb, po, None, dev, epi=(pm, pmo, vec_m, _ONE))
+
+    return launch
 
 
 _adjoints: dict = {}
@@ -162,7 +177,7 @@ _SHIFT_KINDS = frozenset(("rows_tiles", "rows_block", "rows_wide", "rows_warp", 
 
 
 def _adjoint_entry(a, g, lam, h, ga, reverse, method, tuning):
-    """(plan, byte offsets of the scan-order views, byte extents, vec_m) of :func:`adjoint`, or False."""
+    """(launch, byte extents of the arrays, ``tuning``) of :func:`adjoint`, or False."""
     from . import auto_method
 
     dt = lam.dtype
@@ -198,7 +213,7 @@ def _adjoint_entry(a, g, lam, h, ga, reverse, method, tuning):
         return False
     offs = tuple(v.data.ptr - x.data.ptr for v, x in zip(views, arrays))
     exts = tuple(_common.extent(x) for x in arrays)
-    return p, offs, exts, np.int32((vm.data.ptr - vo.data.ptr) % 16 == 0)
+    return _shifted_launch(p, offs, np.int32((vm.data.ptr - vo.data.ptr) % 16 == 0), lam.data.device_id), exts, tuning
 
 
 class _Shape:
