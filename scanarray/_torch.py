@@ -368,10 +368,12 @@ def _on_torch_stream(device):
 def _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out=None, bound=None):
     """h = linear_recurrence(...) into a new tensor (or ``out``), on the tensors' device; appends
     to the list ``bound`` the raw launch a CUDA call was bound to (``_FAST``), if any."""
-    if out is None:
+    fresh = out is None
+    if fresh:
         out = _alloc(b, _result_shape(a, b, dense), dtype)
     if b.device.type == "cuda":
-        _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out, bound)
+        _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out, fresh,
+                      bound)
         return out
     _api.linear_recurrence(a_scalar if a is None else _numpy(a), _numpy(b), axis, chunk,
                            initial=None if initial is None else _numpy(initial), out=_numpy(out), reverse=reverse,
@@ -392,12 +394,15 @@ def _sig(t):
     return None if t is None else (tuple(t.shape), t.stride(), t.dtype)
 
 
-def _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out, bound=None):
+def _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out, fresh,
+                  bound=None):
+    """The CuPy kernels on torch's memory and stream; ``fresh``: ``out`` is a new tensor (the raw
+    launch checks no overlap with the inputs: a caller's ``out`` takes the full path)."""
     dev = b.device
     lazy = any(t is not None and (t.is_conj() or t.is_neg()) for t in (a, b, initial))
     key = None if lazy else (_sig(a), a_scalar if a is None else None, _sig(b), _sig(initial), _sig(out), dev, axis,
                              chunk, reverse, dense, dtype, backend, method)
-    raw = _BOUND.get(key) if key is not None else None
+    raw = _BOUND.get(key) if key is not None and fresh else None
     if raw is not None and raw(_raw_stream(dev.index), 0 if a is None else a.data_ptr(), b.data_ptr(),
                                None if initial is None else initial.data_ptr(), out.data_ptr()):
         if bound is not None:
