@@ -137,6 +137,9 @@ def test_out_and_in_place(rng, device):
     b2 = b.clone()
     assert linear_recurrence(a, b2, out=b2) is b2
     torch.testing.assert_close(b2, ref, rtol=0, atol=0)
+    a2 = a.clone()  # out is a: the inputs' signature was bound above, the overlap is not
+    assert linear_recurrence(a2, b, out=a2) is a2
+    torch.testing.assert_close(a2, ref, rtol=0, atol=0)
     with pytest.raises(TypeError, match="out= cannot take part in autograd"):
         linear_recurrence(a.clone().requires_grad_(), b, out=out)
     with torch.no_grad():
