@@ -12,9 +12,9 @@ import numbers
 
 import numpy as np
 
-from . import _api
+from . import _api, _bound
 
-__all__ = ["Shaped", "check_flags", "cupy_view", "external_stream", "result_dtypes"]
+__all__ = ["Shaped", "bound_launch", "check_flags", "cupy_view", "external_stream", "result_dtypes"]
 
 _STREAMS: dict = {}
 
@@ -38,6 +38,21 @@ def device_count() -> int:
     import cupy
 
     return cupy.cuda.runtime.getDeviceCount()
+
+
+def bound_launch(a, b, axis, chunk, kw):
+    """The raw launch, ``raw(stream_ptr, pa, pb, ph0, pout) -> bool``, that the public function just
+    bound to the signature of its call on these CuPy arrays (``kw``: its keywords), or None (not
+    bound: every call of it takes the full path). One visible device only: a raw launch runs in
+    the calling thread's current context."""
+    if device_count() > 1:
+        return None
+    try:
+        call = _bound.CALLS.call(a, b, axis, chunk, kw["initial"], kw["reverse"], kw["dense"], kw["dtype"],
+                                 kw["out"], kw["backend"], kw["method"], run=False)[0]
+        return getattr(call, "raw", None)
+    except Exception:  # noqa: BLE001 - an optimisation only
+        return None
 
 
 def cupy_view(ptr: int, shape, strides, dtype, owner, device: int):

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import _api, _vjp
-from ._frameworks import Shaped, check_flags, cupy_view, device_count, external_stream, result_dtypes
+from ._frameworks import Shaped, bound_launch, check_flags, cupy_view, device_count, external_stream, result_dtypes
 
 try:
     from jax.experimental.buffer_callback import buffer_callback
@@ -153,10 +153,39 @@ def _forward(cfg, a, b, initial):
 
 
 def _backward(cfg, a, h, g, initial):
+    if _first_step_here(cfg, a, h):
+        ga, gb, _ = _backward_call(cfg, (tuple(a.shape), np.dtype(a.dtype).str), None, True)(g, h, a)
+        return _first_step(cfg, a, initial, ga, gb)
     shapes = (None if a is None else (tuple(a.shape), np.dtype(a.dtype).str),
               None if initial is None else (tuple(initial.shape), np.dtype(initial.dtype).str))
     args = (g, h) + tuple(x for x in (a, initial) if x is not None)
-    return _backward_call(cfg, *shapes)(*args)
+    return _backward_call(cfg, *shapes, False)(*args)
+
+
+def _first_step_here(cfg, a, h):
+    """Whether the callback computes grad_b and grad_a but the latter's first step (the backend's
+    one launch where it takes the layout, :func:`_bound_adjoint`), and XLA that step and
+    grad_initial: ``a`` and ``b`` of the result's shape and one real dtype."""
+    dt = np.dtype(cfg.dtype)
+    return (a is not None and not cfg.dense and dt.kind == "f" and tuple(a.shape) == tuple(h.shape) == cfg.b_shape
+            and np.dtype(a.dtype) == dt and np.dtype(cfg.b_dtype) == dt and h.shape[cfg.axis] >= 2)
+
+
+def _first_step(cfg, a, initial, ga, gb):
+    """(grad_a, grad_b, grad_initial) from the callback's: grad_a at the forward's first step is
+    ``grad_b * initial`` there (zero without one), grad_initial ``a * grad_b`` there, summed to
+    the initial state's shape."""
+    ax = cfg.axis
+    first = gb.shape[ax] - 1 if cfg.reverse else 0
+    lam0 = jax.lax.index_in_dim(gb, first, ax)
+    h0 = jnp.zeros((), gb.dtype) if initial is None else jnp.expand_dims(initial, ax)
+    ga = jax.lax.dynamic_update_index_in_dim(ga, (lam0 * h0).astype(ga.dtype), first, ax)
+    gi = None
+    if initial is not None:
+        x = jax.lax.index_in_dim(a, first, ax) * lam0
+        axes = tuple(i for i, (n, m) in enumerate(zip(h0.shape, x.shape)) if n == 1 and m != 1)
+        gi = jnp.sum(x, axis=axes, keepdims=True).reshape(initial.shape).astype(initial.dtype)
+    return ga, gb, gi
 
 
 # One callable per signature: the callback is a parameter of the primitive, and JAX reuses a
@@ -169,14 +198,14 @@ def _forward_call(cfg, has_a, has_i, shape):
 
 
 @functools.lru_cache(maxsize=256)
-def _backward_call(cfg, a_sig, i_sig):
+def _backward_call(cfg, a_sig, i_sig, first_here):
     outs = (
         None if a_sig is None else jax.ShapeDtypeStruct(a_sig[0], np.dtype(a_sig[1])),
         jax.ShapeDtypeStruct(cfg.b_shape, np.dtype(cfg.b_dtype)),
         None if i_sig is None else jax.ShapeDtypeStruct(i_sig[0], np.dtype(i_sig[1])),
     )
-    return buffer_callback(functools.partial(_backward_callback, cfg, a_sig is not None, i_sig is not None), outs,
-                           vmap_method="expand_dims")
+    return buffer_callback(functools.partial(_backward_callback, cfg, a_sig is not None, i_sig is not None,
+                                             first_here), outs, vmap_method="expand_dims")
 
 
 # --------------------------------------------------------------------------- the callbacks
@@ -232,11 +261,33 @@ class _OnStream:
             self.dev.__exit__(*exc)
 
 
+#: repeated GPU callbacks: signature -> the raw launch bound to it (forward: ``Binder.call.raw``;
+#: backward: the backend's one-launch adjoint), False where there is none. XLA's buffers reach
+#: it as device pointers: no CuPy views, no stream context.
+_RAW: dict = {}
+
+
+def _signature(bufs, *head):
+    """(key, device pointers: None for a missing buffer) of XLA's buffers on the GPU, or (None,
+    None) on the CPU."""
+    first = next(x for x in bufs if x is not None)
+    if first.__dlpack_device__()[0] == 1:  # kDLCPU
+        return None, None
+    cais = [None if x is None else x.__cuda_array_interface__ for x in bufs]
+    ptrs = [None if c is None else c["data"][0] for c in cais]
+    key = head + tuple(None if c is None else (tuple(c["shape"]), c["typestr"], c["data"][0] % 16) for c in cais)
+    return key, ptrs
+
+
 def _forward_callback(cfg, has_a, has_i, ctx, out, *bufs):
     it = iter(bufs)
     a = next(it) if has_a else None
     b = next(it)
     initial = next(it) if has_i else None
+    key, ptrs = _signature((a, b, initial, out), "fwd", cfg)
+    raw = _RAW.get(key) if key is not None else None
+    if raw and raw(ctx.stream, *ptrs):
+        return
     (out_v, a_v, b_v, i_v), xp, dev = _views((out, a, b, initial))
     if tuple(b_v.shape) != tuple(out_v.shape):  # b broadcast, or under vmap only initial mapped
         b_v = xp.broadcast_to(b_v, tuple(out_v.shape))
@@ -248,13 +299,46 @@ def _forward_callback(cfg, has_a, has_i, ctx, out, *bufs):
         return
     with _OnStream(ctx, dev):
         _api.linear_recurrence(a_arg, b_v, cfg.axis, cfg.chunk, **kw)
+        raw = bound_launch(a_arg, b_v, cfg.axis, cfg.chunk, kw)
+    if raw is not None:
+        _remember(key, raw)
 
 
-def _backward_callback(cfg, has_a, has_i, ctx, outs, g, h, *bufs):
+def _remember(key, launch):
+    if len(_RAW) >= 1024:
+        _RAW.clear()
+    _RAW[key] = launch
+
+
+def _bound_adjoint(cfg, ctx, a, g, gb, h, ga):
+    """The backend's one-launch adjoint (grad_b, and grad_a but its first step) on XLA's buffers,
+    bound to their signature after the first call; False where it does not take them."""
+    key, ptrs = _signature((a, g, gb, h, ga), "bwd", cfg)
+    if key is None:
+        return False
+    launch = _RAW.get(key)
+    if launch is False:
+        return False
+    if launch is not None:
+        with _OnStream(ctx, a.__dlpack_device__()[1]):
+            launch(*ptrs)
+        return True
+    views, xp, dev = _views((a, g, gb, h, ga))
+    nb = views[3].ndim
+    with _OnStream(ctx, dev):
+        launch = _vjp._shifted_adjoint(xp, cfg.backend, cfg.method,
+                                       *(_vjp._canonical(xp, v, cfg.axis % nb, nb, False) for v in views), cfg.reverse)
+    _remember(key, launch or False)
+    return bool(launch)
+
+
+def _backward_callback(cfg, has_a, has_i, first_here, ctx, outs, g, h, *bufs):
     it = iter(bufs)
     a = next(it) if has_a else None
     initial = next(it) if has_i else None
     ga, gb, gi = outs
+    if first_here and _bound_adjoint(cfg, ctx, a, g, gb, h, ga):
+        return
     (g_v, h_v, a_v, i_v, ga_v, gb_v, gi_v), xp, dev = _views((g, h, a, initial, ga, gb, gi))
     if g_v.shape != h_v.shape:  # vmap: one of them unmapped
         shape = np.broadcast_shapes(g_v.shape, h_v.shape)

@@ -30,8 +30,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _api, _bound, _vjp
-from ._frameworks import Shaped, check_flags, cupy_view, device_count, external_stream, result_dtypes
+from . import _api, _vjp
+from ._frameworks import Shaped, bound_launch, check_flags, cupy_view, device_count, external_stream, result_dtypes
 
 __all__ = ["linear_recurrence"]
 
@@ -415,25 +415,13 @@ def _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, b
         kw = dict(initial=ci, reverse=reverse, dense=dense, dtype=_NUMPY_OF[dtype], out=co, backend=backend,
                   method=method)
         _api.linear_recurrence(ca, cb, axis, chunk, **kw)
-        raw = None if key is None or device_count() > 1 else _bound_launch(ca, cb, axis, chunk, kw)
+        raw = None if key is None else bound_launch(ca, cb, axis, chunk, kw)
     if raw is not None:
         if len(_BOUND) >= 1024:
             _BOUND.clear()
         _BOUND[key] = raw
         if bound is not None:
             bound.append(raw)
-
-
-def _bound_launch(a, b, axis, chunk, kw):
-    """The raw launch the public function bound to this call's signature, or None (not bound, or a
-    scanarray whose binding works otherwise: then every call takes the full path). One visible
-    device only: the raw launch runs in the thread's current context."""
-    try:
-        call = _bound.CALLS.call(a, b, axis, chunk, kw["initial"], kw["reverse"], kw["dense"], kw["dtype"],
-                                 kw["out"], kw["backend"], kw["method"], run=False)[0]
-        return getattr(call, "raw", None)
-    except Exception:  # noqa: BLE001 - an optimisation only
-        return None
 
 
 def _backward(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backend, method, shapes, dtypes, need):

@@ -234,3 +234,42 @@ def test_gpu_results_stay_on_the_device(rng):
     for x, y in ((ga, ra), (gb, rb)):
         err = float(jnp.max(jnp.abs(x - y))) / float(jnp.max(jnp.abs(y)))
         assert err < 1e-3, err
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not GPU, reason="no JAX GPU")
+@pytest.mark.parametrize("axis, reverse, i_shape", [(-1, False, (3,)), (0, True, (1,)), (-1, True, None)])
+def test_repeated_gpu_calls_reuse_the_bound_launches(rng, axis, reverse, i_shape):
+    """Jitted calls after the first launch what was bound to their signature (the forward's launch,
+    the one-launch adjoint): new data each time, against the loop and a differentiable
+    ``lax.scan`` loop's gradients (grad_a's first step and grad_initial are XLA's here)."""
+    from scanarray import _jax
+
+    dev = jax.devices("gpu")[0]
+    shape = (3, 700) if axis == -1 else (700, 3)
+    argnums = (0, 1) if i_shape is None else (0, 1, 2)
+
+    def loop(a, b, i):
+        am, bm = jnp.moveaxis(a, axis, 0), jnp.moveaxis(b, axis, 0)
+        if reverse:
+            am, bm = am[::-1], bm[::-1]
+        h0 = jnp.zeros(am.shape[1:], b.dtype) if i is None else jnp.broadcast_to(i, am.shape[1:])
+        _, hs = jax.lax.scan(lambda h, ab: (ab[0] * h + ab[1],) * 2, h0, (am, bm))
+        return jnp.moveaxis(hs[::-1] if reverse else hs, 0, axis)
+
+    def ours(a, b, i):
+        return linear_recurrence(a, b, axis=axis, initial=i, reverse=reverse)
+
+    fwd = jax.jit(ours)
+    grad = jax.jit(jax.grad(lambda a, b, i, w: jnp.sum(w * ours(a, b, i)), argnums=argnums))
+    ref = jax.jit(jax.grad(lambda a, b, i, w: jnp.sum(w * loop(a, b, i)), argnums=argnums))
+    for _ in range(3):
+        a, b, w = rng.uniform(0.5, 1.0, shape), rng.standard_normal(shape), rng.standard_normal(shape)
+        i = None if i_shape is None else rng.standard_normal(i_shape)
+        args = tuple(None if x is None else jax.device_put(jnp.asarray(x), dev) for x in (a, b, i))
+        want, g = recurrence_ref(a, b, axis, i, reverse)
+        assert_matches(np.asarray(fwd(*args)), want, g, tolerance("float64", 700))
+        for got, exp in zip(grad(*args, w), ref(*args, w)):
+            assert_grad_close(np.asarray(got), np.asarray(exp), 1e-10)
+    kinds = {k[0] for k, v in _jax._RAW.items() if v}
+    assert kinds == {"fwd", "bwd"}, f"bound launches used: {kinds}"
