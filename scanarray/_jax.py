@@ -10,6 +10,11 @@ round trip, no synchronisation, and the same code on both platforms. ``pure_call
 every result on the CPU and cannot take device buffers; the XLA FFI would need a compiled handler
 per backend. ``buffer_callback`` exists from JAX 0.7.
 
+On the GPU a callback whose buffers repeat an earlier call's signature launches what that call
+bound to it (the forward's kernel launch, the backward's one-launch adjoint) on XLA's device
+pointers and stream, without CuPy views; where the backward is that one launch, the first step of
+``grad_a`` and ``grad_initial`` (a few lanes' worth of work) are XLA operations outside it.
+
 ``vmap``: the callbacks declare ``vmap_method="expand_dims"`` (a mapped axis arrives first, an
 unmapped input gets a length-1 axis there), and every input is first given the result's number of
 axes (leading length-1 axes, free in XLA), so the mapped axis is simply one more lane: one call
