@@ -885,3 +885,44 @@ def test_fused_product_other_layouts(rng):
     _product_call(cupy.asarray(a_shared), cupy.asarray(b), mul_d, mul_out_d, -1, "matmulscan", False)
     m = cupy.asnumpy(mul_d).astype(np.float64)
     assert_matches(cupy.asnumpy(mul_out_d), ref * m, g * np.abs(m), 1e-5, "matmulscan")
+
+
+@pytest.mark.parametrize("T", [1 << 18, 1 << 21])
+def test_cuda_graph_replays_with_new_data(T, rng):
+    """A look-back launch captured in a CUDA graph, replayed on new data: each replay must start
+    from fresh tile statuses (a replay keeps the epoch it was captured with)."""
+    a = cupy.asarray(rng.uniform(0.9, 1.0, (2, T)).astype(np.float32))
+    b = cupy.empty((2, T), np.float32)
+    out = cupy.empty_like(b)
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        b[...] = cupy.asarray(rng.standard_normal((2, T)).astype(np.float32))
+        scanarray.linear_recurrence(a, b, out=out)  # warm-up: plans, binds, the stream's workspace
+        s.synchronize()
+        s.begin_capture()
+        scanarray.linear_recurrence(a, b, out=out)
+        graph = s.end_capture()
+        for _ in range(3):
+            bn = rng.standard_normal((2, T)).astype(np.float32)
+            b.set(bn, stream=s)
+            graph.launch(s)
+            s.synchronize()
+            want, g = recurrence_ref(a.get(), bn, -1)
+            assert_matches(out.get(), want, g, tolerance("float32", T))
+
+
+def test_cuda_graph_capture_without_workspace_is_refused(rng):
+    """Capturing a look-back launch on a stream that has no workspace yet: a clear error, not an
+    allocation inside the capture."""
+    a = cupy.full((1, 1 << 21), 0.99, np.float32)
+    b = cupy.ones((1, 1 << 21), np.float32)
+    out = cupy.empty_like(b)
+    scanarray.linear_recurrence(a, b, out=out)  # plans and binds on the default stream
+    s = cupy.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        try:
+            with pytest.raises(RuntimeError, match="warm-up"):
+                scanarray.linear_recurrence(a, b, out=out)
+        finally:
+            s.end_capture()

@@ -464,3 +464,29 @@ def test_backward_on_a_side_stream(rng):
     s.synchronize()
     for x, y in zip(got, ref):
         torch.testing.assert_close(x, y, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+@pytest.mark.parametrize("a_kind", ["tensor", "scalar"])
+def test_cuda_graph_capture_and_replay(rng, a_kind):
+    """torch.cuda.graph around a look-back scan (warmed up on the capturing stream, as torch's
+    docs ask): every replay on new data is right."""
+    T = 1 << 20
+    a = torch.rand(2, T, device="cuda") * 0.1 + 0.9 if a_kind == "tensor" else 0.95
+    b = torch.randn(2, T, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            linear_recurrence(a, b)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=s):
+        h = linear_recurrence(a, b)
+    for _ in range(3):
+        b.copy_(torch.randn(2, T, device="cuda"))
+        graph.replay()
+        torch.cuda.synchronize()
+        want, g = recurrence_ref(a.cpu().numpy() if a_kind == "tensor" else a, b.cpu().numpy(), -1)
+        assert_matches(h.cpu().numpy(), want, g, tolerance("float32", T))

@@ -719,6 +719,9 @@ def _rec_size(dt):
 # Tile statuses live in a workspace per (device, stream, record size), zeroed once when allocated.
 # Each call gets a new epoch (statuses of older calls read as "not ready"), so no call pays for a
 # memset; calls on one stream are ordered, calls on different streams use different workspaces.
+# A launch captured in a CUDA graph replays with the epoch it was captured with, so a replay would
+# read the previous replay's statuses as its own: there the statuses are zeroed by a memset
+# captured before the launch (CUB's tile-state initialisation, every replay).
 
 _ws_lock = threading.Lock()
 _workspaces: dict = {}
@@ -766,14 +769,25 @@ def _workspace(cupy, rec_size, slots):
 
 def _workspace_at(dev, stream_ptr, rec_size, slots):
     """The workspace of (device, stream) for statuses of ``rec_size`` bytes, at least ``slots`` of
-    them; ``dev`` must be the current device (a new one is allocated there)."""
+    them; ``dev`` must be the current device (a new one is allocated there). On a stream being
+    captured into a CUDA graph, its statuses zeroed first in the graph."""
     need = rec_size * slots
     key = (dev, stream_ptr, rec_size)
+    runtime = cupy_mod().cuda.runtime
+    capturing = runtime.streamIsCapturing(stream_ptr)
     with _ws_lock:
         ws = _workspaces.get(key)
         if ws is None or ws.nbytes < need:
+            if capturing:
+                raise RuntimeError(
+                    f"scanarray: this launch chains {slots} tiles through a workspace of {need} bytes that "
+                    "stream has not allocated yet, and memory cannot be allocated while the stream is being "
+                    "captured into a CUDA graph: run the same call once on the capturing stream before the "
+                    "capture (a warm-up), or capture a shorter scan")
             # grow geometrically; the old buffer goes back to CuPy's pool on this stream
             ws = _Workspace(cupy_mod(), max(need, 2 * ws.nbytes if ws is not None else 1 << 20))
             _workspaces[key] = ws
+    if capturing:
+        runtime.memsetAsync(ws.ptr, 0, need, stream_ptr)
     return ws
 
