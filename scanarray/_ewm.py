@@ -251,11 +251,34 @@ class _Ewm:
             g = np.concatenate([[0.0], self.f ** p["deltas"]])  # pandas: old_wt_factor ** delta
             self.g = xp.asarray(g, dtype=self.dtype, **self.dev)
             self.g_b = self.tvec(self.g)
-        # Look at the values only where that is cheap and allowed (NumPy, CuPy): a NaN-free
-        # input has weights that depend on time only. (A sum is NaN if any value is; one
-        # holding both infinities is sent down the general path, which is right for it too.)
-        self.nan_free = _vocab.is_eager_buffer(x) and not bool(xp.isnan(xp.sum(x)))
+        self._nan_free = None
         self._cache = {}
+
+    @property
+    def nan_free(self):
+        """Whether the weights depend on time only: the values are looked at only where that is
+        cheap and allowed (NumPy, CuPy), by :meth:`mean` (:meth:`_probe`) or by a sum here (NaN if
+        any value is; one holding both infinities is sent down the general path, which is right
+        for it too)."""
+        if self._nan_free is None:
+            xp = self.xp
+            self._nan_free = _vocab.is_eager_buffer(self.x) and not bool(xp.isnan(xp.sum(self.x)))
+        return self._nan_free
+
+    def _probe(self, quirk):
+        """The mean by the NaN-free path, if ``x`` has no NaN, else None; decides :attr:`nan_free`.
+
+        With a constant decay ``g > 0`` the scan carries a NaN of ``x`` to the last step of its
+        lane (``g * NaN`` is NaN): one look at the result's last step answers, instead of a
+        pass over ``x``. Elsewhere (times, ``g == 0``, Dask...) the sum in :attr:`nan_free`.
+        """
+        if self._nan_free is None and _vocab.is_eager_buffer(self.x) and not _vocab.is_array(self.g) \
+                and self.g > 0.0 and self.T > 0:
+            m = self._mean_nan_free(quirk)
+            xp = self.xp
+            self._nan_free = not bool(xp.isnan(xp.sum(_vocab.along(m, self.T - 1, self.axis))))
+            return m if self._nan_free else None
+        return self._mean_nan_free(quirk) if self.nan_free else None
 
     # ---- helpers
     def tvec(self, v):
@@ -317,9 +340,8 @@ class _Ewm:
             return self._cache[key]
         xp, p = self.xp, self.p
         quirk = quirk and not p["adjust"] and p["com"] == 1.0
-        if self.nan_free:
-            m = self._mean_nan_free(quirk)
-        else:
+        m = self._probe(quirk)
+        if m is None:
             o, x0 = self.obs()
             seen = self._cache["seen"]
             P = self.P()
@@ -420,10 +442,12 @@ class _Ewm:
                 self._cache["Wt"] = self._tv(self.xp.ones(self._K(), dtype=self.dtype, **self.dev))
             else:
                 # the closed form (1 - g**(t+1)) / (1 - g), through expm1 so that it keeps its
-                # digits for g near 1: elementwise, no scan for a vector of ~40 / alpha steps
-                xp = self.xp
-                t1 = xp.arange(1, self._K() + 1, dtype=self.dtype, **self.dev)
-                self._cache["Wt"] = self._tv(-xp.expm1(t1 * math.log(g)) / (1.0 - g))
+                # digits for g near 1: elementwise, no scan for a vector of ~40 / alpha steps,
+                # computed on the host (a GPU would be waited for to read the tail)
+                t1 = np.arange(1, self._K() + 1, dtype=self.dtype)
+                head = -np.expm1(t1 * math.log(g)) / (1.0 - g)
+                tail = None if head.shape[0] >= self.T else np.float64(float(head[-1]))
+                self._cache["Wt"] = (self.xp.asarray(head, **self.dev), tail)
         return self._cache["Wt"]
 
     def _mean_nan_free(self, quirk):
@@ -514,21 +538,12 @@ class _Ewm:
                                      xp.full(max(K - 1, 0), g, dtype=self.dtype, **self.dev)]))
         ck = self._tv_map(lambda w: (w / (w + nw)) * (nw / (w + nw)), Wd)
         c = self._tv_map(lambda w: w / (w + nw), Wd)
-        # e = c k (x[t] - m[t-1])**2, built in one buffer (see var)
-        e = xp.empty_like(self.x)
-        if self.T:
-            _vocab.along(e, slice(0, 1), self.axis)[...] = 0.0
-            xp.subtract(_vocab.along(self.x, slice(1, None), self.axis), _vocab.along(m, slice(0, -1), self.axis),
-                        out=_vocab.along(e, slice(1, None), self.axis))
-        e *= e
-        # e = ck * delta**2, cov = scan(c, e): ck is constant past the head, so it is applied to
-        # the head only (as ck / ck_tail) and, with the bias correction, once at the end
+        # cov = scan(c, ck * delta**2) (see var), times the bias correction fac. ck and fac are
+        # constant past the head: their tail product F scales delta**2 as it is formed (the scan
+        # is linear) and only the head is corrected after the scan, so no pass over the result
         ckt = ck[1]
         if ckt is None or not ckt > 0:
             ckt = None
-            cov = self._scan_tv(c, self._apply_tv(e, ck, "mul"))
-        else:
-            cov = self._scan_tv(c, self._apply_tv(e, (ck[0] / ckt, None), "mul"))
         fac = (xp.ones_like(c[0]), None if c[1] is None else np.float64(1.0))
         if not p["bias"]:
             # S**2 / D with D = S**2 - S2 by its own recurrence (see var); D = 0 only at t = 0
@@ -544,9 +559,31 @@ class _Ewm:
             fac = (xp.where(D[0] > 0, f[0], xp.nan), None if D[1] is None else (f[1] if D[1] > 0 else np.nan))
         if ckt is not None:
             fac = (fac[0] * ckt, None if fac[1] is None else fac[1] * ckt)
+            F = fac[1]
+            if F is not None and math.isfinite(F) and F > 0:
+                cov = self._scan_tv(c, self._weighted_square(m, ((ck[0] / ckt) * F, F)))
+                return self.masked(self._apply_tv(cov, (fac[0] / F, None), "mul"))
+            cov = self._scan_tv(c, self._weighted_square(m, (ck[0] / ckt, None)))
+        else:
+            cov = self._scan_tv(c, self._weighted_square(m, ck))
         if ckt is not None or not p["bias"]:
             cov = self._apply_tv(cov, fac, "mul")
         return self.masked(cov)
+
+    def _weighted_square(self, m, w):
+        """``e[t] = w[t] * (x[t] - m[t-1])**2``, ``e[0] = 0`` (``w`` a time vector; a missing tail
+        weighs 1): one pass on CuPy, three over one buffer elsewhere."""
+        ew = _vocab.fused(self.x)
+        if ew is not None:
+            return ew.weighted_square(self.x, m, self.axis, w[0], w[1])
+        xp = self.xp
+        e = xp.empty_like(self.x)
+        if self.T:
+            _vocab.along(e, slice(0, 1), self.axis)[...] = 0.0
+            xp.subtract(_vocab.along(self.x, slice(1, None), self.axis), _vocab.along(m, slice(0, -1), self.axis),
+                        out=_vocab.along(e, slice(1, None), self.axis))
+        e *= e
+        return self._apply_tv(e, w, "mul")
 
 
 # --------------------------------------------------------------------------- parameters

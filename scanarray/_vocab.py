@@ -71,6 +71,17 @@ def is_eager_buffer(x) -> bool:
     return cupy is not None and isinstance(x, cupy.ndarray)
 
 
+def fused(x):
+    """The fused elementwise passes of :mod:`scanarray.backends.cupy.elementwise` when ``x`` is a
+    CuPy array, else None (the caller composes the namespace's operations, a pass each)."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or not isinstance(x, cupy.ndarray):
+        return None
+    from .backends.cupy import elementwise
+
+    return elementwise
+
+
 def float_dtype(xp, *xs):
     """The floating dtype results are computed in: the promoted dtype of the arrays, integers
     and bools as the default float (float64; float32 where the library's default is float32)."""

@@ -126,6 +126,11 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
     r, d, term, nv, g, boot, dt = (arrays[k] for k in ("rewards", "dones", "terminated", "next_values",
                                                       "gamma", "bootstrap", "dtype"))
     labels = arrays["labels"]
+    ew = _vocab.fused(r)
+    if ew is not None and d is not None and term is None and not _vocab.is_array(g):
+        # one pass reads the dones as they are (bool: a byte each) and writes the coefficient
+        return labels.wrap(_reverse_scan(xp, ew.not_done(d, g, dt), r, boot, axis, dt))
+    d = _as_float(xp, d, dt)
     # a = gamma * (1 - d): the loop's factor, computed as the loop computes it
     b = r
     if term is not None:
@@ -242,6 +247,13 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
         arrays[k] for k in ("rewards", "values", "dones", "terminated", "next_values", "gamma", "lam",
                             "bootstrap", "dtype"))
     labels = arrays["labels"]
+    ew = _vocab.fused(r)
+    if ew is not None and nv is None and d is not None and term is None and not _vocab.is_array(g) and \
+            not _vocab.is_array(lm) and v.shape == r.shape == d.shape:
+        # delta and the coefficient in one pass (r, v, dones read once), then the scan over delta itself
+        delta, a = ew.gae_terms(r, v, d, g, lm, boot, axis)
+        return labels.wrap(linear_recurrence(a, delta, axis=axis, reverse=True, out=delta))
+    d = _as_float(xp, d, dt)
     if nv is None and d is not None and term is None and _fast(d, g, lm) and v.shape == r.shape == d.shape:
         return labels.wrap(_gae_in_place(xp, r, v, d, g, lm, boot, axis))
     if nv is None:
@@ -262,9 +274,14 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
 # --------------------------------------------------------------------------- shared
 
 
+def _as_float(xp, d, dt):
+    """The dones as a new array of the compute dtype (the in-place paths write into it)."""
+    return None if d is None else xp.astype(d, dt)
+
+
 def _fast(d, *scalars):
     """NumPy/CuPy arrays with scalar parameters: the computation may write into buffers of its
-    own (``d`` is the float copy _prepare made) instead of allocating a temporary per operation."""
+    own (``d`` is the float copy _as_float made) instead of allocating a temporary per operation."""
     return _vocab.is_eager_buffer(d) and all(not _vocab.is_array(s) for s in scalars)
 
 
@@ -348,9 +365,10 @@ def _prepare(fname, args, axis):
     for k in ("rewards", "values", "next_values"):
         x = conv.get(k)
         out[k] = None if x is None else (x if x.dtype == dt else xp.astype(x, dt))
-    for k in ("dones", "terminated"):
-        x = conv.get(k)
-        out[k] = None if x is None else xp.astype(x, dt)
+    # dones as given: the caller converts them (_as_float) unless a fused pass reads them as they are
+    out["dones"] = conv.get("dones")
+    x = conv.get("terminated")
+    out["terminated"] = None if x is None else xp.astype(x, dt)
     if out["rewards"].shape != shape:
         out["rewards"] = xp.broadcast_to(out["rewards"], shape)
     boot = conv.get("bootstrap")

@@ -146,7 +146,7 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
     else:
         zl = None if zi_c is None else [_vocab.along(zi_c, k, axis) for k in range(K)]
         y, zl = _section(xp, xs, axis, bn, an, zl, zi is not None)
-        y = _contiguous(xp, y)
+        y = _contiguous(xp, _real(y))
         zf = None if zl is None else _stack_or(xp, zl, zi_c, axis)
     return _labelled(labels, y if zi is None else (y, zf))
 
@@ -254,7 +254,7 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
             raise ValueError('method="diagonal" takes real sections and signals; use method="dense" for complex ones')
         zs = None if zi_c is None else zi_c[s]
         if m == "dense":
-            y, zf = _dense_df2t(xp, y, axis, bn, an, zs, dt)
+            y, zf = _dense_df2t(xp, _real(y), axis, bn, an, zs, dt)
             zfs.append(zf)
         else:
             zl = None if zs is None else [_vocab.along(zs, k, axis) for k in range(2)]
@@ -262,7 +262,7 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
             if zl is not None:
                 zl = zl + [xp.zeros_like(zl[0])] * (2 - len(zl))
                 zfs.append(xp.stack(zl, axis=axis))
-    y = _contiguous(xp, y)
+    y = _contiguous(xp, _real(y))
     return _labelled(labels, y if zi is None else (y, xp.stack(zfs, axis=0)))
 
 
@@ -484,8 +484,8 @@ def _section(xp, x, axis, bn, an, zl, want_zf):
     a1, a2 = (list(an) + [0.0, 0.0])[1:3]
     T = x.shape[axis]
     if T < K:  # too short for the injection of zi (t = 0 .. K-1): SciPy's update, step by step
-        return _direct(xp, x, axis, bn, an, zl, want_zf)
-    eager = _vocab.is_eager_buffer(x)
+        return _direct(xp, _real(x), axis, bn, an, zl, want_zf)
+    eager = _vocab.is_eager_buffer(x.h if isinstance(x, _Pending) else x)
     taps = (b0, b1, b2)[: len(bn)]
     if a1 == 0.0 and a2 == 0.0:
         y = _fir(xp, x, axis, taps, zl, eager)
@@ -499,7 +499,9 @@ def _section(xp, x, axis, bn, an, zl, want_zf):
             p = complex(-a1 / 2.0, math.sqrt(-disc) / 2.0)
             c = p / (p - p.conjugate()) * 2.0
             h = linear_recurrence(p, _fir(xp, x, axis, taps, zl, eager), axis=axis)
-            if eager:  # in place on the scan's own output; y is a view of its real part
+            if _vocab.fused(h) is not None:  # formed by the next pass as it reads h
+                y = _Pending(h, c, axis)
+            elif eager:  # in place on the scan's own output; y is a view of its real part
                 h *= c
                 y = xp.real(h)
             else:
@@ -513,10 +515,33 @@ def _section(xp, x, axis, bn, an, zl, want_zf):
     return y, (_zf_from_tail(xp, x, y, axis, bn, an, K) if want_zf else None)
 
 
+class _Pending:
+    """``Re(c * h)``, the output of a complex-pole section on CuPy, not stored: the next pass
+    (the next section's numerator, or the final output) forms it as it reads ``h``
+    (:func:`scanarray.backends.cupy.elementwise.fir`), which saves a pass over ``h``."""
+
+    def __init__(self, h, c, axis):
+        self.h, self.c, self.axis, self.shape = h, c, axis, h.shape
+
+    def tail(self, xp, n):
+        """The last ``n`` samples, formed here (a few numbers a lane), as the fused pass would."""
+        h = _vocab.along(self.h, slice(self.shape[self.axis] - n, None), self.axis)
+        return xp.real(h) * self.c.real - xp.imag(h) * self.c.imag
+
+
+def _real(y):
+    """``y``, with a :class:`_Pending` output formed (one pass over its ``h``)."""
+    if not isinstance(y, _Pending):
+        return y
+    return _vocab.fused(y.h).fir(y.h, y.axis, (1.0,), c=y.c)
+
+
 def _zf_from_tail(xp, x, y, axis, bn, an, K):
     """SciPy's final delays from the last K samples of input and output (T >= K):
     ``z_k = sum_{j > k} b_j x[T-1+k+1-j] - a_j y[T-1+k+1-j]``."""
     T = x.shape[axis]
+    x, y = (z.tail(xp, K) if isinstance(z, _Pending) else _vocab.along(z, slice(T - K, T), axis) for z in (x, y))
+    T = K
     bn = list(bn) + [0.0] * (K + 1 - len(bn))
     an = list(an) + [0.0] * (K + 1 - len(an))
     zs = []
@@ -542,10 +567,17 @@ def _scan(p, v, axis, eager):
 
 
 def _fir(xp, x, axis, taps, zl, eager):
-    """``v[t] = sum_k taps[k] x[t-k]`` (x[t<0] = 0) plus ``zl[k]`` at t = k."""
-    T = x.shape[axis]
+    """``v[t] = sum_k taps[k] x[t-k]`` (x[t<0] = 0) plus ``zl[k]`` at t = k; ``x`` may be a
+    :class:`_Pending` section output. On CuPy one fused pass (x read once) where it applies."""
     taps = list(taps)
     cplx = any(isinstance(t, complex) for t in taps)
+    src = x.h if isinstance(x, _Pending) else x
+    ew = _vocab.fused(src)
+    if ew is not None and len(taps) <= 3 and not cplx and (src is not x or src.dtype.kind != "c") and \
+            all(z.dtype.kind != "c" for z in zl or ()):
+        return ew.fir(src, axis, taps, zl, c=None if src is x else x.c)
+    x = _real(x)
+    T = x.shape[axis]
     t0 = complex(taps[0]) if cplx else taps[0]
     v = x * t0
     if eager:
