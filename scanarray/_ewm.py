@@ -375,7 +375,9 @@ class _Ewm:
     # vector is (head of length K, tail value or None), and every operation on the data
     # treats the head as a vector along time and the tail as a scalar, in place: a scan
     # with a scalar coefficient is the core's fast path, and no vector of the data's length
-    # is ever built for a 1-D series. With `times` the vectors have no tail (K = T).
+    # is ever built for a 1-D series. With `times` the vectors have no tail (K = T). Without
+    # `times` the heads are computed on the host (NumPy: a few hundred numbers, no device
+    # round trip to read a tail) and go to the data's device where they meet the data.
 
     def _K(self):
         if _vocab.is_array(self.g):
@@ -401,6 +403,7 @@ class _Ewm:
         head, tail = tv
         K = head.shape[0]
         h = _vocab.along(y, slice(0, K), self.axis)
+        head = self.xp.asarray(head, **self.dev)
         if op == "mul":
             h *= self.tvec(head)
         else:
@@ -419,17 +422,17 @@ class _Ewm:
         head, tail = tv
         K = head.shape[0]
         bh = _vocab.along(b, slice(0, K), self.axis)
-        linear_recurrence(self.tvec(head), bh, axis=self.axis, out=bh)
+        linear_recurrence(self.tvec(self.xp.asarray(head, **self.dev)), bh, axis=self.axis, out=bh)
         if tail is not None:
             bt = _vocab.along(b, slice(K, None), self.axis)
             linear_recurrence(float(tail), bt, axis=self.axis, out=bt, initial=_vocab.along(b, K - 1, self.axis))
         return b
 
     def _scan_head(self, a, b):
-        """``w[t] = a[t] * w[t-1] + b[t]`` (w[-1] = 0) over the head: a, b floats or head arrays."""
-        xp, K = self.xp, self._K()
+        """``w[t] = a[t] * w[t-1] + b[t]`` (w[-1] = 0) over the head, on the host: a, b floats or
+        head arrays."""
         if not _vocab.is_array(b):
-            b = xp.full(K, b, dtype=self.dtype, **self.dev)
+            b = np.full(self._K(), b, dtype=self.dtype)
         return self._tv(linear_recurrence(a, b))
 
     def _weights_tv(self):
@@ -439,15 +442,12 @@ class _Ewm:
             if _vocab.is_array(g):
                 self._cache["Wt"] = self._tv(linear_recurrence(g, self.xp.ones(self.T, dtype=self.dtype, **self.dev)))
             elif g == 0.0:
-                self._cache["Wt"] = self._tv(self.xp.ones(self._K(), dtype=self.dtype, **self.dev))
+                self._cache["Wt"] = self._tv(np.ones(self._K(), dtype=self.dtype))
             else:
                 # the closed form (1 - g**(t+1)) / (1 - g), through expm1 so that it keeps its
-                # digits for g near 1: elementwise, no scan for a vector of ~40 / alpha steps,
-                # computed on the host (a GPU would be waited for to read the tail)
+                # digits for g near 1: elementwise, no scan for a vector of ~40 / alpha steps
                 t1 = np.arange(1, self._K() + 1, dtype=self.dtype)
-                head = -np.expm1(t1 * math.log(g)) / (1.0 - g)
-                tail = None if head.shape[0] >= self.T else np.float64(float(head[-1]))
-                self._cache["Wt"] = (self.xp.asarray(head, **self.dev), tail)
+                self._cache["Wt"] = self._tv(-np.expm1(t1 * math.log(g)) / (1.0 - g))
         return self._cache["Wt"]
 
     def _mean_nan_free(self, quirk):
@@ -481,6 +481,8 @@ class _Ewm:
         xp, p = self.xp, self.p
         adjust, minp, alpha = p["adjust"], p["min_periods"], self.alpha
         nw = 1.0 if adjust else alpha  # pandas' new_wt
+        if _vocab.is_eager_buffer(self.x) and not _vocab.is_array(self.g):
+            self._var_vectors(nw)  # host work before the mean's look at the data waits for the device
         m = self.mean(quirk=False)
         if self.nan_free:
             return self._var_nan_free(m, nw)
@@ -526,48 +528,61 @@ class _Ewm:
             out = self.where(den > 0, fac * cov, xp.nan)
         return self.where(self.nobs() >= max(minp, 1), out, xp.nan)
 
-    def _var_nan_free(self, m, nw):
-        xp, p, g, alpha = self.xp, self.p, self.f, self.alpha
+    def _var_vectors(self, nw):
+        """(c, w, fix): the NaN-free variance is ``fix * scan(c, w * (x[t] - m[t-1])**2)``, time
+        vectors (head, tail) that depend on the decay only, computed on the host.
+
+        pandas adds ``ck (x[t] - m[t-1])**2`` (see var) with the old weight's share ``c`` (``k = 1 -
+        c``), and the bias correction is a factor ``fac``. ``ck`` and ``fac`` are constant past
+        the head: their tail product ``F`` scales the squares as they are formed (the scan is
+        linear) and ``fix`` corrects the head only, so no pass over the result remains.
+        """
+        if "var" in self._cache:
+            return self._cache["var"]
+        p, g, alpha = self.p, self.f, self.alpha
         K = self._K()
         if p["adjust"]:
             Wh, Wtail = self._weights_tv()
             # old_wt after the decay, before adding: g * W[t-1] (0 at t = 0)
-            Wd = (g * _vocab.shift_forward(xp, Wh, 0, 0.0), None if Wtail is None else g * Wtail)
+            Wd = (g * _vocab.shift_forward(np, Wh, 0, 0.0), None if Wtail is None else g * Wtail)
         else:
-            Wd = self._tv(xp.concat([xp.zeros(min(K, 1), dtype=self.dtype, **self.dev),
-                                     xp.full(max(K - 1, 0), g, dtype=self.dtype, **self.dev)]))
+            Wd = self._tv(np.concatenate([np.zeros(min(K, 1), dtype=self.dtype),
+                                          np.full(max(K - 1, 0), g, dtype=self.dtype)]))
         ck = self._tv_map(lambda w: (w / (w + nw)) * (nw / (w + nw)), Wd)
         c = self._tv_map(lambda w: w / (w + nw), Wd)
-        # cov = scan(c, ck * delta**2) (see var), times the bias correction fac. ck and fac are
-        # constant past the head: their tail product F scales delta**2 as it is formed (the scan
-        # is linear) and only the head is corrected after the scan, so no pass over the result
         ckt = ck[1]
         if ckt is None or not ckt > 0:
             ckt = None
-        fac = (xp.ones_like(c[0]), None if c[1] is None else np.float64(1.0))
+        fac = (np.ones_like(c[0]), None if c[1] is None else np.float64(1.0))
         if not p["bias"]:
             # S**2 / D with D = S**2 - S2 by its own recurrence (see var); D = 0 only at t = 0
             if p["adjust"]:  # D[t] = g**2 D[t-1] + 2 g W[t-1]
                 S = (Wh, Wtail)
-                D = self._scan_head(g * g, (2.0 * g) * _vocab.shift_forward(xp, Wh, 0, 0.0))
+                D = self._scan_head(g * g, (2.0 * g) * _vocab.shift_forward(np, Wh, 0, 0.0))
             else:  # S = (g S + alpha) / dn, D = (g**2 D + 2 alpha g S[t-1]) / dn**2, dn = Wd + alpha
                 dn = Wd[0] + alpha
                 S = self._scan_head(g / dn, alpha / dn)
                 D = self._scan_head((g * g) / (dn * dn),
-                                    ((2.0 * alpha * g) * _vocab.shift_forward(xp, S[0], 0, 0.0)) / (dn * dn))
+                                    ((2.0 * alpha * g) * _vocab.shift_forward(np, S[0], 0, 0.0)) / (dn * dn))
             f = self._tv_map(lambda s_, d: (s_ * s_) / d, S, D)
-            fac = (xp.where(D[0] > 0, f[0], xp.nan), None if D[1] is None else (f[1] if D[1] > 0 else np.nan))
-        if ckt is not None:
+            fac = (np.where(D[0] > 0, f[0], np.nan), None if D[1] is None else (f[1] if D[1] > 0 else np.nan))
+        if ckt is None:
+            out = c, ck, (None if p["bias"] else fac)
+        else:
             fac = (fac[0] * ckt, None if fac[1] is None else fac[1] * ckt)
             F = fac[1]
             if F is not None and math.isfinite(F) and F > 0:
-                cov = self._scan_tv(c, self._weighted_square(m, ((ck[0] / ckt) * F, F)))
-                return self.masked(self._apply_tv(cov, (fac[0] / F, None), "mul"))
-            cov = self._scan_tv(c, self._weighted_square(m, (ck[0] / ckt, None)))
-        else:
-            cov = self._scan_tv(c, self._weighted_square(m, ck))
-        if ckt is not None or not p["bias"]:
-            cov = self._apply_tv(cov, fac, "mul")
+                out = c, ((ck[0] / ckt) * F, F), (fac[0] / F, None)
+            else:
+                out = c, (ck[0] / ckt, None), fac
+        self._cache["var"] = out
+        return out
+
+    def _var_nan_free(self, m, nw):
+        c, w, fix = self._var_vectors(nw)
+        cov = self._scan_tv(c, self._weighted_square(m, w))
+        if fix is not None:
+            cov = self._apply_tv(cov, fix, "mul")
         return self.masked(cov)
 
     def _weighted_square(self, m, w):
@@ -575,7 +590,7 @@ class _Ewm:
         weighs 1): one pass on CuPy, three over one buffer elsewhere."""
         ew = _vocab.fused(self.x)
         if ew is not None:
-            return ew.weighted_square(self.x, m, self.axis, w[0], w[1])
+            return ew.weighted_square(self.x, m, self.axis, self.xp.asarray(w[0], **self.dev), w[1])
         xp = self.xp
         e = xp.empty_like(self.x)
         if self.T:
