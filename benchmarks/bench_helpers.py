@@ -65,7 +65,9 @@ def paired(case, impls, repeat, sync=None, nbytes=None, reference="scanarray"):
     med = {k: statistics.median(v) for k, v in times.items()}
     for k in names:
         note = ""
-        if k != reference and reference in med:
+        if k != reference and reference == "copy" and "copy" in med:
+            note = f"{med[k] / med['copy']:.2f} copies' time"
+        elif k != reference and reference in med:
             note = f"scanarray {med[k] / med[reference]:.2f}x faster" if med[k] >= med[reference] else \
                 f"scanarray {med[reference] / med[k]:.2f}x slower"
         if nbytes is not None:
@@ -238,6 +240,7 @@ def gpu_all(quick, repeat):
 
         impls["cupyx"] = lambda: cs.lfilter(cp.asarray(b, cp.float32), cp.asarray(a, cp.float32), x)
     paired("gpu lfilter order 1 64x2**20 f32", impls, repeat, sync)
+    gpu_parts(x, repeat, sync)
     for order in (4, 8):
         sos = signal.butter(order, 0.05, output="sos")
         impls = {"scanarray": lambda s=sos: ssignal.sosfilt(s, x),
@@ -271,6 +274,7 @@ def gpu_all(quick, repeat):
                    reference="scanarray")
         del x, out
 
+    gpu_rl_parts(repeat, sync)
     # GAE bandwidth: read rewards, values (4 B), dones (1 B); write advantages (4 B)
     T, N = 2048, n // 2048
     r = rng.standard_normal((T, N), dtype=cp.float32)
@@ -321,6 +325,46 @@ def gpu_all(quick, repeat):
 
         impls["jax.lax.scan jit"] = lambda: jax_gae(rj, vj, dj, bj).block_until_ready()
     paired(f"gpu gae {T}x{N} f32 axis 0", impls, repeat, sync, nbytes=nbytes)
+
+
+def gpu_parts(x, repeat, sync):
+    """The passes the filters and EWM are made of, each timed alone against a copy of the signal
+    (docs/guide/signal.md counts them): where the time of a whole call goes."""
+    import cupy as cp
+
+    from scanarray.backends.cupy import elementwise
+
+    out = cp.empty_like(x)
+    v = x * 0.1
+    h = scanarray.linear_recurrence(0.9 + 0.1j, v, axis=-1)
+    impls = {"copy": lambda: cp.copyto(out, x),
+             "x * 0.1 (CuPy)": lambda: x * 0.1,
+             "numerator, 1 tap (fused)": lambda: elementwise.fir(x, 1, [0.1]),
+             "numerator, 3 taps (fused)": lambda: elementwise.fir(x, 1, [0.1, 0.2, 0.1]),
+             "real scan in place": lambda: scanarray.linear_recurrence(0.9, v, axis=-1, out=v),
+             "complex-pole scan (real in, complex out)": lambda: scanarray.linear_recurrence(0.9 + 0.1j, v, axis=-1),
+             "numerator over Re(c h) (fused)": lambda: elementwise.fir(h, 1, [1.0, 2.0, 1.0], c=0.5 - 2j),
+             "real part Re(c h) (fused)": lambda: elementwise.fir(h, 1, [1.0], c=0.5 - 2j)}
+    paired("gpu parts 64x2**20 f32 axis -1", impls, repeat, sync, reference="copy")
+
+
+def gpu_rl_parts(repeat, sync):
+    import cupy as cp
+
+    from scanarray.backends.cupy import elementwise
+
+    rng = cp.random.default_rng(4)
+    T, N = 2048, (1 << 26) // 2048
+    r = rng.standard_normal((T, N), dtype=cp.float32)
+    v = rng.standard_normal((T, N), dtype=cp.float32)
+    d = rng.random((T, N), dtype=cp.float32) < 0.01
+    out = cp.empty_like(r)
+    delta, a = elementwise.gae_terms(r, v, d, 0.99, 0.95, None, 0)
+    impls = {"copy": lambda: cp.copyto(out, r),
+             "gae delta and coefficient (fused)": lambda: elementwise.gae_terms(r, v, d, 0.99, 0.95, None, 0),
+             "reverse scan in place, full a": lambda: scanarray.linear_recurrence(a, delta, axis=0, reverse=True,
+                                                                                   out=delta)}
+    paired(f"gpu parts {T}x{N} f32 axis 0", impls, repeat, sync, reference="copy")
 
 
 # --------------------------------------------------------------------------- main
