@@ -27,6 +27,11 @@ _POSITION = """
 """
 
 
+def _geometry(shape, axis):
+    """(n_t, inner): the length of ``axis`` and the number of elements after it."""
+    return int(shape[axis]), int(np.prod(shape[axis + 1:], dtype=np.int64))
+
+
 @functools.lru_cache(maxsize=None)
 def _fir_kernel(complex_src: bool):
     import cupy
@@ -55,20 +60,19 @@ def fir(src, axis, taps, zl=None, c=None, dtype=None):
     """``v[t] = taps[0] s[t] + taps[1] s[t-1] + taps[2] s[t-2]`` (``s[t < 0] = 0``) plus ``zl[k]``
     at ``t = k``, in one pass: ``s`` is ``src`` (real), or ``Re(c * src)`` for a complex ``src``.
 
-    ``taps``: up to three real Python numbers; ``zl``: None or up to two arrays of ``src``'s shape
-    without ``axis``; ``dtype``: the real dtype of ``v`` (default ``src``'s real dtype).
-    Returns a new C-contiguous array of ``src``'s shape.
+    ``taps``: up to three real Python numbers; ``zl``: None or a list of arrays of ``src``'s
+    shape without ``axis`` (``zl[k]`` enters at ``t = k``); ``dtype``: the real dtype of ``v``
+    (default ``src``'s real dtype). Returns a new C-contiguous array of ``src``'s shape.
     """
     import cupy
 
-    taps = [float(t) for t in taps] + [0.0] * (3 - len(taps))
     if len(taps) > 3:
-        raise ValueError("fir takes up to three taps")
+        raise ValueError(f"fir takes up to three taps; got {len(taps)}")
+    taps = [float(t) for t in taps] + [0.0] * (3 - len(taps))
     complex_src = src.dtype.kind == "c"
-    rdt = np.dtype(dtype) if dtype is not None else (src.real.dtype if complex_src else src.dtype)
+    rdt = np.dtype(dtype) if dtype is not None else np.finfo(src.dtype).dtype
     shape = tuple(src.shape)
-    T = shape[axis]
-    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    T, inner = _geometry(shape, axis)
     K = 0 if not zl else len(zl)
     if K:
         # (outer, K, inner): the initial values of each lane side by side (a few numbers a lane)
@@ -80,11 +84,6 @@ def fir(src, axis, taps, zl=None, c=None, dtype=None):
     if v.size:
         _fir_kernel(complex_src)(src, zi, taps[0], taps[1], taps[2], cc.real, cc.imag, T, inner, K, v)
     return v
-
-
-def _geometry(shape, axis):
-    """(n_t, inner): the length of ``axis`` and the number of elements after it."""
-    return int(shape[axis]), int(np.prod(shape[axis + 1:], dtype=np.int64))
 
 
 @functools.lru_cache(maxsize=None)
