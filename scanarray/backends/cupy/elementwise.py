@@ -33,13 +33,19 @@ def _geometry(shape, axis):
 
 
 @functools.lru_cache(maxsize=None)
-def _fir_kernel(complex_src: bool):
+def _kernel(name, params, outputs, body):
+    """The :class:`cupy.ElementwiseKernel` of one of the sources below, built once."""
     import cupy
 
+    return cupy.ElementwiseKernel(params, outputs, body, "scanarray_" + name)
+
+
+def _fir_source(complex_src):
     # The sample at position j: the signal itself, or the real part of c * h, the output of a
     # complex-pole section (signal.py), whose product is never stored.
     s = "(cr * (R)src[{j}].real() - ci * (R)src[{j}].imag())" if complex_src else "(R)src[{j}]"
-    return cupy.ElementwiseKernel(
+    return (
+        "fir_complex" if complex_src else "fir",
         "raw S src, raw R zi, float64 b0_, float64 b1_, float64 b2_, float64 cr_, float64 ci_, "
         "int64 n_t, int64 inner, int64 K",
         "R v",
@@ -52,8 +58,42 @@ def _fir_kernel(complex_src: bool):
         if (t < K) acc += zi[(out_ * K + t) * inner + in_];  // zi: (outer, K, inner)
         v = acc;
         """,
-        "scanarray_fir_complex" if complex_src else "scanarray_fir",
     )
+
+
+# The loop's expressions in its order (rl.py): delta = ((gamma * V') * nonterminal + r) - v,
+# a = nonterminal * (gamma * lam); V' = v[t+1], or the bootstrap value after the last step.
+_GAE = (
+    "gae_terms",
+    "R r, raw R v, D d, raw R boot, float64 g_, float64 gl_, int64 n_t, int64 inner, bool has_boot",
+    "R delta, R a",
+    _POSITION + """
+    const R g = g_, gl = gl_;
+    const R nt = R(1) - (R)d;
+    const R vn = t + 1 < n_t ? v[i + inner] : (has_boot ? boot[out_ * inner + in_] : R(0));
+    delta = (g * vn) * nt + r - v[i];
+    a = nt * gl;
+    """,
+)
+
+# (1 - d) * gamma: rl.py's order; d read in its own dtype (bool: one byte an element)
+_NOT_DONE = ("not_done", "D d, float64 g_", "R a", "a = (R(1) - (R)d) * (R)g_")
+
+# _ewm.py's order: (x[t] - m[t-1]) squared, then weighted; the weight is a vector along time for
+# the first K steps (the head), then one number (the tail: the weights' fixed point)
+_WEIGHTED_SQUARE = (
+    "weighted_square",
+    "R x, raw R m, raw R head, float64 tail_, bool has_tail, int64 n_t, int64 inner, int64 K",
+    "R e",
+    _POSITION + """
+    if (t == 0) {
+        e = R(0);
+    } else {
+        const R d = x - m[i - inner];
+        e = (d * d) * (t < K ? head[t] : (has_tail ? (R)tail_ : R(1)));
+    }
+    """,
+)
 
 
 def fir(src, axis, taps, zl=None, c=None, dtype=None):
@@ -82,28 +122,8 @@ def fir(src, axis, taps, zl=None, c=None, dtype=None):
     cc = complex(1.0 if c is None else c)
     v = cupy.empty(shape, dtype=rdt)
     if v.size:
-        _fir_kernel(complex_src)(src, zi, taps[0], taps[1], taps[2], cc.real, cc.imag, T, inner, K, v)
+        _kernel(*_fir_source(complex_src))(src, zi, taps[0], taps[1], taps[2], cc.real, cc.imag, T, inner, K, v)
     return v
-
-
-@functools.lru_cache(maxsize=None)
-def _gae_kernel():
-    import cupy
-
-    # The loop's expressions in its order (rl.py): delta = ((gamma * V') * nonterminal + r) - v,
-    # a = nonterminal * (gamma * lam); V' = v[t+1], or the bootstrap value after the last step.
-    return cupy.ElementwiseKernel(
-        "R r, raw R v, D d, raw R boot, float64 g_, float64 gl_, int64 n_t, int64 inner, bool has_boot",
-        "R delta, R a",
-        _POSITION + """
-        const R g = g_, gl = gl_;
-        const R nt = R(1) - (R)d;
-        const R vn = t + 1 < n_t ? v[i + inner] : (has_boot ? boot[out_ * inner + in_] : R(0));
-        delta = (g * vn) * nt + r - v[i];
-        a = nt * gl;
-        """,
-        "scanarray_gae_terms",
-    )
 
 
 def gae_terms(r, v, d, gamma, lam, boot, axis):
@@ -125,16 +145,8 @@ def gae_terms(r, v, d, gamma, lam, boot, axis):
     delta = cupy.empty(r.shape, dtype=r.dtype)
     a = cupy.empty(r.shape, dtype=r.dtype)
     if r.size:
-        _gae_kernel()(r, v, d, b, float(gamma), float(gamma) * float(lam), n_t, inner, boot is not None, delta, a)
+        _kernel(*_GAE)(r, v, d, b, float(gamma), float(gamma) * float(lam), n_t, inner, boot is not None, delta, a)
     return delta, a
-
-
-@functools.lru_cache(maxsize=None)
-def _not_done_kernel():
-    import cupy
-
-    # (1 - d) * gamma: rl.py's order; d read in its own dtype (bool: one byte an element)
-    return cupy.ElementwiseKernel("D d, float64 g_", "R a", "a = (R(1) - (R)d) * (R)g_", "scanarray_not_done")
 
 
 def not_done(d, gamma, dtype):
@@ -143,29 +155,8 @@ def not_done(d, gamma, dtype):
 
     a = cupy.empty(d.shape, dtype=dtype)
     if a.size:
-        _not_done_kernel()(d, float(gamma), a)
+        _kernel(*_NOT_DONE)(d, float(gamma), a)
     return a
-
-
-@functools.lru_cache(maxsize=None)
-def _weighted_square_kernel():
-    import cupy
-
-    # _ewm.py's order: (x[t] - m[t-1]) squared, then weighted; the weight is a vector along time
-    # for the first K steps (the head), then one number (the tail: the weights' fixed point)
-    return cupy.ElementwiseKernel(
-        "R x, raw R m, raw R head, float64 tail_, bool has_tail, int64 n_t, int64 inner, int64 K",
-        "R e",
-        _POSITION + """
-        if (t == 0) {
-            e = R(0);
-        } else {
-            const R d = x - m[i - inner];
-            e = (d * d) * (t < K ? head[t] : (has_tail ? (R)tail_ : R(1)));
-        }
-        """,
-        "scanarray_weighted_square",
-    )
 
 
 def weighted_square(x, m, axis, head, tail):
@@ -177,6 +168,6 @@ def weighted_square(x, m, axis, head, tail):
     n_t, inner = _geometry(x.shape, axis)
     e = cupy.empty(x.shape, dtype=x.dtype)
     if e.size:
-        _weighted_square_kernel()(x, m, cupy.ascontiguousarray(head, dtype=x.dtype), 0.0 if tail is None else
+        _kernel(*_WEIGHTED_SQUARE)(x, m, cupy.ascontiguousarray(head, dtype=x.dtype), 0.0 if tail is None else
                                   float(tail), tail is not None, n_t, inner, int(head.shape[0]), e)
     return e
