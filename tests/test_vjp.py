@@ -337,7 +337,7 @@ def _shifted_case(cupy, rng, shape, dtype, reverse, with_initial, axis=-1, poiso
             continue
         x = cupy.asnumpy(x)
         _close(np.moveaxis(x, axis, -1) if x.ndim == len(shape) else x, w, dtype, name)
-    return [e[0].kind for e in scan._adjoints.values() if e]
+    return [e[0].plan.kind for e in scan._adjoints.values() if e]
 
 
 # shape -> the kernel of the shifted scan its float32 rows take on an H200 (tuning.py)
@@ -423,7 +423,7 @@ def test_cupy_shifted_adjoint_misaligned_views(rng):
     want = _adjoint_loop(cupy.asnumpy(ca), cupy.asnumpy(h), cupy.asnumpy(cg), None, False)
     _close(cupy.asnumpy(ga), want[0], "float32", "grad_a")
     _close(cupy.asnumpy(gb), want[1], "float32", "grad_b")
-    assert [e[0].kind for e in scan._adjoints.values() if e]
+    assert [e[0].plan.kind for e in scan._adjoints.values() if e]
 
 
 @pytest.mark.gpu

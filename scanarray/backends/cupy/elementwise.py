@@ -21,10 +21,23 @@ import numpy as np
 
 __all__ = ["fir", "gae_terms", "not_done", "weighted_square"]
 
-# Element i of an array of shape (outer, n_t, inner) (C order) is at (out_, t, in_).
+# Element i of an array of shape (outer, n_t, inner) (C order) is at (out_, t, in_). In 32-bit
+# arithmetic where the size allows: a 64-bit division costs the GPU several times a 32-bit one,
+# enough to make these memory-bound passes compute-bound (the "gpu parts" of bench_helpers.py).
 _POSITION = """
-    const ptrdiff_t in_ = i % inner, t = (i / inner) % n_t, out_ = i / (inner * n_t);
+    ptrdiff_t in_, t, out_;
+    if (small) {
+        const unsigned int u = (unsigned int)i, ui = (unsigned int)inner, un = (unsigned int)n_t, q = u / ui;
+        in_ = u - q * ui; t = q % un; out_ = q / un;
+    } else {
+        in_ = i % inner; t = (i / inner) % n_t; out_ = i / (inner * n_t);
+    }
 """
+
+
+def _small(x):
+    """Whether every index of ``x`` fits the 32-bit arithmetic of ``_POSITION``."""
+    return x.size < 2**32
 
 
 def _geometry(shape, axis):
@@ -47,7 +60,7 @@ def _fir_source(complex_src):
     return (
         "fir_complex" if complex_src else "fir",
         "raw S src, raw R zi, float64 b0_, float64 b1_, float64 b2_, float64 cr_, float64 ci_, "
-        "int64 n_t, int64 inner, int64 K",
+        "int64 n_t, int64 inner, int64 K, bool small",
         "R v",
         _POSITION + f"""
         const R b0 = b0_, b1 = b1_, b2 = b2_, cr = cr_, ci = ci_;
@@ -65,7 +78,7 @@ def _fir_source(complex_src):
 # a = nonterminal * (gamma * lam); V' = v[t+1], or the bootstrap value after the last step.
 _GAE = (
     "gae_terms",
-    "R r, raw R v, D d, raw R boot, float64 g_, float64 gl_, int64 n_t, int64 inner, bool has_boot",
+    "R r, raw R v, D d, raw R boot, float64 g_, float64 gl_, int64 n_t, int64 inner, bool has_boot, bool small",
     "R delta, R a",
     _POSITION + """
     const R g = g_, gl = gl_;
@@ -83,7 +96,7 @@ _NOT_DONE = ("not_done", "D d, float64 g_", "R a", "a = (R(1) - (R)d) * (R)g_")
 # the first K steps (the head), then one number (the tail: the weights' fixed point)
 _WEIGHTED_SQUARE = (
     "weighted_square",
-    "R x, raw R m, raw R head, float64 tail_, bool has_tail, int64 n_t, int64 inner, int64 K",
+    "R x, raw R m, raw R head, float64 tail_, bool has_tail, int64 n_t, int64 inner, int64 K, bool small",
     "R e",
     _POSITION + """
     if (t == 0) {
@@ -114,6 +127,9 @@ def fir(src, axis, taps, zl=None, c=None, dtype=None):
     shape = tuple(src.shape)
     T, inner = _geometry(shape, axis)
     K = 0 if not zl else len(zl)
+    if not (K or complex_src or taps[1] or taps[2]) and src.dtype == rdt:
+        # one tap: CuPy's own product, without the index arithmetic of the neighbours
+        return cupy.multiply(src, taps[0], out=cupy.empty(shape, dtype=rdt))
     if K:
         # (outer, K, inner): the initial values of each lane side by side (a few numbers a lane)
         zi = cupy.ascontiguousarray(cupy.stack([cupy.asarray(z, dtype=rdt) for z in zl], axis=axis))
@@ -121,8 +137,9 @@ def fir(src, axis, taps, zl=None, c=None, dtype=None):
         zi = cupy.zeros(1, dtype=rdt)
     cc = complex(1.0 if c is None else c)
     v = cupy.empty(shape, dtype=rdt)
-    if v.size:
-        _kernel(*_fir_source(complex_src))(src, zi, taps[0], taps[1], taps[2], cc.real, cc.imag, T, inner, K, v)
+    if not v.size:
+        return v
+    _kernel(*_fir_source(complex_src))(src, zi, taps[0], taps[1], taps[2], cc.real, cc.imag, T, inner, K, _small(v), v)
     return v
 
 
@@ -145,7 +162,8 @@ def gae_terms(r, v, d, gamma, lam, boot, axis):
     delta = cupy.empty(r.shape, dtype=r.dtype)
     a = cupy.empty(r.shape, dtype=r.dtype)
     if r.size:
-        _kernel(*_GAE)(r, v, d, b, float(gamma), float(gamma) * float(lam), n_t, inner, boot is not None, delta, a)
+        _kernel(*_GAE)(r, v, d, b, float(gamma), float(gamma) * float(lam), n_t, inner, boot is not None, _small(r),
+                       delta, a)
     return delta, a
 
 
@@ -169,5 +187,5 @@ def weighted_square(x, m, axis, head, tail):
     e = cupy.empty(x.shape, dtype=x.dtype)
     if e.size:
         _kernel(*_WEIGHTED_SQUARE)(x, m, cupy.ascontiguousarray(head, dtype=x.dtype), 0.0 if tail is None else
-                                  float(tail), tail is not None, n_t, inner, int(head.shape[0]), e)
+                                  float(tail), tail is not None, n_t, inner, int(head.shape[0]), _small(e), e)
     return e
