@@ -423,10 +423,13 @@ def test_repeated_calls_reuse_the_bound_launch(rng, a_kind):
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")
 @pytest.mark.parametrize("axis, reverse, i_shape", [(-1, False, (3,)), (0, True, (1,)), (-1, True, None)])
-def test_repeated_backward_passes_reuse_the_bound_adjoint(rng, axis, reverse, i_shape):
+def test_repeated_backward_passes_reuse_the_bound_adjoint(rng, monkeypatch, axis, reverse, i_shape):
     """Backward passes of one signature after the first launch the adjoint bound to it: new data,
-    initial states broadcast along lanes, misaligned views, against a plain torch loop."""
+    initial states broadcast along lanes, misaligned views, against a plain torch loop. Time-major
+    layouts (axis 0 here) keep the views' path, and must be right too."""
     from scanarray import _torch
+
+    monkeypatch.setattr(_torch, "_BWD", {})
 
     shape = (3, 500) if axis == -1 else (500, 3)
     lanes = 3
@@ -447,7 +450,8 @@ def test_repeated_backward_passes_reuse_the_bound_adjoint(rng, axis, reverse, i_
         ref = torch.autograd.grad((torch_loop(a, b, i0, axis=axis, reverse=reverse) * w).sum(), ins)
         for x, y in zip(got, ref):
             torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-10 * float(y.abs().max()))
-    assert any(_torch._BWD.values()), "no backward pass took the bound adjoint"
+    if axis == -1:  # rows: the one-launch adjoint
+        assert any(_torch._BWD.values()), "no backward pass took the bound adjoint"
 
 
 @pytest.mark.gpu
