@@ -131,6 +131,7 @@ def test_out_and_in_place(rng, device):
     a = _t(rng.uniform(-1, 1, (3, 9)), device)
     b = _t(rng.standard_normal((3, 9)), device)
     ref = linear_recurrence(a, b)
+    torch.testing.assert_close(ref, torch_loop(a, b))  # the paths below are compared with this one
     out = torch.empty_like(b)
     assert linear_recurrence(a, b, out=out) is out
     torch.testing.assert_close(out, ref, rtol=0, atol=0)

@@ -323,7 +323,7 @@ class Binder:
 
         ``call.raw`` (None where the plan has no direct launch) is the launch alone on raw
         pointers, ``raw(stream_ptr, pa, pb, ph0, po) -> bool``, for a caller that owns the checks
-        of ``call`` (the torch front-end: its device, and a new result overlapping nothing)."""
+        of ``call`` (the torch and JAX front-ends: one device, and a new result overlapping nothing)."""
         import cupy
 
         plan_, dev = self.plan, self.dev
