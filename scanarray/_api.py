@@ -190,13 +190,15 @@ def linear_recurrence(
 
 
 def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, backend, method, key=None, *,
-                       product=None):
+                       product=None, scale=None):
     """The public function's work on NumPy, CuPy and Dask arrays (``key``: the signature to bind).
 
     ``product=(mul, mul_out)`` is the adjoint's entry (:mod:`scanarray._vjp`): ``mul_out`` of the
     result's shape and dtype also receives ``h * mul`` (``mul`` broadcastable to the result), in the
     scan's own pass where the backend ``fuses_product``, else right after it. Backends that write
-    ``out`` only (not Dask). Calls with a product are never bound to a signature.
+    ``out`` only (not Dask). ``scale`` (a real Python float; the vocabulary's entry,
+    :func:`scanarray._vocab.scan`): the result is ``scale * h``, in the scan's own pass where the
+    backend ``fuses_scale``, else right after it. Calls with either are never bound to a signature.
     """
     # --- what kind of arrays, and which namespace (the rules of _arrays) -----
     a_arg = a
@@ -309,6 +311,7 @@ def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, b
         dtype=compute_dtype, out_dtype=out_dtype, reverse=reverse, dense=dense,
         chunk=chunk, method=method, backend=spec.name, a_compact=a_c,
         **(_epilogue(xp, product, shape, perm) if product is not None and spec.fuses_product else {}),
+        scale=scale if spec.fuses_scale else None,
     )
     if problem.method == "auto":
         problem.method = mod.auto_method(problem)
@@ -317,6 +320,10 @@ def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, b
     canonical = mod.linear_recurrence(problem)
     if product is not None and problem.mul is None:  # the backend does not fuse: one more pass
         xp.multiply(result, product[0], out=product[1])
+    if scale is not None and problem.scale is None:
+        if not spec.writes_out:
+            return xp.moveaxis(canonical, t_ax, axis) * scale
+        result *= scale
     if key is not None and problem.bind is not None:
         # a bound call allocates its result as this one did (alloc: None when out was given)
         _bound.CALLS.store(key, problem.bind(a, a is not a_arg, b, initial, result, alloc if out is None else None))

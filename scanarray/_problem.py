@@ -57,6 +57,9 @@ class Problem:
     #: backend writes ``mul_out[...] = h[...] * mul[...]`` as it writes ``h``
     mul: Any = None
     mul_out: Any = None
+    #: a real factor of the stored result (set only for backends with ``fuses_scale``): the
+    #: backend writes ``scale * h`` where it would write ``h``, and carries ``h`` itself
+    scale: Any = None
 
     @property
     def time_axis(self) -> int:

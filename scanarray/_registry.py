@@ -46,6 +46,9 @@ class BackendSpec:
     #: whether it writes ``Problem.mul_out = h * Problem.mul`` in the scan's own pass (the
     #: adjoint's ``grad_a = grad_b * h_prev``); otherwise the caller multiplies after the scan
     fuses_product: bool = False
+    #: whether it writes ``Problem.scale * h`` in the scan's own pass (the vocabulary's constant
+    #: gains and normalisations); otherwise the caller scales after the scan
+    fuses_scale: bool = False
     #: whether its module has ``adjoint(a, g, lam, h, ga, reverse, method)``: the adjoint's scan
     #: over the whole arrays with its one-step shifts of ``a`` and ``h`` inside one launch
     #: (scanarray/_vjp.py); it returns False where it does not take the layout, else a function
@@ -84,7 +87,7 @@ BACKENDS: dict[str, BackendSpec] = {
             methods=("lookback", "sequential", "matmulscan"),
             dense_methods=("cyclic_reduction", "prefix", "sequential", "chunked", "lookback"),
             requires=("cupy",), extra="cupy", needs_gpu=True, fast_call=True, fuses_product=True,
-            shifted_adjoint=True,
+            fuses_scale=True, shifted_adjoint=True,
         ),
         BackendSpec(
             "numba_cuda", "scanarray.backends.numba_cuda_backend", arrays=("cupy",), methods=("blelloch",),

@@ -887,6 +887,52 @@ def test_fused_product_other_layouts(rng):
     assert_matches(cupy.asnumpy(mul_out_d), ref * m, g * np.abs(m), 1e-5, "matmulscan")
 
 
+# --------------------------------------------------------------------------- the scaled store
+
+_SCALE_CASES = {**{k: v for k, v in _FUSED_CASES.items() if v[2] in ("float32", "float64")},
+                "sequential": ((300, 50), -1, "float64", "sequential", True, None)}
+
+
+@pytest.mark.parametrize("scalar_a", [False, True], ids=["a per step", "scalar a"])
+@pytest.mark.parametrize("case", list(_SCALE_CASES))
+def test_scaled_store(case, scalar_a, small_tiles, tuned, monkeypatch, rng):
+    """``Problem.scale``: the kernels store ``scale * h`` and carry ``h`` (the vocabulary's gains),
+    for every kernel family, both directions, an initial state, ``a`` per step or a scalar;
+    against the float64 loop times the scale. The plan must be a scaled kernel."""
+    from scanarray import _api
+
+    shape, axis, dtype, method, reverse, table = _SCALE_CASES[case]
+    if table is None:
+        tuned(TUNING)
+    a = 0.999 if scalar_a else coefficients(rng, shape, dtype, reset=0.001, high=1.0, low=0.999)
+    b = values(rng, shape, dtype)
+    init = values(rng, shape[:axis] + shape[axis + 1:] if axis != -1 else shape[:-1], dtype)
+    kinds = []
+    real = _cupy_scan.plan
+    monkeypatch.setattr(_cupy_scan, "plan", lambda *x, **kw: kinds.append(kw.get("fused")) or real(*x, **kw))
+    scale = -0.37
+    h = _api._linear_recurrence(a if scalar_a else cupy.asarray(a), cupy.asarray(b), axis, 64, cupy.asarray(init),
+                                reverse, False, None, None, "cupy", method, scale=scale)
+    assert kinds == ["scale"], kinds
+    ref, g = recurrence_ref(np.full(shape, a, dtype) if scalar_a else a, b, axis, initial=init, reverse=reverse)
+    assert_matches(cupy.asnumpy(h), scale * ref, abs(scale) * g, tolerance(dtype, shape[axis]), f"scaled {case}")
+
+
+def test_scaled_store_elsewhere(rng):
+    """Where the kernels do not scale as they store (float16 storage, complex, matmulscan, NumPy)
+    the result is still ``scale * h``, scaled right after the scan."""
+    from scanarray import _api
+
+    for dtype, method in [("float16", "lookback"), ("complex64", "lookback"), ("float32", "matmulscan")]:
+        shape = (6, 700)
+        a = coefficients(rng, (1, 700) if method == "matmulscan" else shape, dtype, low=0.99)
+        b = values(rng, shape, dtype)
+        ref, g = recurrence_ref(a, b)
+        h = _api._linear_recurrence(cupy.asarray(a), cupy.asarray(b), -1, 64, None, False, False, None, None,
+                                    "cupy", method, scale=2.5)
+        assert_matches(cupy.asnumpy(h), 2.5 * ref, 2.5 * g, max(tolerance(dtype, 700), 1e-5), f"{dtype} {method}")
+
+
 @pytest.mark.parametrize("T", [1 << 18, 1 << 21])
 def test_cuda_graph_replays_with_new_data(T, rng):
     """A look-back launch captured in a CUDA graph, replayed on new data: each replay must start

@@ -6,7 +6,8 @@ Usage: python tools/compile_cuda.py [--arch sm_90] [--nvrtc] [--jobs N] [--verbo
 The instantiations come from the drivers themselves (``scan.instantiations``, ``dense.instantiations``,
 ``matmulscan.instantiations``), for every dtype of the dtype table (scanarray/_dtypes.py) and the
 tile shapes of the tuning table (backends/cupy/tuning.py), and the diagonal kernels writing the
-adjoint's product (``Problem.mul``, and the adjoint's shifted scan) for each storage dtype. With ``--nvrtc`` each unit is the source
+adjoint's product (``Problem.mul``, and the adjoint's shifted scan) for each storage dtype, and those
+scaling what they store (``Problem.scale``) for real dtypes stored as computed. With ``--nvrtc`` each unit is the source
 text the library hands CuPy (``_common.read_source``) with the instantiations as NVRTC name
 expressions, compiled by libnvrtc (the ``nvidia-cuda-nvrtc`` wheel or the toolkit's), exactly as at
 run time; otherwise nvcc compiles a translation unit taking each instantiation's address. Units
@@ -70,6 +71,8 @@ def units():
         if alone:  # the adjoint's fused product (Problem.mul) takes one dtype for a, b, out
             names = scan.instantiations(*combo, narrower=False, fused=True)
             names += scan.instantiations(*combo, fused="shift")  # the adjoint's shifted scan, same unit
+            if combo[2] == combo[3] and combo[3].startswith("float"):  # the scaled store (Problem.scale)
+                names += scan.instantiations(*combo, narrower=False, fused="scale")
             out.append((f"scan.cu fused {'/'.join(combo)}", "scan.cu", dict.fromkeys(names, ())))
     out.append(("matmulscan.cu", "matmulscan.cu", dict.fromkeys(matmulscan.instantiations(), ())))
     for source, names in dense.instantiations(H200).items():

@@ -70,7 +70,8 @@ def _dense_auto(problem, t):
 
 def linear_recurrence(problem):
     """Compute ``problem`` into ``problem.out``; with ``Problem.mul`` set also ``mul_out = h * mul``,
-    in the scan's own pass where the diagonal kernels take the layout, else right after it."""
+    and with ``Problem.scale`` ``scale * h`` in place of ``h``: in the scan's own pass where the
+    diagonal kernels take the layout, else right after it."""
     if not problem.dense and problem.method != "matmulscan":
         from . import scan
 
@@ -89,6 +90,8 @@ def linear_recurrence(problem):
         import cupy
 
         cupy.multiply(problem.out, mul, out=mul_out)
+    if problem.scale is not None:
+        problem.out *= problem.scale
     problem.mul, problem.mul_out = mul, mul_out
     return problem.out
 

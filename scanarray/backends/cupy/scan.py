@@ -101,10 +101,14 @@ def linear_recurrence(p, *, tuning=TUNING, packed=True):
         epi = None
         if mul is not None:
             epi = _epilogue(a, b, out, lanes_view(mul), lanes_view(mul_out))
+        elif p.scale is not None and out.dtype == dt and dt.kind == "f":  # (Scaled: real, stored as computed)
+            epi = float(p.scale)
         plan_ = _scan(cupy, a, b, out, h0, dt, p.method, tuning, packed, epi)
         if mul is not None and epi is None:  # a layout the kernels do not fuse: one more pass
             cupy.multiply(p.out, p.mul, out=p.mul_out)
-        if plan_ is not None and same_dev and own and mul is None:
+        if p.scale is not None and epi is None:
+            p.out *= p.scale
+        if plan_ is not None and same_dev and own and mul is None and p.scale is None:
             # one launch on the caller's own memory (a row of shape (1, T) included: its length-1
             # lane axis is viewed away): a repeated call can go straight to it
             ptrs = tuple(None if x is None else x.data.ptr for x in (a, b, out, h0))
@@ -244,13 +248,16 @@ def _scan(cupy, a, b, out, h0, dt, method, tuning, packed, epi=None):
     if len(ns) > _MAX_LANE_DIMS:  # rare: more unmergeable lane axes than the kernels take
         for i in range(b.shape[0]):
             _scan(cupy, a[i], b[i], out[i], None if h0 is None else h0[i], dt, method, tuning, packed,
-                  None if epi is None else (epi[0][i], epi[1][i]))
+                  epi if epi is None or isinstance(epi, float) else (epi[0][i], epi[1][i]))
         return None
     if h0 is not None:
         h0 = h0.reshape(-1)
-    plan_ = plan(a, b, out, dt, method, ns, ss, tuning=tuning, packed=packed, fused=epi is not None)
+    fused = False if epi is None else "scale" if isinstance(epi, float) else True
+    plan_ = plan(a, b, out, dt, method, ns, ss, tuning=tuning, packed=packed, fused=fused)
     if epi is None:
         plan_.launch(cupy, a, b, out, h0)
+    elif fused == "scale":
+        plan_.launch(cupy, a, b, out, h0, (np.float64(epi),))
     else:
         pm, pmo = epi[0].data.ptr, epi[1].data.ptr
         plan_.launch(cupy, a, b, out, h0, (pm, pmo, np.int32((pm - out.data.ptr) % 16 == 0)))
@@ -427,7 +434,7 @@ def _lanes_vec(a, b, out, ns, ss, times, ac):
 
 def plan(a, b, out, dt, method, ns=None, ss=None, *, tuning=TUNING, packed=True, fused=False):
     """Choose kernel, template arguments and grid for canonical views ``a, b, out (*lanes, T)``
-    (``fused``: the kernels that also write the adjoint's product, :func:`_epilogue`).
+    (``fused``: the kernels with an epilogue, :func:`_epi_args`).
 
     Plans are cached by everything they depend on (shapes, strides, dtypes, pointer alignment,
     method, the ``tuning`` table, device), so a repeated call costs a dictionary lookup.
@@ -457,7 +464,7 @@ class _Kernels:
 
     def __init__(self, types, csize, ac, G, Gmax, cfg, epi=""):
         self.types, self.cs, self.ac, self.G, self.Gmax, self.cfg = types, csize, _b(ac), G, Gmax, cfg
-        self.epi = epi  # the fused product's template arguments (", const T*, T*, int"), or none
+        self.epi = epi  # the epilogue's template arguments (_epi_args), or none
         # rows_warp: its own register budget (tuning.py); a lane holds only as many vectors as a row
         # needs when the row fits one pass of the warp (NV from 1 to the shape's)
         self.warp_shape = cfg.get("rows_warp", {}).get(csize) or cfg["rows"][csize]
@@ -505,12 +512,12 @@ def instantiations(a_dt, b_dt, out_dt, dt, tuning=TUNING, narrower=True, fused=F
     """Every kernel (scan.cu) the planner can name for these dtypes of a, b, out and compute: each
     kernel at every tile shape of ``tuning``, vector accesses of the widest group (and, with
     ``narrower``, of one narrower), the short-row kernels' smallest and largest widths; ``fused``:
-    those writing the adjoint's product (for tools/compile_cuda.py), and with ``fused="shift"``
+    those with an epilogue (:func:`_epi_args`; for tools/compile_cuda.py), and with ``fused="shift"``
     the rows kernels of the adjoint's shifted scan (:func:`adjoint`), at the widest groups."""
     if fused == "shift":
         return _shift_instantiations(a_dt, b_dt, out_dt, dt, tuning)
     types = ", ".join(_dtypes.ctype(x) for x in (a_dt, b_dt, out_dt, dt))
-    epi = _epi_args(out_dt) if fused else ""
+    epi = _epi_args(out_dt, fused) if fused else ""
     size = {x: _dtypes.lookup(x).itemsize for x in (a_dt, b_dt, out_dt, dt)}
     cs = size[dt]
     names = []
@@ -554,7 +561,7 @@ def _shift_instantiations(a_dt, b_dt, out_dt, dt, tuning):
     cs = size[dt]
     widest = max(size[a_dt], size[b_dt], size[out_dt])
     Gmax = max(1, 16 // widest)
-    k = _Kernels(types, cs, False, Gmax, Gmax, tuning, _epi_args(out_dt, shift=True))
+    k = _Kernels(types, cs, False, Gmax, Gmax, tuning, _epi_args(out_dt, "shift"))
     names = [k.rows_kernel("rows_tiles", "rows", "false"), k.rows_kernel("rows_tiles", "rows_long"),
              k.rows_kernel("rows_block", "rows_block"), k.seg(1), k.seg(16), k.warp(1), k.warp(k.nv_max)]
     if tuning["rows_staged"].get(cs) and _stages(size[a_dt], size[b_dt], False, cs):
@@ -564,11 +571,14 @@ def _shift_instantiations(a_dt, b_dt, out_dt, dt, tuning):
     return list(dict.fromkeys(names))
 
 
-def _epi_args(out_dt, shift=False):
-    """The fused kernels' trailing template arguments (``EPI`` in scan.cu: mul, mul_out, vec_m, and
-    for the adjoint's shifted scan a fourth, ``shift``: MulOutS in scan.cuh)."""
+def _epi_args(out_dt, fused):
+    """The fused kernels' trailing template arguments (``EPI`` in scan.cu): ``True``, the adjoint's
+    product (mul, mul_out, vec_m: MulOut in scan.cuh); ``"shift"``, the same and a fourth for its
+    shifted scan (MulOutS); ``"scale"``, the stored values' factor (Scaled)."""
+    if fused == "scale":
+        return ", double"
     co = _dtypes.ctype(out_dt)
-    return f", const {co}*, {co}*, int" + (", int" if shift else "")
+    return f", const {co}*, {co}*, int" + (", int" if fused == "shift" else "")
 
 
 def _make_plan(a, b, out, dt, method, ns, ss, cfg, fused=False):
@@ -582,7 +592,7 @@ def _make_plan(a, b, out, dt, method, ns, ss, cfg, fused=False):
     widest = max(b.itemsize, out.itemsize, 0 if ac else a.itemsize)
     Gmax = max(1, 16 // widest)
     G = _fit_group(a, b, out, ss, (ta, tb, to), ac, T, cfg["rows"][csize], Gmax)
-    k = _Kernels(types, csize, ac, G, Gmax, cfg, _epi_args(out.dtype, fused == "shift") if fused else "")
+    k = _Kernels(types, csize, ac, G, Gmax, cfg, _epi_args(out.dtype, fused) if fused else "")
     NT, tile, _ = k.rows("rows")
     # rows shorter than a tile of the widest groups run the short-row kernels whatever G (a block a
     # row on narrow groups ran at half a warp's rate)

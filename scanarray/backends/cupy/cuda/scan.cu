@@ -733,7 +733,8 @@ __device__ __forceinline__ void rows_tile(const TA* a, const TB* b, TO* out, con
 
 // The tile held in registers. LB = false: rows of one tile, compiled without the look-back (fewer
 // registers: 1024-thread blocks are held to 32 per thread).
-// EPI (every kernel): empty, or the fused product's mul, mul_out, vec_m (MulOut in scan.cuh).
+// EPI (every kernel): empty, the fused product's mul, mul_out, vec_m (MulOut in scan.cuh), or a
+// scale (Scaled).
 template <class TA, class TB, class TO, class C, int NT, int G, int NV, bool AC, int MINB, bool LB = true,
           class... EPI>
 __global__ void __launch_bounds__(NT, MINB)

@@ -184,6 +184,28 @@ __device__ __forceinline__ void store_group(P p, i64 st, i64 t0, i64 T, bool vec
   }
 }
 
+// ------------------------------------------------------------------ the scaled store
+// With a scale (Problem.scale; docs/guide/gpu.md) a kernel stores s * h where it would store h,
+// carrying h itself: a constant factor of the users' vocabulary (a filter's gain, an EWM
+// normalisation) costs no pass of its own. Real results stored in the compute type only (the
+// kernels' one argument pack of a double: out_at below).
+template <class TO> struct Scaled {
+  TO* p;
+  TO s;
+  __device__ __forceinline__ Scaled operator+(i64 d) const { return Scaled{p + d, s}; }
+  __device__ __forceinline__ Scaled operator-(i64 d) const { return Scaled{p - d, s}; }
+};
+template <class TO> struct Stored<Scaled<TO>> { typedef TO type; };
+template <class C, class TO> __device__ __forceinline__ Scaled<TO> out_at(TO*, TO* po, double s) {
+  return Scaled<TO>{po, (TO)s};
+}
+template <class TO> __device__ __forceinline__ void put(Scaled<TO> p, TO v) { *p.p = v * p.s; }
+template <class TO, int G> __device__ __forceinline__ void vput(Scaled<TO> p, Vec<TO, G> v) {
+#pragma unroll
+  for (int g = 0; g < G; ++g) v.v[g] = v.v[g] * p.s;
+  vput(p.p, v);
+}
+
 // ------------------------------------------------------------------ the adjoint's shifted scan
 // The adjoint of h[t] = a[t] h[t-1] + b[t] (scanarray/_vjp.py) runs over the caller's whole arrays
 // with its two shifts inside the kernels, so that every vector access stays aligned: in scan order,
