@@ -293,8 +293,8 @@ class _Ewm:
         xp = self.xp
         return xp.where(cond, a if _vocab.is_array(a) else self.c(a), b if _vocab.is_array(b) else self.c(b))
 
-    def scan(self, a, b, initial=None):
-        return linear_recurrence(a, b, axis=self.axis, initial=initial)
+    def scan(self, a, b, initial=None, scale=None):
+        return _vocab.scan(a, b, self.axis, initial=initial, scale=scale)
 
     # ---- observations
     def obs(self):
@@ -453,7 +453,14 @@ class _Ewm:
     def _mean_nan_free(self, quirk):
         x = self.x
         if self.p["adjust"]:
-            return self._apply_tv(self.scan(self.g_b, x), self._weights_tv(), "div")
+            head, tail = self._weights_tv()
+            if tail is None or _vocab.fused(x) is None:
+                return self._apply_tv(self.scan(self.g_b, x), (head, tail), "div")
+            # on CuPy the tail's division is the scan's own store (its factor 1 / tail), the head's
+            # a pass over the first K steps (its divisors sent before the scan is queued: a copy
+            # from host memory waits for the stream's work)
+            head = self.xp.asarray(head / tail, **self.dev)
+            return self._apply_tv(self.scan(self.g_b, x, scale=1.0 / tail), (head, None), "div")
         # adjust=False: m[t] = c[t] m[t-1] + e[t] x[t], c = u / (u + nw), u = g[t]; c[0] = 0
         u = self.g
         nw = (1.0 - u) if quirk else self.alpha
@@ -465,9 +472,7 @@ class _Ewm:
         # m[0] = x[0]: start from h[-1] with c * h[-1] + x[0] = x[0] / e, scan x itself and scale in
         # place (no copy of e * x)
         init = _vocab.along(x, 0, self.axis) * ((1.0 - e) / (c * e))
-        m = self.scan(c, x, initial=init)
-        m *= e
-        return m
+        return self.scan(c, x, initial=init, scale=e)
 
     def _mask_head(self, m, k):
         """NaN for the first k steps (no NaN in the data: nobs[t] = t + 1); in place."""

@@ -82,6 +82,25 @@ def fused(x):
     return elementwise
 
 
+def scan(a, b, axis, *, initial=None, scale=None, out=None):
+    """``scale * linear_recurrence(a, b, axis=axis, initial=initial, out=out)`` (``scale`` a real
+    Python number or None). On CuPy arrays the factor is applied by the scan's kernels as they
+    store (``Problem.scale``), so a filter's gain or an EWM's normalisation costs no pass of its
+    own; elsewhere the public call and a product (in place on NumPy, a new array for Dask, torch
+    and JAX, whose autograd and tracing need it so)."""
+    from . import _api
+
+    if scale is not None and fused(b) is not None:
+        return _api._linear_recurrence(a, b, axis, 64, initial, False, False, None, out, None, "auto", scale=scale)
+    h = _api.linear_recurrence(a, b, axis=axis, initial=initial, out=out)
+    if scale is None:
+        return h
+    if is_eager_buffer(h):
+        h *= scale
+        return h
+    return h * scale
+
+
 def float_dtype(xp, *xs):
     """The floating dtype results are computed in: the promoted dtype of the arrays, integers
     and bools as the default float (float64; float32 where the library's default is float32)."""

@@ -27,7 +27,6 @@ computed from the last samples of each section's input and output.
 
 from __future__ import annotations
 
-import cmath
 import math
 import numbers
 
@@ -490,7 +489,12 @@ def _section(xp, x, axis, bn, an, zl, want_zf):
     if a1 == 0.0 and a2 == 0.0:
         y = _fir(xp, x, axis, taps, zl, eager)
     elif a2 == 0.0:
-        y = _scan(-a1, _fir(xp, x, axis, taps, zl, eager), axis, eager)
+        if len(taps) == 1 and not zl and _vocab.fused(x) is not None:
+            # one tap on CuPy: y = b0 * scan(-a1, x), the gain applied by the scan's store (no
+            # numerator pass)
+            y = _vocab.scan(-a1, x, axis, scale=b0)
+        else:
+            y = _scan(-a1, _fir(xp, x, axis, taps, zl, eager), axis, eager)
     else:
         disc = a1 * a1 - 4.0 * a2
         if disc < 0.0:
