@@ -4,9 +4,10 @@
 Those helpers are written against any array namespace, where an IIR section's numerator or
 GAE's ``delta`` is a product, a shifted temporary and in-place sums: a pass over memory each.
 On the GPU they are bound by memory traffic, so each is one :class:`cupy.ElementwiseKernel`
-here, which reads its inputs once and writes its outputs once. A neighbour along time is read
-by index arithmetic on the raw input (``x[i - k * inner]``: CuPy indexes a raw array by the
-C-order index of its own shape, through its strides, so any layout works without a copy).
+here, which reads its inputs once and writes its outputs once, a few elements a thread
+(``ILP``). A neighbour along time is read by index arithmetic on the raw input
+(``x[j - k * inner]``: CuPy indexes a raw array by the C-order index of its own shape, through
+its strides, so any layout works without a copy).
 
 Every kernel is built once per signature by CuPy and cached (memory and disk). The callers pick
 these functions with :func:`scanarray._vocab.fused` and fall back to the namespace's operations
@@ -21,23 +22,66 @@ import numpy as np
 
 __all__ = ["fir", "gae_terms", "not_done", "weighted_square"]
 
-# Element i of an array of shape (outer, n_t, inner) (C order) is at (out_, t, in_). In 32-bit
-# arithmetic where the size allows: a 64-bit division costs the GPU several times a 32-bit one,
-# enough to make these memory-bound passes compute-bound (the "gpu parts" of bench_helpers.py).
-_POSITION = """
-    ptrdiff_t in_, t, out_;
+# Element j of an array of shape (outer, n_t, inner) (C order) is at (out_, t, in_), found by two
+# divisions. Where the size allows, each is a multiply-high and a shift by constants the host
+# computed (Granlund & Montgomery 1994, :func:`_divisor`): a division instruction sequence per
+# element made these memory-bound passes compute-bound (the "gpu parts" of bench_helpers.py).
+_PREAMBLE = """
+__device__ __forceinline__ unsigned int sa_div(unsigned int x, unsigned int d, unsigned int m, int s) {
+    return d == 1u ? x : (__umulhi(x, m) >> s);
+}
+__device__ __forceinline__ void sa_position(ptrdiff_t j, ptrdiff_t n_t, ptrdiff_t inner, bool small,
+                                            unsigned int im, int ish, unsigned int sm, int ssh,
+                                            ptrdiff_t& in_, ptrdiff_t& t, ptrdiff_t& out_) {
     if (small) {
-        const unsigned int u = (unsigned int)i, ui = (unsigned int)inner, un = (unsigned int)n_t, q = u / ui;
-        in_ = u - q * ui; t = q % un; out_ = q / un;
+        const unsigned int u = (unsigned int)j, ui = (unsigned int)inner, span = (unsigned int)(n_t * inner);
+        const unsigned int o = sa_div(u, span, sm, ssh), r = u - o * span, q = sa_div(r, ui, im, ish);
+        in_ = r - q * ui; t = q; out_ = o;
     } else {
-        in_ = i % inner; t = (i / inner) % n_t; out_ = i / (inner * n_t);
+        in_ = j % inner; t = (j / inner) % n_t; out_ = j / (inner * n_t);
     }
+}
 """
+# the position's arguments (_where)
+_WHERE = "int64 n_t, int64 inner, bool small, uint32 im, int32 ish, uint32 sm, int32 ssh"
+_POS = "sa_position(j, n_t, inner, small, im, ish, sm, ssh, in_, t, out_);"
 
 
-def _small(x):
-    """Whether every index of ``x`` fits the 32-bit arithmetic of ``_POSITION``."""
-    return x.size < 2**32
+def _divisor(d):
+    """``(m, s)``: ``x // d == (x * m) >> (32 + s)`` for ``0 <= x < 2**31`` (``d == 1``: unused)."""
+    if d <= 1:
+        return np.uint32(0), np.int32(0)
+    p = 31 + (d - 1).bit_length()
+    return np.uint32(-(-(1 << p) // d)), np.int32(p - 32)
+
+
+def _where(x, axis):
+    """The position's arguments (``_WHERE``) for array ``x`` and time axis ``axis``."""
+    n_t, inner = _geometry(x.shape, axis)
+    small = x.size < 2**31
+    im, is_ = _divisor(inner) if small else (np.uint32(0), np.int32(0))
+    sm, ss = _divisor(n_t * inner) if small else (np.uint32(0), np.int32(0))
+    return (n_t, inner, small, im, is_, sm, ss)
+
+
+# Every kernel takes all its arrays raw and runs on a quarter of the elements: thread i handles
+# elements i + k * q (k < ILP, q = the launch's size), reading all of them before it computes and
+# writes any. One element a thread keeps too few loads in flight to stream at an H200's bandwidth
+# (CuPy's own ``x * 0.1`` takes 2.4 times a copy's time there, these passes about one copy's:
+# docs/guide/signal.md); each of the ILP loads is coalesced across the warp.
+ILP = 4
+_EACH = "#pragma unroll\n    for (int k_ = 0; k_ < " + str(ILP) + "; ++k_)"
+_HEAD = f"""
+    const ptrdiff_t q_ = _ind.size();
+    bool ok[{ILP}];
+    ptrdiff_t at[{ILP}];
+"""
+# position of this thread's k_-th element (clamped into the array: its loads are masked after)
+_AT = """
+        at[k_] = i + k_ * q_;
+        ok[k_] = at[k_] < n;
+        const ptrdiff_t j = ok[k_] ? at[k_] : 0;
+"""
 
 
 def _geometry(shape, axis):
@@ -50,7 +94,16 @@ def _kernel(name, params, outputs, body):
     """The :class:`cupy.ElementwiseKernel` of one of the sources below, built once."""
     import cupy
 
-    return cupy.ElementwiseKernel(params, outputs, body, "scanarray_" + name)
+    return cupy.ElementwiseKernel(params, outputs, body, "scanarray_" + name, preamble=_PREAMBLE)
+
+
+def _launch(kernel, ins, outs):
+    """``kernel`` on inputs ``ins`` (but its last, the element count) writing ``outs``:
+    ``ceil(n / ILP)`` threads (the kernels' ``size``). C-contiguous arrays go as 1-D views, which
+    CuPy indexes by a multiply where it divides by the shape for more axes."""
+    n = outs[0].size
+    flat = [x.reshape(-1) if getattr(x, "ndim", 0) > 1 and x.flags.c_contiguous else x for x in (*ins, *outs)]
+    kernel(*flat[:len(ins)], np.int64(n), *flat[len(ins):], size=-(-n // ILP))
 
 
 def _fir_source(complex_src):
@@ -60,17 +113,31 @@ def _fir_source(complex_src):
     return (
         "fir_complex" if complex_src else "fir",
         "raw S src, raw R zi, float64 b0_, float64 b1_, float64 b2_, float64 cr_, float64 ci_, "
-        "int64 n_t, int64 inner, int64 K, bool small",
-        "R v",
-        _POSITION + f"""
-        const R b0 = b0_, b1 = b1_, b2 = b2_, cr = cr_, ci = ci_;
+        "int64 K, " + _WHERE + ", int64 n",
+        "raw R v",
+        _HEAD + f"""
+    const R b0 = b0_, b1 = b1_, b2 = b2_, cr = cr_, ci = ci_;
+    R s0[{ILP}], s1[{ILP}], s2[{ILP}], z[{ILP}];
+    ptrdiff_t tt[{ILP}];
+    {_EACH} {{{_AT}
+        ptrdiff_t in_, t, out_;
+        {_POS}
+        tt[k_] = t;
+        s0[k_] = {s.format(j="j")};
+        s1[k_] = b1 != R(0) && t >= 1 ? {s.format(j="j - inner")} : R(0);
+        s2[k_] = b2 != R(0) && t >= 2 ? {s.format(j="j - 2 * inner")} : R(0);
+        z[k_] = t < K ? zi[(out_ * K + t) * inner + in_] : R(0);  // zi: (outer, K, inner)
+    }}
+    {_EACH} {{
+        if (!ok[k_]) continue;
         // SciPy's order of the sum; a zero tap adds nothing (not 0 * inf)
-        R acc = b0 * {s.format(j="i")};
-        if (b1 != R(0) && t >= 1) acc += b1 * {s.format(j="i - inner")};
-        if (b2 != R(0) && t >= 2) acc += b2 * {s.format(j="i - 2 * inner")};
-        if (t < K) acc += zi[(out_ * K + t) * inner + in_];  // zi: (outer, K, inner)
-        v = acc;
-        """,
+        R acc = b0 * s0[k_];
+        if (b1 != R(0) && tt[k_] >= 1) acc += b1 * s1[k_];
+        if (b2 != R(0) && tt[k_] >= 2) acc += b2 * s2[k_];
+        if (tt[k_] < K) acc += z[k_];
+        v[at[k_]] = acc;
+    }}
+    """,
     )
 
 
@@ -78,33 +145,65 @@ def _fir_source(complex_src):
 # a = nonterminal * (gamma * lam); V' = v[t+1], or the bootstrap value after the last step.
 _GAE = (
     "gae_terms",
-    "R r, raw R v, D d, raw R boot, float64 g_, float64 gl_, int64 n_t, int64 inner, bool has_boot, bool small",
-    "R delta, R a",
-    _POSITION + """
+    "raw R r, raw R v, raw D d, raw R boot, float64 g_, float64 gl_, bool has_boot, " + _WHERE + ", int64 n",
+    "raw R delta, raw R a",
+    _HEAD + f"""
     const R g = g_, gl = gl_;
-    const R nt = R(1) - (R)d;
-    const R vn = t + 1 < n_t ? v[i + inner] : (has_boot ? boot[out_ * inner + in_] : R(0));
-    delta = (g * vn) * nt + r - v[i];
-    a = nt * gl;
+    R rr[{ILP}], vv[{ILP}], nt[{ILP}], vn[{ILP}];
+    {_EACH} {{{_AT}
+        ptrdiff_t in_, t, out_;
+        {_POS}
+        rr[k_] = r[j];
+        vv[k_] = v[j];
+        nt[k_] = R(1) - (R)d[j];
+        vn[k_] = t + 1 < n_t ? v[j + inner] : (has_boot ? boot[out_ * inner + in_] : R(0));
+    }}
+    {_EACH} {{
+        if (!ok[k_]) continue;
+        delta[at[k_]] = (g * vn[k_]) * nt[k_] + rr[k_] - vv[k_];
+        a[at[k_]] = nt[k_] * gl;
+    }}
     """,
 )
 
 # (1 - d) * gamma: rl.py's order; d read in its own dtype (bool: one byte an element)
-_NOT_DONE = ("not_done", "D d, float64 g_", "R a", "a = (R(1) - (R)d) * (R)g_")
+_NOT_DONE = (
+    "not_done",
+    "raw D d, float64 g_, int64 n",
+    "raw R a",
+    _HEAD + f"""
+    R nt[{ILP}];
+    {_EACH} {{{_AT}
+        nt[k_] = R(1) - (R)d[j];
+    }}
+    {_EACH} {{
+        if (ok[k_]) a[at[k_]] = nt[k_] * (R)g_;
+    }}
+    """,
+)
 
 # _ewm.py's order: (x[t] - m[t-1]) squared, then weighted; the weight is a vector along time for
 # the first K steps (the head), then one number (the tail: the weights' fixed point)
 _WEIGHTED_SQUARE = (
     "weighted_square",
-    "R x, raw R m, raw R head, float64 tail_, bool has_tail, int64 n_t, int64 inner, int64 K, bool small",
-    "R e",
-    _POSITION + """
-    if (t == 0) {
-        e = R(0);
-    } else {
-        const R d = x - m[i - inner];
-        e = (d * d) * (t < K ? head[t] : (has_tail ? (R)tail_ : R(1)));
-    }
+    "raw R x, raw R m, raw R head, float64 tail_, bool has_tail, int64 K, " + _WHERE + ", int64 n",
+    "raw R e",
+    _HEAD + f"""
+    R xx[{ILP}], mm[{ILP}], w[{ILP}];
+    ptrdiff_t tt[{ILP}];
+    {_EACH} {{{_AT}
+        ptrdiff_t in_, t, out_;
+        {_POS}
+        tt[k_] = t;
+        xx[k_] = x[j];
+        mm[k_] = t > 0 ? m[j - inner] : R(0);
+        w[k_] = t == 0 ? R(0) : t < K ? head[t] : (has_tail ? (R)tail_ : R(1));
+    }}
+    {_EACH} {{
+        if (!ok[k_]) continue;
+        const R d = xx[k_] - mm[k_];
+        e[at[k_]] = tt[k_] == 0 ? R(0) : (d * d) * w[k_];
+    }}
     """,
 )
 
@@ -125,11 +224,7 @@ def fir(src, axis, taps, zl=None, c=None, dtype=None):
     complex_src = src.dtype.kind == "c"
     rdt = np.dtype(dtype) if dtype is not None else np.finfo(src.dtype).dtype
     shape = tuple(src.shape)
-    T, inner = _geometry(shape, axis)
     K = 0 if not zl else len(zl)
-    if not (K or complex_src or taps[1] or taps[2]) and src.dtype == rdt:
-        # one tap: CuPy's own product, without the index arithmetic of the neighbours
-        return cupy.multiply(src, taps[0], out=cupy.empty(shape, dtype=rdt))
     if K:
         # (outer, K, inner): the initial values of each lane side by side (a few numbers a lane)
         zi = cupy.ascontiguousarray(cupy.stack([cupy.asarray(z, dtype=rdt) for z in zl], axis=axis))
@@ -139,7 +234,8 @@ def fir(src, axis, taps, zl=None, c=None, dtype=None):
     v = cupy.empty(shape, dtype=rdt)
     if not v.size:
         return v
-    _kernel(*_fir_source(complex_src))(src, zi, taps[0], taps[1], taps[2], cc.real, cc.imag, T, inner, K, _small(v), v)
+    _launch(_kernel(*_fir_source(complex_src)),
+            (src, zi, taps[0], taps[1], taps[2], cc.real, cc.imag, K, *_where(v, axis)), (v,))
     return v
 
 
@@ -153,7 +249,6 @@ def gae_terms(r, v, d, gamma, lam, boot, axis):
     """
     import cupy
 
-    n_t, inner = _geometry(r.shape, axis)
     lanes = tuple(r.shape[:axis]) + tuple(r.shape[axis + 1:])
     if boot is None:
         b = cupy.zeros(1, dtype=r.dtype)
@@ -161,9 +256,10 @@ def gae_terms(r, v, d, gamma, lam, boot, axis):
         b = cupy.ascontiguousarray(cupy.broadcast_to(cupy.asarray(boot, dtype=r.dtype), lanes))
     delta = cupy.empty(r.shape, dtype=r.dtype)
     a = cupy.empty(r.shape, dtype=r.dtype)
+    d = cupy.broadcast_to(d, r.shape)  # (a view: the kernel indexes d by r's positions)
     if r.size:
-        _kernel(*_GAE)(r, v, d, b, float(gamma), float(gamma) * float(lam), n_t, inner, boot is not None, _small(r),
-                       delta, a)
+        _launch(_kernel(*_GAE), (r, v, d, b, float(gamma), float(gamma) * float(lam), boot is not None,
+                                 *_where(r, axis)), (delta, a))
     return delta, a
 
 
@@ -173,7 +269,7 @@ def not_done(d, gamma, dtype):
 
     a = cupy.empty(d.shape, dtype=dtype)
     if a.size:
-        _kernel(*_NOT_DONE)(d, float(gamma), a)
+        _launch(_kernel(*_NOT_DONE), (d, float(gamma)), (a,))
     return a
 
 
@@ -183,9 +279,9 @@ def weighted_square(x, m, axis, head, tail):
     for 1). ``m`` of ``x``'s shape and dtype. Returns a new C-contiguous array."""
     import cupy
 
-    n_t, inner = _geometry(x.shape, axis)
     e = cupy.empty(x.shape, dtype=x.dtype)
     if e.size:
-        _kernel(*_WEIGHTED_SQUARE)(x, m, cupy.ascontiguousarray(head, dtype=x.dtype), 0.0 if tail is None else
-                                  float(tail), tail is not None, n_t, inner, int(head.shape[0]), _small(e), e)
+        _launch(_kernel(*_WEIGHTED_SQUARE), (x, m, cupy.ascontiguousarray(head, dtype=x.dtype),
+                                             0.0 if tail is None else float(tail), tail is not None,
+                                             int(head.shape[0]), *_where(e, axis)), (e,))
     return e
