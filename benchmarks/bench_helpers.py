@@ -2,7 +2,9 @@
 
 Same process, same data, paired runs: each case times every implementation in turn, round after
 round (the order rotates), and reports medians; the ratio column is the peer's median over
-scanarray's (above 1: scanarray is faster). GPU calls are synchronised inside the timing.
+scanarray's (above 1: scanarray is faster). GPU calls are synchronised inside the timing, and
+also timed queued back to back by CUDA events ("queued": the device's time per call where the
+host keeps ahead of it).
 
 CPU (always): EWM mean and variance against pandas, polars and numbagg on (2**24,) and
 (2**20, 32) float64 (time along axis 0); ``lfilter`` (first order) and ``sosfilt`` (orders 4
@@ -44,8 +46,11 @@ ROWS = []  # (case, impl, median seconds, note)
 # --------------------------------------------------------------------------- timing
 
 
-def paired(case, impls, repeat, sync=None, nbytes=None, reference="scanarray"):
-    """Time ``impls`` ({name: callable}) round-robin; record medians. Returns {name: median s}."""
+def paired(case, impls, repeat, sync=None, nbytes=None, reference="scanarray", queued=None):
+    """Time ``impls`` ({name: callable}) round-robin; record medians. Returns {name: median s}.
+
+    ``queued`` (GPU): a function giving a callable's device time per call with calls queued back
+    to back (:func:`gpu_queued`); the notes then give it too, and the bandwidth by it."""
     for f in impls.values():  # warm-up: compilation, caches, memory pools
         f()
         if sync:
@@ -63,6 +68,13 @@ def paired(case, impls, repeat, sync=None, nbytes=None, reference="scanarray"):
                 sync()
             times[k].append(time.perf_counter() - t0)
     med = {k: statistics.median(v) for k, v in times.items()}
+    qmed = {}
+    if queued is not None:
+        qt = {k: [] for k in impls}
+        for r in range(repeat):
+            for k in names[r % len(names):] + names[:r % len(names)]:
+                qt[k].append(queued(impls[k], med[k]))
+        qmed = {k: statistics.median(v) for k, v in qt.items()}
     for k in names:
         note = ""
         if k != reference and reference == "copy" and "copy" in med:
@@ -74,6 +86,12 @@ def paired(case, impls, repeat, sync=None, nbytes=None, reference="scanarray"):
             note = (note + "; " if note else "") + f"{nbytes / med[k] / 1e9:.0f} GB/s"
             if "copy" in med and k != "copy":
                 note += f", {100 * med['copy'] / med[k]:.0f}% of the copy's bandwidth"
+        if k in qmed:
+            note = (note + "; " if note else "") + f"queued {qmed[k] * 1e3:.3f} ms"
+            if nbytes is not None and "copy" in qmed and k != "copy":
+                note += f" ({100 * qmed['copy'] / qmed[k]:.0f}% of the copy's)"
+            elif reference == "copy" and k != "copy":
+                note += f" ({qmed[k] / qmed['copy']:.2f} copies)"
         ROWS.append((case, k, med[k], note))
     return med
 
@@ -223,6 +241,23 @@ def cpu_rl(quick, repeat):
 # --------------------------------------------------------------------------- GPU
 
 
+def gpu_queued(fn, wall_s, target_s=0.005):
+    """Device seconds per call of ``fn`` with calls queued back to back (CUDA events around a burst
+    of about ``target_s``): the device's time where the host keeps ahead of it, the host's where it
+    does not (a call that synchronises inside, such as the EWM's look at its NaNs)."""
+    import cupy as cp
+
+    n = max(1, min(20, int(target_s / max(wall_s, 1e-6))))
+    ev0, ev1 = cp.cuda.Event(), cp.cuda.Event()
+    cp.cuda.get_current_stream().synchronize()
+    ev0.record()
+    for _ in range(n):
+        fn()
+    ev1.record()
+    ev1.synchronize()
+    return cp.cuda.get_elapsed_time(ev0, ev1) / 1e3 / n
+
+
 def gpu_all(quick, repeat):
     import cupy as cp
 
@@ -239,8 +274,8 @@ def gpu_all(quick, repeat):
         import cupyx.scipy.signal as cs
 
         impls["cupyx"] = lambda: cs.lfilter(cp.asarray(b, cp.float32), cp.asarray(a, cp.float32), x)
-    paired("gpu lfilter order 1 64x2**20 f32", impls, repeat, sync)
-    gpu_parts(x, repeat, sync)
+    paired("gpu lfilter order 1 64x2**20 f32", impls, repeat, sync, queued=gpu_queued)
+    gpu_parts(x, repeat, sync, queued=gpu_queued)
     for order in (4, 8):
         sos = signal.butter(order, 0.05, output="sos")
         impls = {"scanarray": lambda s=sos: ssignal.sosfilt(s, x),
@@ -250,7 +285,7 @@ def gpu_all(quick, repeat):
 
             sos_d = cp.asarray(sos, cp.float32)
             impls["cupyx"] = lambda s=sos_d: cs.sosfilt(s, x)
-        paired(f"gpu sosfilt order {order} 64x2**20 f32", impls, repeat, sync)
+        paired(f"gpu sosfilt order {order} 64x2**20 f32", impls, repeat, sync, queued=gpu_queued)
     del x
 
     # EWM bandwidth: read x, write the result: 2 * 4 bytes per element, against a copy
@@ -271,10 +306,10 @@ def gpu_all(quick, repeat):
                 except Exception as exc:  # a cuDF without ewm, or another CUDA build
                     print(f"# cuDF left out: {type(exc).__name__}: {exc}")
             paired(f"gpu ewm_{stat} {shape[0]}x{shape[1]} axis {axis} f32", impls, repeat, sync, nbytes=nbytes,
-                   reference="scanarray")
+                   reference="scanarray", queued=gpu_queued)
         del x, out
 
-    gpu_rl_parts(repeat, sync)
+    gpu_rl_parts(repeat, sync, queued=gpu_queued)
     # GAE bandwidth: read rewards, values (4 B), dones (1 B); write advantages (4 B)
     T, N = 2048, n // 2048
     r = rng.standard_normal((T, N), dtype=cp.float32)
@@ -324,10 +359,10 @@ def gpu_all(quick, repeat):
             return adv
 
         impls["jax.lax.scan jit"] = lambda: jax_gae(rj, vj, dj, bj).block_until_ready()
-    paired(f"gpu gae {T}x{N} f32 axis 0", impls, repeat, sync, nbytes=nbytes)
+    paired(f"gpu gae {T}x{N} f32 axis 0", impls, repeat, sync, nbytes=nbytes, queued=gpu_queued)
 
 
-def gpu_parts(x, repeat, sync):
+def gpu_parts(x, repeat, sync, queued=gpu_queued):
     """The passes the filters and EWM are made of, each timed alone against a copy of the signal
     (docs/guide/signal.md counts them): where the time of a whole call goes."""
     import cupy as cp
@@ -337,18 +372,20 @@ def gpu_parts(x, repeat, sync):
     out = cp.empty_like(x)
     v = x * 0.1
     h = scanarray.linear_recurrence(0.9 + 0.1j, v, axis=-1)
+    vc = v.astype(cp.complex64)
     impls = {"copy": lambda: cp.copyto(out, x),
              "x * 0.1 (CuPy)": lambda: x * 0.1,
              "numerator, 1 tap (fused)": lambda: elementwise.fir(x, 1, [0.1]),
              "numerator, 3 taps (fused)": lambda: elementwise.fir(x, 1, [0.1, 0.2, 0.1]),
-             "real scan in place": lambda: scanarray.linear_recurrence(0.9, v, axis=-1, out=v),
+             "real scan": lambda: scanarray.linear_recurrence(0.9, v, axis=-1, out=out),
              "complex-pole scan (real in, complex out)": lambda: scanarray.linear_recurrence(0.9 + 0.1j, v, axis=-1),
+             "complex scan (complex in, complex out)": lambda: scanarray.linear_recurrence(0.9 + 0.1j, vc, axis=-1),
              "numerator over Re(c h) (fused)": lambda: elementwise.fir(h, 1, [1.0, 2.0, 1.0], c=0.5 - 2j),
              "real part Re(c h) (fused)": lambda: elementwise.fir(h, 1, [1.0], c=0.5 - 2j)}
-    paired("gpu parts 64x2**20 f32 axis -1", impls, repeat, sync, reference="copy")
+    paired("gpu parts 64x2**20 f32 axis -1", impls, repeat, sync, reference="copy", queued=gpu_queued)
 
 
-def gpu_rl_parts(repeat, sync):
+def gpu_rl_parts(repeat, sync, queued=gpu_queued):
     import cupy as cp
 
     from scanarray.backends.cupy import elementwise
@@ -362,9 +399,8 @@ def gpu_rl_parts(repeat, sync):
     delta, a = elementwise.gae_terms(r, v, d, 0.99, 0.95, None, 0)
     impls = {"copy": lambda: cp.copyto(out, r),
              "gae delta and coefficient (fused)": lambda: elementwise.gae_terms(r, v, d, 0.99, 0.95, None, 0),
-             "reverse scan in place, full a": lambda: scanarray.linear_recurrence(a, delta, axis=0, reverse=True,
-                                                                                   out=delta)}
-    paired(f"gpu parts {T}x{N} f32 axis 0", impls, repeat, sync, reference="copy")
+             "reverse scan, full a": lambda: scanarray.linear_recurrence(a, delta, axis=0, reverse=True, out=out)}
+    paired(f"gpu parts {T}x{N} f32 axis 0", impls, repeat, sync, reference="copy", queued=gpu_queued)
 
 
 # --------------------------------------------------------------------------- main

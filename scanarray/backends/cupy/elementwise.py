@@ -117,11 +117,12 @@ def _fir_source(complex_src):
         "raw R v",
         _HEAD + f"""
     const R b0 = b0_, b1 = b1_, b2 = b2_, cr = cr_, ci = ci_;
+    const bool where = b1 != R(0) || b2 != R(0) || K > 0;  // (one tap alone needs no position)
     R s0[{ILP}], s1[{ILP}], s2[{ILP}], z[{ILP}];
     ptrdiff_t tt[{ILP}];
     {_EACH} {{{_AT}
-        ptrdiff_t in_, t, out_;
-        {_POS}
+        ptrdiff_t in_ = 0, t = K, out_ = 0;
+        if (where) {_POS}
         tt[k_] = t;
         s0[k_] = {s.format(j="j")};
         s1[k_] = b1 != R(0) && t >= 1 ? {s.format(j="j - inner")} : R(0);
