@@ -369,15 +369,14 @@ def _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backen
     """h = linear_recurrence(...) into a new tensor (or ``out``), on the tensors' device; appends
     to the list ``bound`` the raw launch a CUDA call was bound to (``_FAST``), if any."""
     fresh = out is None
+    if b.device.type != "cuda":  # NumPy views in; a new result is NumPy's, viewed by torch
+        h = _api._linear_recurrence(a_scalar if a is None else _numpy(a), _numpy(b), axis, chunk,
+                                    None if initial is None else _numpy(initial), reverse, dense, _NUMPY_OF[dtype],
+                                    None if fresh else _numpy(out), backend, method)
+        return torch.from_numpy(h) if fresh else out
     if fresh:
         out = _alloc(b, _result_shape(a, b, dense), dtype)
-    if b.device.type == "cuda":
-        _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out, fresh,
-                      bound)
-        return out
-    _api.linear_recurrence(a_scalar if a is None else _numpy(a), _numpy(b), axis, chunk,
-                           initial=None if initial is None else _numpy(initial), out=_numpy(out), reverse=reverse,
-                           dense=dense, dtype=_NUMPY_OF[dtype], backend=backend, method=method)
+    _forward_cuda(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out, fresh, bound)
     return out
 
 
