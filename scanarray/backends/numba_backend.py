@@ -137,6 +137,8 @@ def _readable(x, dt):
 def _merge_lanes(arrays, nlead):
     """Views of ``arrays`` (same shape ``(*lanes, *rest)``) with the ``nlead`` lane axes merged
     into one, or None when their strides do not allow it (see ``_layout.merge_axes``)."""
+    if nlead == 1:  # one lane axis already: nothing to merge
+        return list(arrays)
     shape, strides = merge_axes(list(arrays[0].shape[:nlead]), [list(x.strides[:nlead]) for x in arrays],
                                 drop_ones=True)
     if len(shape) > 1:
@@ -200,7 +202,8 @@ def _diagonal(p):
     lanes = b.shape[:-1]
     # inputs are read in the accumulation dtype: cast copies where they differ (a broadcast a at
     # its compact size); float16 storage computes in a float32 work array, written back once
-    a_k = np.broadcast_to(_readable(compact(a), dt), b.shape)
+    full = a.dtype == dt and all(s != 0 or n == 1 for s, n in zip(a.strides, a.shape))
+    a_k = a if full else np.broadcast_to(_readable(compact(a), dt), b.shape)
     b_k = _readable(b, dt)
     work = out if out.dtype == dt else np.empty(out.shape, dt)
     h = np.zeros(lanes, dt)
