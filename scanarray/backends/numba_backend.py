@@ -34,6 +34,8 @@ lanes) or ``cyclic_reduction`` (:mod:`scanarray._dense` on NumPy's batched
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _dense
@@ -112,7 +114,7 @@ def _parallel(units, work) -> bool:
 
 
 def _lanes(shape) -> int:
-    return int(np.prod(shape[:-1], dtype=np.int64))
+    return math.prod(shape[:-1])
 
 
 def auto_method(problem):
