@@ -55,9 +55,10 @@ PAGES = {
     "api.html": ([], ["linear_recurrence", "a, b, axis=-1, chunk=64", "available_backends"]),
     "tutorials/plot_smoothing.html": (["sphx_glr_plot_smoothing_001.png"], ["Smoothing a noisy signal"]),
     "tutorials/plot_returns_gae.html": (["sphx_glr_plot_returns_gae_001.png"], ["GAE"]),
+    "tutorials/plot_torch_linear_rnn.html": (["sphx_glr_plot_torch_linear_rnn_001.png"], ["Training a linear RNN"]),
     "performance.html": (["bandwidth_cpu-intel-xeon-2core.png"], ["copy bandwidth"]),
     "index.html": ([], ["pip install", "linear_recurrence(a, b, axis=-1, chunk=64", "On a GPU",
-                        "How fast"]),
+                        "How fast", "PyTorch and JAX, with gradients"]),
 }
 #: page -> screenshot file name
 SCREENSHOTS = {"index.html": "home.png", "tutorials/plot_smoothing.html": "tutorial.png",

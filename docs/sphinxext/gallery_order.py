@@ -5,6 +5,7 @@ ORDER = [
     "plot_smoothing.py",
     "plot_pandas_scipy_vocabulary.py",
     "plot_returns_gae.py",
+    "plot_torch_linear_rnn.py",
     "plot_linear_dynamical_system.py",
     "plot_dask_out_of_core.py",
 ]
