@@ -204,8 +204,7 @@ def _diagonal(p):
     lanes = b.shape[:-1]
     # inputs are read in the accumulation dtype: cast copies where they differ (a broadcast a at
     # its compact size); float16 storage computes in a float32 work array, written back once
-    full = a.dtype == dt and all(s != 0 or n == 1 for s, n in zip(a.strides, a.shape))
-    a_k = a if full else np.broadcast_to(_readable(compact(a), dt), b.shape)
+    a_k = a if a.dtype == dt else np.broadcast_to(_readable(compact(a), dt), b.shape)
     b_k = _readable(b, dt)
     work = out if out.dtype == dt else np.empty(out.shape, dt)
     h = np.zeros(lanes, dt)
