@@ -9,6 +9,7 @@ array library that the caller's arrays do not already come from.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import sys
 
@@ -99,6 +100,82 @@ def scan(a, b, axis, *, initial=None, scale=None, out=None):
         h *= scale
         return h
     return h * scale
+
+
+def cpu_tensors_as_numpy(fn=None, *, host=()):
+    """``fn`` where torch CPU tensors that need no gradient run as NumPy views of their memory and
+    its arrays come back as tensors viewing NumPy's results. ``host``: the names of parameters
+    that may hold NumPy arrays beside tensors (a filter's coefficients), by position or keyword.
+
+    torch tensors otherwise take the generic path: torch's elementwise operations around the scans,
+    which keeps autograd, ``torch.compile`` and ``torch.func`` working, but on a CPU runs the
+    vocabulary several times slower than on NumPy arrays (no NaN-free shortcuts, a pass per
+    operation). Tensors that want a gradient, wrapped or subclassed tensors, traced calls, other
+    devices, dtypes NumPy lacks, integer data (whose default float differs: float32 in torch) and
+    calls mixing array libraries keep that path.
+    """
+
+    if fn is None:
+        return functools.partial(cpu_tensors_as_numpy, host=host)
+    import inspect
+
+    names = list(inspect.signature(fn).parameters)
+    positions = frozenset(names.index(h) for h in host)
+
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            views = _numpy_views(torch, args, kwargs, positions, host)
+            if views is not None:
+                return _as_tensors(torch, fn(*views[0], **views[1]))
+        return fn(*args, **kwargs)
+
+    return call
+
+
+def _numpy_views(torch, args, kwargs, positions=frozenset(), host=()):
+    """(args, kwargs) with every torch tensor a NumPy view, or None where the torch path applies."""
+    values = list(args) + list(kwargs.values())
+    tensors = [v for v in values if isinstance(v, torch.Tensor)]
+    if not tensors:
+        return None
+    others = [v for i, v in enumerate(args) if i not in positions] + [v for k, v in kwargs.items() if k not in host]
+    if any(is_array(v) and not isinstance(v, torch.Tensor) for v in others):
+        return None
+    if any(isinstance(v, (list, tuple)) and any(isinstance(u, torch.Tensor) for u in v) for v in values):
+        return None
+    if torch.compiler.is_compiling() or torch._C._functorch.peek_interpreter_stack() is not None:
+        return None
+    grad = torch.is_grad_enabled()
+    floating = False
+    for t in tensors:
+        if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type != "cpu" or (grad and t.requires_grad):
+            return None
+        if t.dtype.is_floating_point or t.dtype.is_complex:
+            if t.dtype == torch.bfloat16:  # (NumPy has no bfloat16)
+                return None
+            floating = True
+        elif t.dtype != torch.bool:
+            return None
+    if not floating:
+        return None
+
+    def view(v):
+        return v.detach().resolve_conj().resolve_neg().numpy() if isinstance(v, torch.Tensor) else v
+
+    return [view(v) for v in args], {k: view(v) for k, v in kwargs.items()}
+
+
+
+def _as_tensors(torch, out):
+    if isinstance(out, np.ndarray):
+        return torch.from_numpy(out if out.flags.writeable else out.copy())
+    if isinstance(out, tuple):
+        return tuple(_as_tensors(torch, o) for o in out)
+    if isinstance(out, list):
+        return [_as_tensors(torch, o) for o in out]
+    return out
 
 
 def float_dtype(xp, *xs):
