@@ -457,11 +457,12 @@ class _Ewm:
         x = self.x
         if self.p["adjust"]:
             head, tail = self._weights_tv()
-            if tail is None or _vocab.fused(x) is None:
+            if tail is None or not _vocab.is_eager_buffer(x):
                 return self._apply_tv(self.scan(self.g_b, x), (head, tail), "div")
-            # on CuPy the tail's division is the scan's own store (its factor 1 / tail), the head's
-            # a pass over the first K steps (its divisors sent before the scan is queued: a copy
-            # from host memory waits for the stream's work)
+            # the tail's division is the scan's own store where the backend can (its factor
+            # 1 / tail: the CuPy kernels, numba's time-major one), the head's a pass over the first
+            # K steps (its divisors sent before the scan is queued: a copy from host memory waits
+            # for the stream's work)
             head = self.xp.asarray(head / tail, **self.dev)
             return self._apply_tv(self.scan(self.g_b, x, scale=1.0 / tail), (head, None), "div")
         # adjust=False: m[t] = c[t] m[t-1] + e[t] x[t], c = u / (u + nw), u = g[t]; c[0] = 0

@@ -72,6 +72,7 @@ BACKENDS: dict[str, BackendSpec] = {
             dense_methods=("sequential", "cyclic_reduction"),
             requires=("numba",),
             extra="numba",
+            fuses_scale=True,
         ),
         BackendSpec(
             "numpy",

@@ -85,13 +85,14 @@ def fused(x):
 
 def scan(a, b, axis, *, initial=None, scale=None, out=None):
     """``scale * linear_recurrence(a, b, axis=axis, initial=initial, out=out)`` (``scale`` a real
-    Python number or None). On CuPy arrays the factor is applied by the scan's kernels as they
-    store (``Problem.scale``), so a filter's gain or an EWM's normalisation costs no pass of its
-    own; elsewhere the public call and a product (in place on NumPy, a new array for Dask, torch
-    and JAX, whose autograd and tracing need it so)."""
+    Python number or None). On NumPy and CuPy arrays through the core's entry that takes the
+    factor (``Problem.scale``): the CuPy kernels, and the numba backend's time-major kernel,
+    apply it as they store, so a filter's gain or an EWM's normalisation costs no pass of its
+    own; elsewhere the public call and a product (a new array for Dask, torch and JAX, whose
+    autograd and tracing need it so)."""
     from . import _api
 
-    if scale is not None and fused(b) is not None:
+    if scale is not None and is_eager_buffer(b):
         return _api._linear_recurrence(a, b, axis, 64, initial, False, False, None, out, None, "auto", scale=scale)
     h = _api.linear_recurrence(a, b, axis=axis, initial=initial, out=out)
     if scale is None:

@@ -491,3 +491,45 @@ def test_serial_and_parallel_variants_cache_apart(tmp_path):
     env = {**__import__("os").environ, "NUMBA_CACHE_DIR": str(tmp_path)}
     res = subprocess.run([sys.executable, "-c", code, "sequential_rows"], capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0 and res.stdout.strip() == "ok", res.stderr[-2000:]
+
+
+# --------------------------------------------------------------------------- the scaled result
+
+_SCALED = {
+    # name: (shape, axis, dtype, method)
+    "time-major blocks": ((300, 37), 0, "float64", "sequential"),
+    "time-major blocks float32": ((301, 40), 0, "float32", "sequential"),
+    "time-major blocks float16": ((200, 9), 0, "float16", "sequential"),
+    "time-major complex": ((120, 6), 0, "complex128", "sequential"),
+    "rows": ((9, 500), -1, "float64", "sequential"),
+    "chunked": ((2, 5000), -1, "float64", "chunked"),
+    "dense": ((3, 40, 2), -1, "float64", "sequential"),
+}
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("case", list(_SCALED))
+def test_scaled_result(case, reverse, rng):
+    """``Problem.scale`` (the vocabulary's gains, ``_vocab.scan``): the result is ``scale * h``,
+    stored by the time-major kernel as it writes (real dtypes) and multiplied after the scan
+    elsewhere; against the float64 loop times the scale, with an initial state."""
+    from scanarray import _api
+
+    shape, axis, dtype, method = _SCALED[case]
+    dense = case == "dense"
+    if dense:
+        a = 0.5 * rng.standard_normal((shape[1], 2, 2))
+        b = rng.standard_normal(shape)
+        h = _api._linear_recurrence(a, b, axis, 64, None, reverse, True, None, None, "numba", method, scale=-0.3)
+        ref, g = dense_ref(a, b, axis, reverse=reverse)
+        assert_matches(h, -0.3 * ref, 0.3 * g, tolerance("float64", shape[1]), "scaled dense")
+        return
+    a = coefficients(rng, shape, dtype, low=0.9)
+    b = values(rng, shape, dtype)
+    lanes = tuple(n for i, n in enumerate(shape) if i != axis % len(shape))
+    init = values(rng, lanes, dtype)
+    h = _api._linear_recurrence(a, b, axis, 64, init, reverse, False, None, None, "numba", method, scale=-0.3)
+    assert h.dtype == np.dtype(dtype)
+    ref, g = recurrence_ref(a, b, axis, initial=init, reverse=reverse)
+    assert_matches(h, -0.3 * ref, 0.3 * g, tolerance(dtype, shape[axis]) + (2.0**-10 if dtype == "float16" else 0.0),
+                   f"scaled {case}")

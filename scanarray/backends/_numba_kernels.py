@@ -59,7 +59,7 @@ def _signature(spec, dt):
     """The numba argument types of ``spec`` for accumulation dtype ``dt``.
 
     ``rK`` / ``wK``: a read-only / writable ``K``-d array of ``dt``, any layout; ``t1``: a
-    read-only 1-d array of ``dt``'s real type; ``i``: int64; ``b``: bool.
+    read-only 1-d array of ``dt``'s real type; ``i``: int64; ``b``: bool; ``s``: a scalar of ``dt``.
     """
     d, real = from_dtype(dt), from_dtype(np.empty(0, dt).real.dtype)
     out = []
@@ -68,6 +68,8 @@ def _signature(spec, dt):
             out.append(types.int64)
         elif code == "b":
             out.append(types.boolean)
+        elif code == "s":
+            out.append(d)
         elif code == "t1":
             out.append(types.Array(real, 1, "A", readonly=True))
         else:
@@ -285,9 +287,10 @@ def sequential_rows(a, b, out, h, four):
             h[l] = _scan(a[l], b[l], out[l], 0, T, h[l])
 
 
-@_kernel("r2 r2 w2 w1 i", parallel=True)
-def sequential_blocks(a, b, out, h, lb):
-    """Blocks of ``lb`` lanes stepped together through time, on ``(T, lanes)`` views.
+@_kernel("r2 r2 w2 w1 i s", parallel=True)
+def sequential_blocks(a, b, out, h, lb, c):
+    """Blocks of ``lb`` lanes stepped together through time, on ``(T, lanes)`` views, storing
+    ``c * h`` (``Problem.scale``; ``c = 1`` stores ``h`` exactly) and carrying ``h``.
 
     For time-major arrays (a ``(T, N)`` C-order array scanned along axis 0):
     step ``t`` of a block is one contiguous run of each of ``a``, ``b`` and
@@ -308,22 +311,22 @@ def sequential_blocks(a, b, out, h, lb):
             a1, b1, o1 = a[t + 1, l0:l0 + n], b[t + 1, l0:l0 + n], out[t + 1, l0:l0 + n]
             for j in range(n):
                 v = a0[j] * s[j] + b0[j]
-                o0[j] = v
+                o0[j] = v * c
                 v = a1[j] * v + b1[j]
                 s[j] = v
-                o1[j] = v
+                o1[j] = v * c
         if T % 2:
-            _scan_lanes(a[T - 1, l0:l0 + n], b[T - 1, l0:l0 + n], out[T - 1, l0:l0 + n], s)
+            _scan_lanes(a[T - 1, l0:l0 + n], b[T - 1, l0:l0 + n], out[T - 1, l0:l0 + n], s, c)
         h[l0:l0 + n] = s
 
 
 @njit(**_OPTS)
-def _scan_lanes(a, b, out, s):
-    """One step of independent lanes: ``s = a * s + b``, written to ``out``."""
+def _scan_lanes(a, b, out, s, c):
+    """One step of independent lanes: ``s = a * s + b``, ``c * s`` written to ``out``."""
     for j in range(s.shape[0]):
         v = a[j] * s[j] + b[j]
         s[j] = v
-        out[j] = v
+        out[j] = v * c
 
 
 # --------------------------------------------------------------------------- chunked along time

@@ -192,7 +192,10 @@ def linear_recurrence(p):
     # loop's own overflows give infinities where the loop gives them, silently
     with np.errstate(all="ignore"):
         if p.dense:
-            return _dense_recurrence(p)
+            _dense_recurrence(p)
+            if p.scale is not None:
+                p.out *= p.scale
+            return p.out
         return _diagonal(p)
 
 
@@ -212,16 +215,25 @@ def _diagonal(p):
         h[...] = p.initial
     k = _k()
     method = p.method
+    scale = p.scale
+    # Problem.scale: stored by the time-major kernel as it writes (real dtypes), else a product
+    # over each block after its scan
+    c = dt.type(1) if scale is None or dt.kind != "f" else dt.type(scale)
 
     def run(a2, b2, o2, h1):
         if method == "chunked":
             _chunked(k, a2, b2, o2, h1)
         elif lanes_contiguous(o2):
             lb = _lane_block(o2)
-            k.compiled("sequential_blocks", dt, _parallel(-(-o2.shape[0] // lb), o2.size))(a2.T, b2.T, o2.T, h1, lb)
+            k.compiled("sequential_blocks", dt, _parallel(-(-o2.shape[0] // lb), o2.size))(a2.T, b2.T, o2.T, h1, lb,
+                                                                                           c)
+            if scale is None or dt.kind == "f":
+                return
         else:
             four = o2.shape[0] >= TUNING["rows_four_min_groups"] * 4 * _threads()
             k.compiled("sequential_rows", dt, _parallel(o2.shape[0], o2.size))(a2, b2, o2, h1, four)
+        if scale is not None:
+            o2 *= scale
 
     if not lanes:  # one row: give it a lane axis of length 1
         a_k, b_k, work_v, h_v = a_k[None], b_k[None], work[None], h[None]
