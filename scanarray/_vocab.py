@@ -115,7 +115,6 @@ def cpu_tensors_as_numpy(fn=None, *, host=()):
     devices, dtypes NumPy lacks, integer data (whose default float differs: float32 in torch) and
     calls mixing array libraries keep that path.
     """
-
     if fn is None:
         return functools.partial(cpu_tensors_as_numpy, host=host)
     import inspect
@@ -146,7 +145,8 @@ def _numpy_views(torch, args, kwargs, positions=frozenset(), host=()):
         return None
     if any(isinstance(v, (list, tuple)) and any(isinstance(u, torch.Tensor) for u in v) for v in values):
         return None
-    if torch.compiler.is_compiling() or torch._C._functorch.peek_interpreter_stack() is not None:
+    peek = getattr(torch._C._functorch, "peek_interpreter_stack", lambda: None)  # torch.func transforms
+    if torch.compiler.is_compiling() or peek() is not None:
         return None
     grad = torch.is_grad_enabled()
     floating = False
@@ -166,7 +166,6 @@ def _numpy_views(torch, args, kwargs, positions=frozenset(), host=()):
         return v.detach().resolve_conj().resolve_neg().numpy() if isinstance(v, torch.Tensor) else v
 
     return [view(v) for v in args], {k: view(v) for k, v in kwargs.items()}
-
 
 
 def _as_tensors(torch, out):
