@@ -280,9 +280,10 @@ def _canonical(xp, x, axis, ndim, dense, matrix=False):
     full = ndim + (2 if matrix else 1 if dense else 0)
     if x.ndim < full:
         x = xp.reshape(x, (1,) * (full - x.ndim) + tuple(x.shape))
-    if dense:
-        return xp.moveaxis(x, axis, -3 if matrix else -2)
-    return xp.moveaxis(x, axis, -1)
+    to = -3 if matrix else -2 if dense else -1
+    if axis % x.ndim == to % x.ndim:  # already there (moveaxis costs microseconds even then)
+        return x
+    return xp.moveaxis(x, axis, to)
 
 
 def _contract(xp, x, y, keep, outer):
