@@ -123,31 +123,32 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
     else:
         bound = []
         h = _forward(a, a_scalar, b, initial, *args, bound=bound)
-        if fast_key is not None and bound and not bf16:
+        if fast_key is not None and (bound or device.type == "cpu") and not bf16:
             if len(_FAST) >= 1024:
                 _FAST.clear()
             _FAST[fast_key] = (tuple(h.shape), tuple(h.shape) == tuple(b.shape), work, store, b.device.index,
-                               bound[0], a_scalar, args)
+                               bound[0] if bound else None, a_scalar, args)
     return h.to(store) if store != work else h
 
 
-#: repeated eager CUDA calls: signature -> (result shape, b's shape?, dtypes, device, bound launch,
-#: arguments); one dictionary lookup instead of the checks, plans and views of the full path
+#: repeated eager calls: signature -> (result shape, b's shape?, dtypes, device, bound launch (None
+#: on a CPU: the core's entry on NumPy views), arguments); one dictionary lookup instead of the
+#: checks, plans and views of the full path
 _FAST: dict = {}
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
     (lambda idx: torch.cuda.current_stream(idx).cuda_stream)
 
 
 def _fast_key(a, b, initial, *args):
-    """The signature of an eager call on plain CUDA tensors (``a`` may be a Python float or
-    int), or None: shapes, strides, dtypes, device, scalar ``a``'s value, the arguments (possibly
+    """The signature of an eager call on plain tensors (``a`` may be a Python float or int), or
+    None: shapes, strides, dtypes and devices, scalar ``a``'s value, the arguments (possibly
     unhashable: the caller's lookup fails then)."""
-    if type(b) not in _PLAIN or not b.is_cuda or b.is_conj() or b.is_neg():
+    if type(b) not in _PLAIN or b.is_conj() or b.is_neg():
         return None
     if type(a) in _PLAIN:
         if a.is_conj() or a.is_neg():
             return None
-        ka = (a.shape, a.stride(), a.dtype)
+        ka = (a.shape, a.stride(), a.dtype, a.get_device())
     elif type(a) is float or type(a) is int:
         ka = (type(a), a, math.copysign(1.0, a))
     else:
@@ -155,19 +156,25 @@ def _fast_key(a, b, initial, *args):
     if initial is None:
         ki = None
     elif type(initial) in _PLAIN and not (initial.is_conj() or initial.is_neg()):
-        ki = (initial.shape, initial.stride(), initial.dtype)
+        ki = (initial.shape, initial.stride(), initial.dtype, initial.get_device())
     else:
         return None
     return (ka, b.shape, b.stride(), b.dtype, b.get_device(), ki) + args
 
 
 def _repeat(entry, a, b, initial):
-    """The bound launch of ``entry`` on these tensors: h, or None for the full path (autograd, or a
-    pointer of another alignment)."""
+    """The bound launch of ``entry`` on these tensors (on a CPU, the core's own entry on NumPy
+    views): h, or None for the full path (autograd, or a pointer of another alignment)."""
     shape, like_b, work, store, idx, raw, a_scalar, args = entry
     if torch.is_grad_enabled() and (b.requires_grad or (a_scalar is None and a.requires_grad)
                                     or (initial is not None and initial.requires_grad)):
         return None
+    if raw is None:
+        axis, chunk, reverse, dense, _, backend, method = args
+        h = torch.from_numpy(_api._linear_recurrence(
+            a_scalar if a_scalar is not None else _numpy(a), _numpy(b), axis, chunk,
+            None if initial is None else _numpy(initial), reverse, dense, _NUMPY_OF[work], None, backend, method))
+        return h if store is work else h.to(store)
     h = torch.empty_like(b, dtype=work) if like_b else b.new_empty(shape, dtype=work)
     if not raw(_raw_stream(idx), 0 if a_scalar is not None else a.data_ptr(), b.data_ptr(),
                None if initial is None else initial.data_ptr(), h.data_ptr()):

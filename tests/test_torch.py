@@ -393,6 +393,36 @@ def test_runs_on_torchs_current_stream(rng):
     torch.testing.assert_close(h, ref)
 
 
+@pytest.mark.parametrize("a_kind", ["tensor", "scalar"])
+def test_repeated_cpu_calls_take_the_one_lookup_path(rng, a_kind):
+    """On a CPU too, eager calls of one signature after the first go straight to the core's entry
+    on NumPy views (``_torch._FAST``, no bound launch): new data, an initial state, a scalar ``a``
+    of another value (another signature), and a gradient (the full path) all still right."""
+    from scanarray import _torch
+
+    _torch._FAST.clear()
+    for k in range(4):
+        a = torch.rand(3, 200, dtype=torch.float64) if a_kind == "tensor" else 0.5 + 0.1 * k
+        b = torch.randn(3, 200, dtype=torch.float64)
+        i0 = torch.randn(3, dtype=torch.float64)
+        h = linear_recurrence(a, b, initial=i0)
+        ref, g = recurrence_ref(a.numpy() if a_kind == "tensor" else a, b.numpy(), -1, i0.numpy())
+        assert isinstance(h, torch.Tensor) and h.dtype == torch.float64
+        assert_matches(h.numpy(), ref, g, tolerance("float64", 200))
+    entries = [e for e in _torch._FAST.values() if e[5] is None]
+    assert entries, "repeated CPU calls never took the one-lookup path"
+    a = torch.rand(3, 200, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(3, 200, dtype=torch.float64, requires_grad=True)
+    for _ in range(2):
+        h = linear_recurrence(a if a_kind == "tensor" else 0.8, b)
+        h.sum().backward()
+    assert b.grad is not None and torch.isfinite(b.grad).all()
+    ref_grad = linear_recurrence(a.detach() if a_kind == "tensor" else 0.8, torch.ones(3, 200, dtype=torch.float64),
+                                 reverse=True)
+    if a_kind == "scalar":  # d(sum h)/db[t] = sum_{s >= t} a**(s - t): the reverse scan of ones
+        np.testing.assert_allclose(b.grad.numpy() / 2, ref_grad.numpy(), rtol=1e-12)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")
 @pytest.mark.parametrize("a_kind", ["tensor", "scalar"])
