@@ -425,6 +425,21 @@ def test_repeated_cpu_calls_take_the_one_lookup_path(rng, a_kind):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")
+def test_a_host_tensor_after_repeated_cuda_calls_is_refused():
+    """The one-lookup path's key holds the devices of ``a`` and ``initial``: after calls bound to an
+    all-CUDA signature, an ``a`` on the CPU of the same shape gets the full path's error, never a
+    launch on a host pointer."""
+    b = torch.randn(3, 700, device="cuda")
+    for _ in range(3):
+        linear_recurrence(torch.rand(3, 700, device="cuda"), b, initial=torch.zeros(3, device="cuda"))
+    with pytest.raises(ValueError, match="cpu"):
+        linear_recurrence(torch.rand(3, 700), b)
+    with pytest.raises(ValueError, match="cpu"):
+        linear_recurrence(torch.rand(3, 700, device="cuda"), b, initial=torch.zeros(3))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
 @pytest.mark.parametrize("a_kind", ["tensor", "scalar"])
 def test_repeated_calls_reuse_the_bound_launch(rng, a_kind):
     """Calls of one signature after the first go to the launch bound to it with the new pointers:
