@@ -170,10 +170,7 @@ def _repeat(entry, a, b, initial):
                                     or (initial is not None and initial.requires_grad)):
         return None
     if raw is None:
-        axis, chunk, reverse, dense, _, backend, method = args
-        h = torch.from_numpy(_api._linear_recurrence(
-            a_scalar if a_scalar is not None else _numpy(a), _numpy(b), axis, chunk,
-            None if initial is None else _numpy(initial), reverse, dense, _NUMPY_OF[work], None, backend, method))
+        h = _forward(None if a_scalar is not None else a, a_scalar, b, initial, *args)
         return h if store is work else h.to(store)
     h = torch.empty_like(b, dtype=work) if like_b else b.new_empty(shape, dtype=work)
     if not raw(_raw_stream(idx), 0 if a_scalar is not None else a.data_ptr(), b.data_ptr(),

@@ -95,12 +95,7 @@ def scan(a, b, axis, *, initial=None, scale=None, out=None):
     if scale is not None and is_eager_buffer(b):
         return _api._linear_recurrence(a, b, axis, 64, initial, False, False, None, out, None, "auto", scale=scale)
     h = _api.linear_recurrence(a, b, axis=axis, initial=initial, out=out)
-    if scale is None:
-        return h
-    if is_eager_buffer(h):
-        h *= scale
-        return h
-    return h * scale
+    return h if scale is None else h * scale
 
 
 def cpu_tensors_as_numpy(fn=None, *, host=()):
