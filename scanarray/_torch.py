@@ -159,7 +159,7 @@ def _fast_key(a, b, initial, *args):
         ki = (initial.shape, initial.stride(), initial.dtype, initial.get_device())
     else:
         return None
-    return (ka, b.shape, b.stride(), b.dtype, b.get_device(), ki) + args
+    return (ka, b.shape, b.stride(), b.dtype, b.get_device(), b.is_cpu, ki) + args
 
 
 def _repeat(entry, a, b, initial):
@@ -373,7 +373,7 @@ def _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backen
     """h = linear_recurrence(...) into a new tensor (or ``out``), on the tensors' device; appends
     to the list ``bound`` the raw launch a CUDA call was bound to (``_FAST``), if any."""
     fresh = out is None
-    if b.device.type != "cuda":  # NumPy views in; a new result is NumPy's, viewed by torch
+    if not b.is_cuda:  # NumPy views in; a new result is NumPy's, viewed by torch
         h = _api._linear_recurrence(a_scalar if a is None else _numpy(a), _numpy(b), axis, chunk,
                                     None if initial is None else _numpy(initial), reverse, dense, _NUMPY_OF[dtype],
                                     None if fresh else _numpy(out), backend, method)
