@@ -416,11 +416,14 @@ def test_repeated_cpu_calls_take_the_one_lookup_path(rng, a_kind):
     for _ in range(2):
         h = linear_recurrence(a if a_kind == "tensor" else 0.8, b)
         h.sum().backward()
-    assert b.grad is not None and torch.isfinite(b.grad).all()
-    ref_grad = linear_recurrence(a.detach() if a_kind == "tensor" else 0.8, torch.ones(3, 200, dtype=torch.float64),
-                                 reverse=True)
-    if a_kind == "scalar":  # d(sum h)/db[t] = sum_{s >= t} a**(s - t): the reverse scan of ones
-        np.testing.assert_allclose(b.grad.numpy() / 2, ref_grad.numpy(), rtol=1e-12)
+    # d(sum h)/db[t] = 1 + a[t+1] d(sum h)/db[t+1]: a plain loop backwards (two backward calls summed)
+    av = a.detach().numpy() if a_kind == "tensor" else np.full((3, 200), 0.8)
+    want = np.zeros((3, 200))
+    acc = np.zeros(3)
+    for t in range(199, -1, -1):
+        acc = 1.0 + (av[:, t + 1] * acc if t + 1 < 200 else 0.0)
+        want[:, t] = acc
+    np.testing.assert_allclose(b.grad.numpy(), 2 * want, rtol=1e-12)
 
 
 @pytest.mark.gpu
