@@ -50,6 +50,9 @@ TUNING = {
     "dense_chunk_min": 3,  # chunked: fewer chunks than this run the sequential kernel
     "dense_lookback_max_pad": 32,  # lookback: n padded up to this (complex128: 16, its N = 32 tile spills)
     "dense_lookback_ring": (8, 4),  # lookback: steps of A in flight a group, tensor-core / FMA maps; (64,1024,16)
+    # ---- the IIR cascade (cuda/iir.cu): (threads, samples a thread's chunk) per itemsize
+    "iir": {4: (128, 32), 8: (128, 16)},  # (threads, samples a thread's chunk); (64, 2**20) sosfilt orders 4, 8
+    "iir_sections": {4: 1, 8: 1},  # sections a launch (longer cascades: groups in turn); orders 2-16, groups 1-4
     # ---- matmulscan (cuda/matmulscan.cu)
     "matmulscan_radix": 16,  # MatMulScan radix inside a 16-step tile: fastest or tied in every row measured
     "matmulscan_prefetch_half": False,  # next chunk's loads in flight for float16/bfloat16 (float32: on); (512,256,16,64)
