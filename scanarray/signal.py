@@ -15,6 +15,11 @@ Which recurrence runs (docs/guide/signal.md has the measured accuracy of each):
   z[t-1][0]``), through ``linear_recurrence(..., dense=True)``. Its rounding follows SciPy's;
   ``lfilter`` of order 3 and more always takes it (roots of a high-order ``a`` would cost more
   accuracy than the transfer function has).
+- ``"cascade"`` (the default for ``sosfilt``, and ``lfilter`` of order 2, on CuPy arrays): one
+  GPU kernel for the whole filter, every section per sample within a chunk of the signal, the
+  state carried across chunks in the diagonal method's modal form by precomputed powers of its
+  transition (:mod:`scanarray.backends.cupy.iir`); two reads and one write of the signal per
+  launch.
 - Time-varying coefficients (coefficient arrays with more axes) run the difference equation
   ``y[t] = sum_k b_k[t] x[t-k] - sum_k a_k[t] y[t-k]`` (each ``a_0[t]``-normalised) in companion
   form, dense.
@@ -67,7 +72,8 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
         time-varying coefficients.
     method : {"auto", "diagonal", "dense"}, optional
         The recurrence (see the module notes): ``"auto"`` takes ``"diagonal"`` for real
-        filters of order 1 and 2, ``"dense"`` otherwise. ``"diagonal"`` is refused for order 3
+        filters of order 1 and 2 (a CuPy signal's order 2: :func:`sosfilt`'s ``"cascade"``
+        kernel, as one section), ``"dense"`` otherwise. ``"diagonal"`` is refused for order 3
         and more.
 
     Returns
@@ -125,6 +131,10 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
     K = max(len(an), len(bn)) - 1
     zi_c = None if zi is None else _prepare_zi(xp, zi, x, axis, K, dt, "zi")
     real = all(isinstance(c, float) for c in bn + an) and not xp.isdtype(dt, "complex floating")
+    if method == "auto" and K == 2 and any(an[1:]) and _gpu_cascade_applies(x, axis, method, [(bn, an)]):
+        xs = x if x.dtype == dt else xp.astype(x, dt)  # a second-order filter of a CuPy signal: one kernel
+        y, zf = _gpu_cascade(xp, xs, axis, [(bn, an)], None if zi_c is None else zi_c[None])
+        return _labelled(labels, y if zi is None else (y, zf[0]))
     if method == "auto":
         method = "diagonal" if (K <= 2 and real) else "dense"
     if method == "diagonal" and (K > 2 or not real):
@@ -169,12 +179,15 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
     zi : array_like, optional
         Initial delay values, shape ``(n_sections, ..., 2, ...)``: `x`'s shape with `axis` of
         length 2, after a leading section axis (SciPy's layout).
-    method : {"auto", "sequential", "diagonal", "dense"}, optional
+    method : {"auto", "sequential", "cascade", "diagonal", "dense"}, optional
         ``"sequential"`` (the default for NumPy arrays where numba is installed): SciPy's own
         loop, compiled, every section per sample and the lanes over the threads: one read and
-        one write of the signal, SciPy's results to the bit. ``"diagonal"`` (the default
-        elsewhere for real sections: CuPy, Dask, torch, JAX): numerator, then the poles as
-        first-order scans (a complex pair as one complex scan). ``"dense"``: each section in
+        one write of the signal, SciPy's results to the bit. ``"cascade"`` (the default for
+        CuPy arrays, real float32/float64): the GPU's kernel for the whole cascade, chunks of
+        the signal run as SciPy's loop runs them, the state carried between chunks (module
+        notes). ``"diagonal"`` (the default elsewhere for real sections: Dask, torch, JAX):
+        numerator, then the poles as first-order scans (a complex pair as one complex scan).
+        ``"dense"``: each section in
         SciPy's state-space form (2 x 2), whose rounding follows SciPy's more closely where
         poles crowd the unit circle near z = 1 (docs/guide/signal.md).
 
@@ -213,7 +226,7 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
     True
     """
     xp, x, axis, dt, labels = _prepare_x(x, axis)
-    method = _check_method(method, ("sequential",))
+    method = _check_method(method, ("sequential", "cascade"))
     sos_a = _as_coefficients(sos, "sos", keep_array=True)
     if isinstance(sos_a, list) or sos_a.ndim < 2 or sos_a.shape[-1] != 6:
         shape = np.shape(sos) if not _vocab.is_array(sos_a) else tuple(sos_a.shape)
@@ -222,8 +235,8 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
     if n == 0:
         raise ValueError("sos has no sections")
     if sos_a.ndim > 2:  # time-varying sections: the difference equation, section by section
-        if method == "sequential":
-            raise ValueError('method="sequential" takes sections of shape (n_sections, 6); time-varying '
+        if method in ("sequential", "cascade"):
+            raise ValueError(f'method="{method}" takes sections of shape (n_sections, 6); time-varying '
                              'sections run the default method')
         if zi is not None:
             raise ValueError("zi= is not supported with time-varying sections (sos of shape (n_sections, 6) only)")
@@ -244,6 +257,9 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
         sections.append(_normalize(row[:3], row[3:]))
     if _cascade_applies(xp, y, method, sections, dt):
         y, zf = _cascade(y, axis, sections, zi_c, dt)
+        return _labelled(labels, y if zi is None else (y, zf))
+    if _gpu_cascade_applies(y, axis, method, sections):
+        y, zf = _gpu_cascade(xp, y, axis, sections, zi_c)
         return _labelled(labels, y if zi is None else (y, zf))
     zfs = []
     for s, (bn, an) in enumerate(sections):
@@ -310,6 +326,44 @@ def _cascade(x, axis, sections, zi_c, dt):
     numba_backend.sos_cascade(sos, x2, z, out)
     y = np.moveaxis(out.reshape(lanes + (T,)), -1, axis)
     zf = None if zi_c is None else np.moveaxis(np.moveaxis(z.reshape(lanes + (n, 2)), -2, 0), -1, axis + 1)
+    return y, zf
+
+
+def _gpu_cascade_applies(x, axis, method, sections):
+    """Whether :func:`sosfilt` runs the GPU's cascade kernel (every section per sample, one
+    kernel for the whole filter): CuPy arrays, real float32/float64 signals and sections, two
+    samples or more; by default, or with ``method="cascade"``, which raises where it cannot run."""
+    if method not in ("auto", "cascade"):
+        return False
+    why = None
+    if not _vocab.is_eager_buffer(x) or _vocab.is_numpy(x):
+        why = f"it runs on CuPy arrays (got a {type(x).__module__.split('.')[0]} array)"
+    elif x.dtype.name not in ("float32", "float64"):
+        why = f"it takes real float32 and float64 signals (got {x.dtype.name})"
+    elif x.shape[axis] < 2 or x.size == 0:
+        why = f"it takes signals of two samples or more (got {x.shape[axis]} along axis {axis})"
+    elif any(isinstance(c, complex) for bn, an in sections for c in bn + an):
+        why = "complex sections take the dense method"
+    if why is not None and method == "cascade":
+        raise ValueError(f'method="cascade": {why}; use method="auto"')
+    return why is None
+
+
+def _gpu_cascade(xp, x, axis, sections, zi_c):
+    """(y, zf) of :func:`sosfilt` by the GPU's cascade kernel; ``zi_c`` as :func:`_prepare_zi`
+    gives it (sections first, ``axis + 1`` of length 2)."""
+    from .backends.cupy import iir
+
+    n = len(sections)
+    xt = xp.moveaxis(x, axis, -1)
+    lanes = xt.shape[:-1]
+    zi3 = None
+    if zi_c is not None:  # (n, ..., 2 at axis + 1, ...) -> (lanes, n, 2)
+        zi3 = xp.moveaxis(xp.moveaxis(zi_c, axis + 1, -1), 0, -2).reshape(-1, n, 2)
+    y, zf = iir.sosfilt(xt, sections, zi3)
+    y = xp.moveaxis(y, -1, axis)
+    if zf is not None:
+        zf = xp.moveaxis(xp.moveaxis(zf.reshape(lanes + (n, 2)), -2, 0), -1, axis + 1)
     return y, zf
 
 

@@ -392,6 +392,60 @@ def test_cupy(rng):
 
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cupy_cascade_kernel(rng, dtype):
+    """The GPU's cascade kernel (the default for CuPy signals) on every design, against SciPy:
+    rows longer than a block's span and not a multiple of it, several groups of sections, zi/zf,
+    time along either axis."""
+    cp = pytest.importorskip("cupy")
+    rtol = RTOL if dtype == "float64" else 1e-3
+    x = rng.standard_normal((3, 20011))
+    big = signal.butter(12, 0.05, output="sos")  # 6 sections: two launches
+    for name, sos in DESIGNS + [("butter12", big)]:
+        ref = signal.sosfilt(sos, x)
+        got = sosfilt(sos, cp.asarray(x, dtype), method="cascade")
+        assert got.dtype == dtype and got.shape == x.shape
+        if dtype == "float64":
+            assert_close(got.get(), ref, what=name)
+        else:  # float32 rounding, amplified by poles near z = 1: within a few times the diagonal
+            # method's or SciPy's own loop's in float32
+            scale = np.abs(ref).max()
+            others = (sosfilt(sos, cp.asarray(x, dtype), method="diagonal").get(),
+                      signal.sosfilt(sos.astype(dtype), x.astype(dtype)))
+            tol = max(max(np.abs(o - ref).max() for o in others) / scale * 3, 1e-5)
+            assert_close(got.get(), ref, rtol=tol, what=name)
+    for name, sos in (DESIGNS[9], ("butter12", big), DESIGNS[-1], DESIGNS[-2]):
+        zi = rng.standard_normal((sos.shape[0], 3, 2))
+        y_ref, zf_ref = signal.sosfilt(sos, x, zi=zi)
+        y, zf = sosfilt(sos, cp.asarray(x, dtype), zi=cp.asarray(zi, dtype))
+        assert_close(y.get(), y_ref, rtol=rtol, what=name)
+        assert_close(zf.get(), zf_ref, rtol=rtol, what=name + " zf")
+        # time along axis 0, zi with its length-2 axis first after the sections
+        y0, zf0 = sosfilt(sos, cp.asarray(x.T, dtype), axis=0, zi=cp.asarray(zi.transpose(0, 2, 1), dtype))
+        assert_close(y0.get(), y_ref.T, rtol=rtol, what=name + " axis 0")
+        assert_close(zf0.get(), zf_ref.transpose(0, 2, 1), rtol=rtol, what=name + " axis 0 zf")
+    for T in (2, 3, 31, 4096, 4097):  # short rows and the edges of a chunk and a block
+        xs = x[:, :T]
+        y, zf = sosfilt(big, cp.asarray(xs, dtype), zi=cp.asarray(np.ones((6, 3, 2)), dtype))
+        y_ref, zf_ref = signal.sosfilt(big, xs, zi=np.ones((6, 3, 2)))
+        assert_close(y.get(), y_ref, rtol=rtol, what=f"T={T}")
+        assert_close(zf.get(), zf_ref, rtol=rtol, what=f"T={T} zf")
+    for name, (b, a) in BA + [("butter2", signal.butter(2, 0.05))]:  # order 2: the kernel, one section
+        if len(a) == 3:
+            zi = rng.standard_normal((3, 2))
+            y_ref, zf_ref = signal.lfilter(b, a, x, zi=zi)
+            y, zf = lfilter(b, a, cp.asarray(x, dtype), zi=cp.asarray(zi, dtype))
+            assert_close(y.get(), y_ref, rtol=rtol, what=name)
+            assert_close(zf.get(), zf_ref, rtol=rtol, what=name + " zf")
+    xv = cp.asarray(x, dtype)
+    before = xv.copy()
+    sosfilt(big, xv[:, ::2])  # a strided view: copied, not modified
+    assert bool((xv == before).all())
+    with pytest.raises(ValueError, match="cascade"):
+        sosfilt(big, cp.asarray(x[:, :1], dtype), method="cascade")
+
+
 def test_torch_values_and_gradients(rng):
     torch = pytest.importorskip("torch")
     sos = signal.ellip(4, 0.5, 60, 0.1, output="sos")
@@ -440,6 +494,15 @@ def test_sosfilt_sequential_is_scipys_loop(rng):
     np.testing.assert_array_equal(y, ref_y)
     np.testing.assert_array_equal(zf, ref_zf)
     assert np.array_equal(sosfilt(sos, x[:, 0, 0]), signal.sosfilt(sos, x[:, 0, 0]))
+
+
+def test_sosfilt_cascade_refusals():
+    """method="cascade" is the GPU's kernel: elsewhere it says why, naming the method."""
+    sos = signal.butter(2, 0.1, output="sos")
+    with pytest.raises(ValueError, match='method="cascade": it runs on CuPy arrays'):
+        sosfilt(sos, np.zeros((3, 10)), method="cascade")
+    with pytest.raises(ValueError, match='method="cascade" takes sections of shape'):
+        sosfilt(np.broadcast_to(sos[:, None, :], (1, 4, 6)), np.zeros(4), method="cascade")
 
 
 def test_sosfilt_sequential_refusals():
