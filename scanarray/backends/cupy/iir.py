@@ -33,13 +33,13 @@ __all__ = ["applies", "instantiations", "sosfilt"]
 _REAL = ("float32", "float64")
 
 
-def instantiations(dtype=None):
+def instantiations(dtype=None, tuning=TUNING):
     """Every kernel (cuda/iir.cu) the driver can name, for ``dtype`` (default: both real dtypes;
     for tools/compile_cuda.py)."""
     names, most = [], 1
     for name in (dtype,) if dtype else _REAL:
-        threads, chunk = TUNING["iir"][np.dtype(name).itemsize]
-        per = TUNING["iir_sections"][np.dtype(name).itemsize]
+        threads, chunk = tuning["iir"][np.dtype(name).itemsize]
+        per = tuning["iir_sections"][np.dtype(name).itemsize]
         most = max(most, per)
         ct = _dtypes.ctype(name)
         for ns in range(1, per + 1):
@@ -165,21 +165,22 @@ def _on_device(cupy, make, *key):
     return tab
 
 
-def _kernels(dtype, ns):
-    threads, chunk = TUNING["iir"][np.dtype(dtype).itemsize]
+def _kernels(dtype, ns, tuning):
+    threads, chunk = tuning["iir"][np.dtype(dtype).itemsize]
     ct = _dtypes.ctype(dtype)
-    group = tuple(instantiations(dtype))
+    group = tuple(instantiations(dtype, tuning))
     get = functools.partial(_common.get_function, "iir.cu", group=group)
     return (get(f"scanarray::iir::iir_pass<{ct}, {ns}, {threads}, {chunk}, false>"),
             get(f"scanarray::iir::iir_carry<{ns}>"),
             get(f"scanarray::iir::iir_pass<{ct}, {ns}, {threads}, {chunk}, true>"), threads, chunk)
 
 
-def sosfilt(x, sections, zi):
+def sosfilt(x, sections, zi, tuning=TUNING):
     """``(y, zf)``: the cascade ``sections`` (normalised ``(b, a)`` lists, :func:`applies`) over
     the last axis of CuPy array ``x``; ``zi`` None or of shape ``(rows, n_sections, 2)`` for
     ``x`` seen as ``(rows, L)``, SciPy's initial delays, with ``zf`` the same (else None).
-    ``y`` is a new C-contiguous array of ``x``'s shape."""
+    ``y`` is a new C-contiguous array of ``x``'s shape. ``tuning``: the backend's table (block
+    shape and sections a launch)."""
     import cupy
 
     shape, L = x.shape, x.shape[-1]
@@ -189,12 +190,12 @@ def sosfilt(x, sections, zi):
         x2 = cupy.ascontiguousarray(x2)
     rows = x2.shape[0]
     zf = None if zi is None else cupy.empty((rows, len(sections), 2), dt)
-    per = TUNING["iir_sections"][dt.itemsize]
+    per = tuning["iir_sections"][dt.itemsize]
     for g in range(0, len(sections), per):
         group = sections[g:g + per]
         ns = len(group)
         coefs = tuple(_uniform(bn, an) for bn, an in group)
-        first, carry, apply, threads, chunk = _kernels(dt.name, ns)
+        first, carry, apply, threads, chunk = _kernels(dt.name, ns, tuning)
         tab = _on_device(cupy, _table, coefs, threads, chunk)
         nb = -(-L // (threads * chunk))
         runs = -(-nb // _CARRY)
