@@ -28,7 +28,7 @@ from ... import _dtypes
 from . import _common
 from .tuning import TUNING
 
-__all__ = ["applies", "instantiations", "sosfilt"]
+__all__ = ["instantiations", "sosfilt"]
 
 _REAL = ("float32", "float64")
 
@@ -46,14 +46,6 @@ def instantiations(dtype=None, tuning=TUNING):
             names += [f"scanarray::iir::iir_pass<{ct}, {ns}, {threads}, {chunk}, {str(apply).lower()}>"
                       for apply in (False, True)]
     return names + [f"scanarray::iir::iir_carry<{ns}>" for ns in range(1, most + 1)]
-
-
-def applies(x, sections) -> bool:
-    """Whether the kernel takes CuPy signal ``x`` (time along the last axis of ``x``) and
-    ``sections`` (normalised ``(b, a)`` lists): real float32/float64 data and real coefficients,
-    at least two samples (SciPy's final delays are read from the last two)."""
-    return (x.dtype.name in _REAL and x.size > 0 and x.shape[-1] >= 2
-            and all(isinstance(c, float) for bn, an in sections for c in bn + an))
 
 
 def _uniform(bn, an):
@@ -176,8 +168,9 @@ def _kernels(dtype, ns, tuning):
 
 
 def sosfilt(x, sections, zi, tuning=TUNING):
-    """``(y, zf)``: the cascade ``sections`` (normalised ``(b, a)`` lists, :func:`applies`) over
-    the last axis of CuPy array ``x``; ``zi`` None or of shape ``(rows, n_sections, 2)`` for
+    """``(y, zf)``: the cascade ``sections`` (normalised ``(b, a)`` lists of real numbers) over
+    the last axis of CuPy array ``x`` (float32 or float64, two samples or more:
+    ``scanarray.signal._gpu_cascade_applies``); ``zi`` None or of shape ``(rows, n_sections, 2)`` for
     ``x`` seen as ``(rows, L)``, SciPy's initial delays, with ``zf`` the same (else None).
     ``y`` is a new C-contiguous array of ``x``'s shape. ``tuning``: the backend's table (block
     shape and sections a launch)."""
