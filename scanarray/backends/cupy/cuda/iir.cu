@@ -275,8 +275,8 @@ __global__ void __launch_bounds__(THREADS) iir_pass(const T* __restrict__ x, T* 
 // scan of the runs (pw: P^(M 2^d), d = 0..4, and P^(32 M)), then its run again from its incoming.
 constexpr int CARRY = 256;
 template <int NS>
-__global__ void __launch_bounds__(CARRY) iir_carry(double* __restrict__ agg, int nb, int M, const double* __restrict__ tab,
-                                                   const double* __restrict__ pw) {
+__global__ void __launch_bounds__(CARRY) iir_carry(double* __restrict__ agg, int nb, int M,
+                                                   const double* __restrict__ tab, const double* __restrict__ pw) {
   constexpr int N = Shape<NS>::N;
   __shared__ double wsum[CARRY / 32][N];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
