@@ -16,6 +16,7 @@ python -m pip install -q "asv>=0.6.4"
 # stays clean; publishing reads the committed results. A checkout without a main branch (CI on
 # another ref) publishes what is reachable from HEAD.
 tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
 python - "$tmp" <<'PY'
 import json, os, subprocess, sys
 import json5
