@@ -1,12 +1,12 @@
-"""The cascade kernel (``cuda/iir.cu``): :func:`scanarray.signal.sosfilt` of a CuPy signal in one
-pass structure, whatever its number of sections.
+"""The cascade kernel (``cuda/iir.cu``): :func:`scanarray.signal.sosfilt` of a CuPy signal.
 
-Each thread of the kernel runs every section, sample by sample, over a chunk of the signal; the
-cascade's state crosses chunks, warps, blocks and rows' spans through the powers of its one-step
-transition, which this module forms on the host (float64, cached per filter) and uploads once per
-device. Two passes read the signal and one writes the result, so a filter of any order costs
-about one and a half copies of memory traffic, where the diagonal method pays a complex scan and
-a numerator pass per section (docs/guide/signal.md, "Methods and their accuracy").
+Each thread of the kernel runs every section of its launch, sample by sample, over a chunk of the
+signal; the state crosses chunks, warps, blocks and runs of blocks through the powers of its
+one-step transition, which this module forms on the host (float64, cached per filter) and uploads
+once per device. A launch takes ``TUNING["iir_sections"]`` sections (one: more measured slower)
+in two passes that read the signal and one that writes the result, about one and a half copies
+of memory traffic, where the diagonal method pays a numerator pass and a complex scan, reading
+and writing complex numbers (docs/guide/signal.md, "Methods and their accuracy" and "Speed").
 
 The state is kept in the modal form of each section (the diagonal method's): the section's last
 two inputs, and its poles as one complex state or two cascaded real ones. The direct forms'
@@ -17,7 +17,6 @@ their state by powers cost up to 1e-8 of the output in float64 on the designs of
 
 from __future__ import annotations
 
-import cmath
 import functools
 import math
 import threading
