@@ -131,8 +131,9 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
     K = max(len(an), len(bn)) - 1
     zi_c = None if zi is None else _prepare_zi(xp, zi, x, axis, K, dt, "zi")
     real = all(isinstance(c, float) for c in bn + an) and not xp.isdtype(dt, "complex floating")
-    if method == "auto" and K == 2 and any(an[1:]) and _gpu_cascade_applies(x, axis, method, [(bn, an)]):
-        xs = x if x.dtype == dt else xp.astype(x, dt)  # a second-order filter of a CuPy signal: one kernel
+    xs = x if x.dtype == dt else xp.astype(x, dt)
+    if method == "auto" and K == 2 and any(an[1:]) and _gpu_cascade_applies(xs, axis, method, [(bn, an)]):
+        # a second-order filter of a CuPy signal: the cascade kernel, one section
         y, zf = _gpu_cascade(xp, xs, axis, [(bn, an)], None if zi_c is None else zi_c[None])
         return _labelled(labels, y if zi is None else (y, zf[0]))
     if method == "auto":
@@ -142,7 +143,6 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
             f'method="diagonal" takes real filters of real signals, of order 1 or 2 (this one has order {K}'
             f'{"" if real else ", complex"}); use method="dense", or sosfilt for a high order'
         )
-    xs = x if x.dtype == dt else xp.astype(x, dt)
     if all(c == 0 for c in an[1:]):  # no poles: a FIR filter, no scan
         zl = None if zi_c is None else [_vocab.along(zi_c, k, axis) for k in range(K)]
         if x.shape[axis] < K:
@@ -321,12 +321,24 @@ def _cascade(x, axis, sections, zi_c, dt):
     out = np.empty(x2.shape, dt)
     if zi_c is None:
         z = np.zeros((x2.shape[0], n, 2), dt)
-    else:  # (n, ..., 2 at axis + 1, ...) -> (lanes, n, 2), a copy the loop updates
-        z = np.array(np.moveaxis(np.moveaxis(zi_c, axis + 1, -1), 0, -2), dtype=dt).reshape(-1, n, 2)
+    else:  # a copy the loop updates
+        z = np.array(_zi_rows(np, zi_c, axis), dtype=dt)
     numba_backend.sos_cascade(sos, x2, z, out)
     y = np.moveaxis(out.reshape(lanes + (T,)), -1, axis)
-    zf = None if zi_c is None else np.moveaxis(np.moveaxis(z.reshape(lanes + (n, 2)), -2, 0), -1, axis + 1)
-    return y, zf
+    return y, None if zi_c is None else _zf_of_rows(np, z, lanes, axis)
+
+
+def _zi_rows(xp, zi_c, axis):
+    """``zi_c`` as :func:`_prepare_zi` gives it, ``(n, ..., 2 at axis + 1, ...)``, as
+    ``(lanes, n, 2)``: the layout of the cascade kernels (numba's and the GPU's)."""
+    n = zi_c.shape[0]
+    return xp.reshape(xp.moveaxis(xp.moveaxis(zi_c, axis + 1, -1), 0, -2), (-1, n, 2))
+
+
+def _zf_of_rows(xp, z, lanes, axis):
+    """The inverse of :func:`_zi_rows`: final delays ``(lanes, n, 2)`` in SciPy's layout."""
+    n = z.shape[-2]
+    return xp.moveaxis(xp.moveaxis(xp.reshape(z, tuple(lanes) + (n, 2)), -2, 0), -1, axis + 1)
 
 
 def _gpu_cascade_applies(x, axis, method, sections):
@@ -354,16 +366,11 @@ def _gpu_cascade(xp, x, axis, sections, zi_c):
     gives it (sections first, ``axis + 1`` of length 2)."""
     from .backends.cupy import iir
 
-    n = len(sections)
     xt = xp.moveaxis(x, axis, -1)
-    lanes = xt.shape[:-1]
-    zi3 = None
-    if zi_c is not None:  # (n, ..., 2 at axis + 1, ...) -> (lanes, n, 2)
-        zi3 = xp.moveaxis(xp.moveaxis(zi_c, axis + 1, -1), 0, -2).reshape(-1, n, 2)
-    y, zf = iir.sosfilt(xt, sections, zi3)
+    y, zf = iir.sosfilt(xt, sections, None if zi_c is None else _zi_rows(xp, zi_c, axis))
     y = xp.moveaxis(y, -1, axis)
     if zf is not None:
-        zf = xp.moveaxis(xp.moveaxis(zf.reshape(lanes + (n, 2)), -2, 0), -1, axis + 1)
+        zf = _zf_of_rows(xp, zf, xt.shape[:-1], axis)
     return y, zf
 
 
