@@ -496,18 +496,14 @@ def test_sosfilt_sequential_is_scipys_loop(rng):
     assert np.array_equal(sosfilt(sos, x[:, 0, 0]), signal.sosfilt(sos, x[:, 0, 0]))
 
 
-def test_sosfilt_cascade_refusals():
-    """method="cascade" is the GPU's kernel: elsewhere it says why, naming the method."""
+@pytest.mark.parametrize("method,x,why", [
+    ("sequential", np.zeros((3, 0)), "the signal is empty"),
+    ("cascade", np.zeros((3, 10)), "it runs on CuPy arrays"),  # the GPU's kernel
+])
+def test_sosfilt_named_method_refusals(method, x, why):
+    """A method forced where it cannot run says why, naming itself."""
     sos = signal.butter(2, 0.1, output="sos")
-    with pytest.raises(ValueError, match='method="cascade": it runs on CuPy arrays'):
-        sosfilt(sos, np.zeros((3, 10)), method="cascade")
-    with pytest.raises(ValueError, match='method="cascade" takes sections of shape'):
-        sosfilt(np.broadcast_to(sos[:, None, :], (1, 4, 6)), np.zeros(4), method="cascade")
-
-
-def test_sosfilt_sequential_refusals():
-    sos = signal.butter(2, 0.1, output="sos")
-    with pytest.raises(ValueError, match='method="sequential": the signal is empty'):
-        sosfilt(sos, np.zeros((3, 0)), method="sequential")
-    with pytest.raises(ValueError, match='method="sequential" takes sections of shape'):
-        sosfilt(np.broadcast_to(sos[:, None, :], (1, 4, 6)), np.zeros(4), method="sequential")
+    with pytest.raises(ValueError, match=f'method="{method}": {why}'):
+        sosfilt(sos, x, method=method)
+    with pytest.raises(ValueError, match=f'method="{method}" takes sections of shape'):
+        sosfilt(np.broadcast_to(sos[:, None, :], (1, 4, 6)), np.zeros(4), method=method)
