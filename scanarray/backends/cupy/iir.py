@@ -214,11 +214,11 @@ def sosfilt(x, sections, zi, tuning=TUNING):
 def _final_delays(xp, group, tails, y2, out):
     """SciPy's final delays of each section from its last two inputs (``tails``) and outputs (the
     next section's inputs, the last one's from ``y2``): ``z1 = b1 u1 + b2 u2 - a1 y1 - a2 y2``,
-    ``z2 = b2 u1 - a2 y1``."""
+    ``z2 = b2 u1 - a2 y1``, with the coefficients as Python numbers (no copy to the device)."""
     ys = xp.concatenate([tails[:, 1:], y2[:, None, -1:-3:-1]], axis=1)  # (rows, ns, 2): y at L-1, L-2
-    b = np.array([(list(bn) + [0.0, 0.0])[:3] for bn, _ in group])
-    a = np.array([(list(an) + [0.0, 0.0])[:3] for _, an in group])
-    B1, B2, A1, A2 = (xp.asarray(v, tails.dtype) for v in (b[:, 1], b[:, 2], a[:, 1], a[:, 2]))
-    u1, u2, y1, y2_ = tails[..., 0], tails[..., 1], ys[..., 0], ys[..., 1]
-    out[..., 0] = B1 * u1 + B2 * u2 - A1 * y1 - A2 * y2_
-    out[..., 1] = B2 * u1 - A2 * y1
+    for q, (bn, an) in enumerate(group):
+        _, b1, b2 = (list(bn) + [0.0, 0.0])[:3]
+        _, a1, a2 = (list(an) + [0.0, 0.0])[:3]
+        u1, u2, y1, y2_ = tails[:, q, 0], tails[:, q, 1], ys[:, q, 0], ys[:, q, 1]
+        out[:, q, 0] = b1 * u1 + b2 * u2 - a1 * y1 - a2 * y2_
+        out[:, q, 1] = b2 * u1 - a2 * y1
