@@ -121,6 +121,9 @@ def ewm_mean(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, 
     """
     x, labels, xp, axis, p = _prepare(x, com, span, halflife, alpha, adjust, ignore_na, min_periods, times,
                                       axis, "ewm_mean")
+    kernel = _vocab.ewm_kernel(x)
+    if kernel is not None and p["adjust"] and p["deltas"] is None:
+        return labels.wrap(kernel.mean(x, axis, p["f"], p["ignore_na"], p["min_periods"]))
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         e = _Ewm(xp, x, axis, p)
         m = e.masked(e.mean(quirk=True))

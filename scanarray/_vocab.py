@@ -83,6 +83,17 @@ def fused(x):
     return elementwise
 
 
+def ewm_kernel(x):
+    """The one-pass EWM mean of :mod:`scanarray.backends.cupy.ewm` when it computes ``x``'s (a CuPy
+    array it takes), else None."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or not isinstance(x, cupy.ndarray):
+        return None
+    from .backends.cupy import ewm
+
+    return ewm if ewm.applies(x) else None
+
+
 def scan(a, b, axis, *, initial=None, scale=None, out=None):
     """``scale * linear_recurrence(a, b, axis=axis, initial=initial, out=out)`` (``scale`` a real
     Python number or None). On NumPy and CuPy arrays through the core's entry that takes the

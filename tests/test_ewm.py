@@ -305,6 +305,62 @@ def test_cupy(rng):
 
 
 
+def long_gappy(rng, T, n):
+    """Columns for the one-pass kernel: NaN runs across its tiles (4096, 2048, 128 and 64 steps),
+    one longer than float32's and float64's decays survive at alpha 0.5, leading NaNs, all NaN, none."""
+    x = gappy(rng, T, n)
+    x[4000:4300, 0] = np.nan
+    x[1000:3100, 3] = np.nan
+    x[60:70, 3] = np.nan
+    x[rng.random(T) < 0.02, 4 % n] = np.nan
+    return x
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cupy_one_pass_kernel(rng, dtype):
+    # ewm_mean(adjust=True) on CuPy: one kernel (backends/cupy/ewm.py), time-major (the lanes
+    # kernel) and contiguous steps (the rows kernel), strided and 3-D views, against pandas
+    cp = pytest.importorskip("cupy")
+    x = long_gappy(rng, 9000, 6)
+    xd = cp.asarray(x.astype(dtype))
+    before = xd.copy()
+    views = {
+        "lanes": (xd, 0, x),
+        "rows": (cp.ascontiguousarray(xd.T), 1, x),
+        "strided time": (xd[::2], 0, x[::2]),
+        "3-D, axis 1": (cp.stack([xd, xd]).transpose(2, 1, 0), 1, x),
+    }
+    for decay in (dict(alpha=0.1), dict(alpha=0.5), dict(com=0.0), dict(span=20.5), dict(alpha=0.002)):
+        for ignore_na in (False, True):
+            for min_periods in (0, 5):
+                kw = dict(ignore_na=ignore_na, min_periods=min_periods, **decay)
+                for name, (v, axis, ref_x) in views.items():
+                    got = ewm_mean(v, axis=axis, **kw)
+                    assert isinstance(got, cp.ndarray) and got.dtype == v.dtype and got.shape == v.shape
+                    got = cp.moveaxis(got, axis, 0).get()
+                    if got.ndim == 3:
+                        got = got[:, :, 1]
+                    if dtype == "float64":
+                        assert_pandas(got, ref_x, "mean", **kw)
+                    else:
+                        ref, scale = pandas_ref(ref_x, "mean", **kw)
+                        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=f"{name} {kw}")
+                        ok = ~np.isnan(ref)
+                        assert (np.abs(got - ref)[ok] <= 1e-4 * scale[ok]).all(), f"{name} {kw}"
+    cp.testing.assert_array_equal(xd, before)
+    # one long row: hundreds of tiles chained by look-back; bit-identical when run again
+    y = rng.standard_normal(2**21) + 3.0
+    y[rng.random(y.size) < 0.1] = np.nan
+    y[100000:130000] = np.nan
+    yd = cp.asarray(y.astype(dtype))
+    got = ewm_mean(yd, alpha=0.01)
+    cp.testing.assert_array_equal(got, ewm_mean(yd, alpha=0.01))
+    ref, scale = pandas_ref(y.astype(dtype), "mean", alpha=0.01)
+    err = np.abs(got.get() - ref[:, 0])
+    assert np.nanmax(err / scale[:, 0]) <= (1e-12 if dtype == "float64" else 1e-4)
+
+
 def test_torch_values_and_gradients(rng):
     torch = pytest.importorskip("torch")
     x = gappy(rng, 60)
