@@ -275,10 +275,11 @@ class _Ewm:
         """The mean by the NaN-free path, if ``x`` has no NaN, else None; decides :attr:`nan_free`.
 
         With a constant decay ``g > 0`` the scan carries a NaN of ``x`` to the last step of its
-        lane (``g * NaN`` is NaN): one look at the result's last step answers, instead of a
-        pass over ``x``. Elsewhere (times, ``g == 0``, Dask...) the sum in :attr:`nan_free`.
+        lane (``g * NaN`` is NaN): on NumPy one look at the result's last step answers, instead of
+        a pass over ``x``. Elsewhere (CuPy, whose kernels replay a tile holding a NaN step by
+        step, hundreds of times slower; times, ``g == 0``, Dask...) the sum in :attr:`nan_free`.
         """
-        if self._nan_free is None and _vocab.is_eager_buffer(self.x) and not _vocab.is_array(self.g) \
+        if self._nan_free is None and _vocab.is_numpy(self.x) and not _vocab.is_array(self.g) \
                 and self.g > 0.0 and self.T > 0:
             m = self._mean_nan_free(quirk)
             xp = self.xp
