@@ -299,11 +299,15 @@ def gpu_all(quick, repeat):
     n = 1 << 26
     for shape, axis in (((64, 1 << 20), -1), ((1 << 20, 64), 0)):
         x = rng.standard_normal(shape, dtype=cp.float32)
+        xn = x.copy()
+        xn[rng.random(shape) < 0.05] = cp.nan
         out = cp.empty_like(x)
         nbytes = 2 * x.nbytes
         for stat in ("mean", "var"):
             impls = {"scanarray": lambda s=stat: getattr(scanarray, f"ewm_{s}")(x, alpha=0.05, axis=axis),
                      "copy": lambda: cp.copyto(out, x)}
+            if stat == "mean":  # the one-pass kernel takes missing values in its stride
+                impls["scanarray, 5% NaN"] = lambda: scanarray.ewm_mean(xn, alpha=0.05, axis=axis)
             cudf = optional("cudf") if axis == 0 and stat == "mean" else None
             if cudf is not None:
                 try:
@@ -314,7 +318,7 @@ def gpu_all(quick, repeat):
                     print(f"# cuDF left out: {type(exc).__name__}: {exc}")
             paired(f"gpu ewm_{stat} {shape[0]}x{shape[1]} axis {axis} f32", impls, repeat, sync, nbytes=nbytes,
                    reference="scanarray", queued=gpu_queued)
-        del x, out
+        del x, xn, out
 
     gpu_rl_parts(repeat, sync, queued=gpu_queued)
     # GAE bandwidth: read rewards, values (4 B), dones (1 B); write advantages (4 B)
