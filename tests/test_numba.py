@@ -502,6 +502,8 @@ _SCALED = {
     "time-major blocks float16": ((200, 9), 0, "float16", "sequential"),
     "time-major complex": ((120, 6), 0, "complex128", "sequential"),
     "rows": ((9, 500), -1, "float64", "sequential"),
+    "rows in fours float32": ((67, 300), -1, "float32", "sequential"),
+    "rows complex": ((5, 200), -1, "complex128", "sequential"),
     "chunked": ((2, 5000), -1, "float64", "chunked"),
     "dense": ((3, 40, 2), -1, "float64", "sequential"),
 }
@@ -511,7 +513,7 @@ _SCALED = {
 @pytest.mark.parametrize("case", list(_SCALED))
 def test_scaled_result(case, reverse, rng):
     """``Problem.scale`` (the vocabulary's gains, ``_vocab.scan``): the result is ``scale * h``,
-    stored by the time-major kernel as it writes (real dtypes) and multiplied after the scan
+    stored by the sequential kernels as they write (real dtypes) and multiplied after the scan
     elsewhere; against the float64 loop times the scale, with an initial state."""
     from scanarray import _api
 

@@ -151,11 +151,12 @@ def _finite(x):
 
 
 @njit(**_OPTS)
-def _scan(a, b, out, t0, t1, s):
-    """The plain loop over ``t0..t1-1`` from state ``s``; returns the last state."""
+def _scan(a, b, out, t0, t1, s, c):
+    """The plain loop over ``t0..t1-1`` from state ``s``, storing ``c * s`` (``c = 1``: the states
+    exactly); returns the last state."""
     for t in range(t0, t1):
         s = a[t] * s + b[t]
-        out[t] = s
+        out[t] = s * c
     return s
 
 
@@ -252,26 +253,28 @@ def _put(src, dst, k, nt):
 
 
 @njit(**_OPTS)
-def _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, T, s0, s1, s2, s3):
+def _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, T, s0, s1, s2, s3, c):
     """Four lanes stepped together: four independent dependency chains hide the latency of the
-    multiply and the add that bound one lane (each lane is still exactly the plain loop)."""
+    multiply and the add that bound one lane (each lane is still exactly the plain loop); stores
+    ``c * s`` (``c = 1`` stores the states exactly)."""
     for t in range(T):
         s0 = a0[t] * s0 + b0[t]
         s1 = a1[t] * s1 + b1[t]
         s2 = a2[t] * s2 + b2[t]
         s3 = a3[t] * s3 + b3[t]
-        o0[t] = s0
-        o1[t] = s1
-        o2[t] = s2
-        o3[t] = s3
+        o0[t] = s0 * c
+        o1[t] = s1 * c
+        o2[t] = s2 * c
+        o3[t] = s3 * c
     return s0, s1, s2, s3
 
 
-@_kernel("r2 r2 w2 w1 b", parallel=True)
-def sequential_rows(a, b, out, h, four):
+@_kernel("r2 r2 w2 w1 b s", parallel=True)
+def sequential_rows(a, b, out, h, four, c):
     """Lanes with a time axis of their own (rows), spread over the threads: for time-contiguous lanes.
 
-    Each lane is the plain loop, so results (non-finite ones included) are exactly the loop's.
+    Each lane is the plain loop, so results (non-finite ones included) are exactly the loop's;
+    it stores ``c * h`` (``Problem.scale``; ``c = 1`` stores ``h`` exactly) and carries ``h``.
     With ``four``, lanes go in groups of four stepped together (:func:`_rows4`).
     """
     L, T = out.shape
@@ -281,10 +284,10 @@ def sequential_rows(a, b, out, h, four):
             l = 4 * g
             h[l], h[l + 1], h[l + 2], h[l + 3] = _rows4(
                 a[l], a[l + 1], a[l + 2], a[l + 3], b[l], b[l + 1], b[l + 2], b[l + 3],
-                out[l], out[l + 1], out[l + 2], out[l + 3], T, h[l], h[l + 1], h[l + 2], h[l + 3])
+                out[l], out[l + 1], out[l + 2], out[l + 3], T, h[l], h[l + 1], h[l + 2], h[l + 3], c)
         else:
             l = 3 * ng + g
-            h[l] = _scan(a[l], b[l], out[l], 0, T, h[l])
+            h[l] = _scan(a[l], b[l], out[l], 0, T, h[l], c)
 
 
 @_kernel("r2 r2 w2 w1 i s", parallel=True)
@@ -380,18 +383,19 @@ def _reduce_group(ar, br, bnd, i, one, small, P, H):
 
 
 @njit(**_OPTS)
-def _rescan_group(ar, br, orow, bnd, i, C):
+def _rescan_group(ar, br, orow, bnd, i, C, one):
     """Pass 2 of the reduce-then-scan scheme for segments ``i .. i+3``: the plain loop again from
     each segment's carry ``C[i]``; returns the last segment's final state (the loop's own)."""
     u0, u1, u2, u3, m = _quad(bnd, i)
     a0, a1, a2, a3 = _quarters(ar, u0, u1, u2, u3, m)
     b0, b1, b2, b3 = _quarters(br, u0, u1, u2, u3, m)
     o0, o1, o2, o3 = _quarters(orow, u0, u1, u2, u3, m)
-    q0, q1, q2, q3 = _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, C[i], C[i + 1], C[i + 2], C[i + 3])
-    _scan(ar, br, orow, u0 + m, u1, q0)
-    _scan(ar, br, orow, u1 + m, u2, q1)
-    _scan(ar, br, orow, u2 + m, u3, q2)
-    return _scan(ar, br, orow, u3 + m, bnd[i + 4], q3)
+    q0, q1, q2, q3 = _rows4(a0, a1, a2, a3, b0, b1, b2, b3, o0, o1, o2, o3, m, C[i], C[i + 1], C[i + 2], C[i + 3],
+                            one)
+    _scan(ar, br, orow, u0 + m, u1, q0, one)
+    _scan(ar, br, orow, u1 + m, u2, q1, one)
+    _scan(ar, br, orow, u2 + m, u3, q2, one)
+    return _scan(ar, br, orow, u3 + m, bnd[i + 4], q3, one)
 
 
 @njit(**_OPTS)
@@ -535,7 +539,7 @@ def _local_group(ar, br, orow, bnd, i, q0, one, nt, direct, P, H, stop, small):
 
 
 @njit(**_OPTS)
-def _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, tiny):
+def _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, tiny, one):
     """``C[i]``: the state entering segment ``i`` after pass 1 of :func:`chunked`'s fix-up scheme (``C[0] = c``).
 
     A segment written in full whose carry is finite composes: ``C[i+1] = P[i] C[i] + H[i]``
@@ -557,7 +561,7 @@ def _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, tiny):
             else:
                 _fixup(ar, orow, u, st, C[i], tiny)
                 s = orow[st - 1] if st > u else C[i]
-            C[i + 1] = _scan(ar, br, orow, st, e, s)
+            C[i + 1] = _scan(ar, br, orow, st, e, s, one)
             exact[i] = True
 
 
@@ -611,7 +615,7 @@ def chunked(a, b, out, h, ng, sb, unit, tiny, fixup, nt, direct):
                 for g in prange(ng):
                     i = 4 * g
                     _local_group(ar, br, orow, bnd, i, c if i == 0 else one - one, one, nt, direct, P, H, stop, small)
-                _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, small)
+                _carries_fixup(ar, br, orow, bnd, P, H, C, stop, exact, c, small, one)
                 for g in prange(ng):
                     for i in range(max(1, 4 * g), 4 * g + 4):
                         if not exact[i]:
@@ -623,7 +627,7 @@ def chunked(a, b, out, h, ng, sb, unit, tiny, fixup, nt, direct):
                     _reduce_group(ar, br, bnd, 4 * g, one, small, P, H)
                 _carries(ar, br, bnd, P, H, C, c, one)
                 for g in prange(ng):
-                    last = _rescan_group(ar, br, orow, bnd, 4 * g, C)
+                    last = _rescan_group(ar, br, orow, bnd, 4 * g, C, one)
                     if g == ng - 1:
                         C[nseg] = last  # the loop's own last state, not the composition's
                 c = C[nseg]

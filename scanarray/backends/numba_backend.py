@@ -216,8 +216,8 @@ def _diagonal(p):
     k = _k()
     method = p.method
     scale = p.scale
-    # Problem.scale: stored by the time-major kernel as it writes (real dtypes), else a product
-    # over each block after its scan
+    # Problem.scale: stored by the sequential kernels as they write (real dtypes), else a product
+    # over each block after its scan (the chunked kernel carries superblocks through what it stored)
     c = dt.type(1) if scale is None or dt.kind != "f" else dt.type(scale)
 
     def run(a2, b2, o2, h1):
@@ -227,12 +227,10 @@ def _diagonal(p):
             lb = _lane_block(o2)
             k.compiled("sequential_blocks", dt, _parallel(-(-o2.shape[0] // lb), o2.size))(a2.T, b2.T, o2.T, h1, lb,
                                                                                            c)
-            if scale is None or dt.kind == "f":
-                return
         else:
             four = o2.shape[0] >= TUNING["rows_four_min_groups"] * 4 * _threads()
-            k.compiled("sequential_rows", dt, _parallel(o2.shape[0], o2.size))(a2, b2, o2, h1, four)
-        if scale is not None:
+            k.compiled("sequential_rows", dt, _parallel(o2.shape[0], o2.size))(a2, b2, o2, h1, four, c)
+        if scale is not None and (method == "chunked" or dt.kind != "f"):
             o2 *= scale
 
     if not lanes:  # one row: give it a lane axis of length 1
