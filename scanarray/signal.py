@@ -554,9 +554,9 @@ def _section(xp, x, axis, bn, an, zl, want_zf):
     if a1 == 0.0 and a2 == 0.0:
         y = _fir(xp, x, axis, taps, zl, eager)
     elif a2 == 0.0:
-        if len(taps) == 1 and not zl and _vocab.fused(x) is not None:
-            # one tap on CuPy: y = b0 * scan(-a1, x), the gain applied by the scan's store (no
-            # numerator pass)
+        if len(taps) == 1 and not zl and eager and not isinstance(x, _Pending) and not isinstance(b0, complex):
+            # one tap on NumPy or CuPy: y = b0 * scan(-a1, x), the gain applied by the scan's store
+            # where the kernel can (CuPy; numba's sequential kernels), else after it: no numerator pass
             y = _vocab.scan(-a1, x, axis, scale=b0)
         else:
             y = _scan(-a1, _fir(xp, x, axis, taps, zl, eager), axis, eager)
