@@ -97,7 +97,7 @@ def ewm_kernel(x):
 def scan(a, b, axis, *, initial=None, scale=None, out=None):
     """``scale * linear_recurrence(a, b, axis=axis, initial=initial, out=out)`` (``scale`` a real
     Python number or None). On NumPy and CuPy arrays through the core's entry that takes the
-    factor (``Problem.scale``): the CuPy kernels, and the numba backend's time-major kernel,
+    factor (``Problem.scale``): the CuPy kernels, and the numba backend's sequential kernels,
     apply it as they store, so a filter's gain or an EWM's normalisation costs no pass of its
     own; elsewhere the public call and a product (a new array for Dask, torch and JAX, whose
     autograd and tracing need it so)."""
