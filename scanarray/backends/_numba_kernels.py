@@ -153,7 +153,13 @@ def _finite(x):
 @njit(**_OPTS)
 def _scan(a, b, out, t0, t1, s, c):
     """The plain loop over ``t0..t1-1`` from state ``s``, storing ``c * s`` (``c = 1``: the states
-    exactly); returns the last state."""
+    exactly); returns the last state. (The unscaled loop is its own: the product in the store cost
+    a lone row 9-14%.)"""
+    if c == 1:
+        for t in range(t0, t1):
+            s = a[t] * s + b[t]
+            out[t] = s
+        return s
     for t in range(t0, t1):
         s = a[t] * s + b[t]
         out[t] = s * c
