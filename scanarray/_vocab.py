@@ -84,14 +84,23 @@ def fused(x):
 
 
 def ewm_kernel(x):
-    """The one-pass EWM mean of :mod:`scanarray.backends.cupy.ewm` when it computes ``x``'s (a CuPy
-    array it takes), else None."""
+    """``mean(x, axis, g, ignore_na, min_periods)``, a one-pass kernel of pandas' adjust=True EWM mean
+    that takes ``x``: CuPy's (:mod:`scanarray.backends.cupy.ewm`), or numba's for a float32/float64
+    NumPy array where numba is installed; else None."""
+    if type(x) is np.ndarray:
+        from . import _registry
+
+        if x.dtype.name not in ("float32", "float64") or _registry.unavailable_reason("numba") is not None:
+            return None
+        from .backends import numba_backend
+
+        return numba_backend.ewm_mean
     cupy = sys.modules.get("cupy")
     if cupy is None or not isinstance(x, cupy.ndarray):
         return None
     from .backends.cupy import ewm
 
-    return ewm if ewm.applies(x) else None
+    return ewm.mean if ewm.applies(x) else None
 
 
 def scan(a, b, axis, *, initial=None, scale=None, out=None):

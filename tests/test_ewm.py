@@ -316,6 +316,34 @@ def long_gappy(rng, T, n):
     return x
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_numba_one_pass_kernel(rng, dtype):
+    # ewm_mean(adjust=True) of NumPy data holding NaN: numba's one-pass loop (rows, or time-major
+    # blocks of lanes), against pandas, over the layouts of the GPU test below
+    pytest.importorskip("numba")
+    x = long_gappy(rng, 3000, 6)
+    xd = x.astype(dtype)
+    views = {"time-major": (xd, 0, x), "rows": (np.ascontiguousarray(xd.T), 1, x),
+             "strided time": (xd[::2], 0, x[::2]), "3-D, axis 1": (np.stack([xd, xd]).transpose(2, 1, 0), 1, x)}
+    before = xd.copy()
+    for kw in (dict(alpha=0.5), dict(span=20.5, ignore_na=True), dict(com=0.0, min_periods=5),
+               dict(alpha=0.002, ignore_na=True, min_periods=5)):
+        for name, (v, axis, ref_x) in views.items():
+            got = ewm_mean(v, axis=axis, **kw)
+            assert got.dtype == v.dtype and got.shape == v.shape
+            got = np.moveaxis(got, axis, 0)
+            if got.ndim == 3:
+                got = got[:, :, 1]
+            if dtype == "float64":
+                assert_pandas(got, ref_x, "mean", **kw)
+            else:
+                ref, scale = pandas_ref(ref_x, "mean", **kw)
+                np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=f"{name} {kw}")
+                ok = ~np.isnan(ref)
+                assert (np.abs(got - ref)[ok] <= 1e-4 * scale[ok]).all(), f"{name} {kw}"
+    np.testing.assert_array_equal(xd, before)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_cupy_one_pass_kernel(rng, dtype):

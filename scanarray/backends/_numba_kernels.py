@@ -746,3 +746,71 @@ def dense_sequential(A, b, out, h):
                     s[i] = v[i]
                     o[i] = v[i]
         h[l] = s
+
+
+# --------------------------------------------------------------------------- exponentially weighted mean
+
+
+@_kernel("r2 w2 s b i", parallel=True)
+def ewm_mean_rows(x, out, g, ignore_na, minp):
+    """pandas' ``ewm(adjust=True).mean()`` along each lane of ``x (L, T)``, one pass: the weighted
+    sum ``N`` and weight sum ``W`` at the last observation, the decay ``P`` of the steps since it
+    (``g`` a step; observed steps only with ``ignore_na``) applied at the next one, so the mean in
+    a gap is the last one exactly (as ``cuda/ewm.cu``, docs/guide/ewm.md); NaN until ``minp``
+    observations. Lanes are shared by the threads."""
+    L, T = x.shape
+    one = np.ones(1, x.dtype)[0]
+    nan = np.full(1, np.nan, x.dtype)[0]
+    for l in prange(L):
+        xr = x[l]
+        orow = out[l]
+        N = W = one - one
+        P = one
+        cnt = 0
+        m = nan
+        for t in range(T):
+            v = xr[t]
+            if v == v:
+                d = P * g
+                N = d * N + v
+                W = d * W + one
+                P = one
+                cnt += 1
+                m = N / W if cnt >= minp else nan
+            elif not ignore_na:
+                P = P * g
+            orow[t] = m
+
+
+@_kernel("r2 w2 i s b i", parallel=True)
+def ewm_mean_blocks(x, out, lb, g, ignore_na, minp):
+    """:func:`ewm_mean_rows` on time-major ``(T, L)`` views: blocks of ``lb`` lanes stepped together
+    through time, each step one contiguous run of ``x`` and ``out`` (no transposing copy), the
+    update written as selects so that the loop over a block's lanes vectorises."""
+    T, L = x.shape
+    nblk = (L + lb - 1) // lb
+    one = np.ones(1, x.dtype)[0]
+    nan = np.full(1, np.nan, x.dtype)[0]
+    gap = one if ignore_na else g  # a missing step's decay
+    for k in prange(nblk):
+        l0 = k * lb
+        n = min(L, l0 + lb) - l0
+        N = np.zeros(n, x.dtype)
+        W = np.zeros(n, x.dtype)
+        P = np.ones(n, x.dtype)
+        cnt = np.zeros(n, np.int64)
+        for t in range(T):
+            xr = x[t, l0:l0 + n]
+            orow = out[t, l0:l0 + n]
+            for j in range(n):
+                v = xr[j]
+                o = v == v
+                d = P[j] * g
+                Nj = d * N[j] + v if o else N[j]
+                Wj = d * W[j] + one if o else W[j]
+                c = cnt[j] + (1 if o else 0)
+                N[j] = Nj
+                W[j] = Wj
+                P[j] = one if o else P[j] * gap
+                cnt[j] = c
+                orow[j] = Nj / Wj if c >= minp else nan

@@ -337,3 +337,31 @@ def sos_cascade(sos, x, z, y):
     into ``y``, the delays ``z (L, n, 2)`` updated in place; all of ``sos``'s dtype."""
     units, work = x.shape[0], x.size * sos.shape[0] * 5
     _k().compiled("sos_cascade", sos.dtype, _parallel(units, work))(sos, x, z, y)
+
+
+# --------------------------------------------------------------------------- exponentially weighted mean
+
+
+def ewm_mean(x, axis, g, ignore_na, min_periods):
+    """pandas' ``ewm(adjust=True, ignore_na=...).mean()`` of NumPy array ``x`` (float32 or float64)
+    along ``axis`` in one pass (``_numba_kernels.ewm_mean_rows`` / ``ewm_mean_blocks``), decay ``g =
+    1 - alpha``, ``min_periods >= 1``: a new array, laid out as the kernel wrote it (a view with
+    time moved back to ``axis``)."""
+    dt = x.dtype
+    T = x.shape[axis]
+    if x.size == 0:
+        return np.empty_like(x)
+    k = _k()
+    if lanes_contiguous(np.moveaxis(x, axis, -1)):  # time-major: blocks of lanes step together
+        xt = np.moveaxis(x, axis, 0)
+        out = np.empty(xt.shape, dt)
+        x2, o2 = xt.reshape(T, -1), out.reshape(T, -1)
+        lb = _lane_block(o2.T)
+        k.compiled("ewm_mean_blocks", dt, _parallel(-(-o2.shape[1] // lb), x.size))(x2, o2, lb, dt.type(g),
+                                                                                    bool(ignore_na), min_periods)
+        return np.moveaxis(out, 0, axis)
+    xt = np.moveaxis(x, axis, -1)
+    out = np.empty(xt.shape, dt)
+    x2, o2 = xt.reshape(-1, T), out.reshape(-1, T)
+    k.compiled("ewm_mean_rows", dt, _parallel(o2.shape[0], x.size))(x2, o2, dt.type(g), bool(ignore_na), min_periods)
+    return np.moveaxis(out, -1, axis)
