@@ -134,6 +134,16 @@ def cpu_ewm(quick, repeat):
                 impls["numbagg"] = lambda f=fn: f(x, alpha=alpha, axis=0)
             impls["copy (memory floor)"] = _copy(x)
             paired(f"ewm_{stat} {tag} f64", impls, repeat)
+        # missing values: the mean takes numba's one-pass loop (pandas and numbagg skip NaN too)
+        xn = x.copy()
+        xn[rng.random(shape) < 0.05] = np.nan
+        impls = {"scanarray": lambda: scanarray.ewm_mean(xn, alpha=alpha)}
+        if pd is not None:
+            obj = pd.Series(xn) if xn.ndim == 1 else pd.DataFrame(xn)
+            impls["pandas"] = lambda o=obj: o.ewm(alpha=alpha).mean()
+        if nbg is not None:
+            impls["numbagg"] = lambda: nbg.move_exp_nanmean(xn, alpha=alpha, axis=0)
+        paired(f"ewm_mean {tag} f64, 5% NaN", impls, repeat)
 
 
 def _copy(x):
