@@ -83,10 +83,10 @@ def fused(x):
     return elementwise
 
 
-def ewm_kernel(x):
-    """``mean(x, axis, g, ignore_na, min_periods)``, a one-pass kernel of pandas' adjust=True EWM mean
-    that takes ``x``: CuPy's (:mod:`scanarray.backends.cupy.ewm`), or numba's for a float32/float64
-    NumPy array where numba is installed; else None."""
+def ewm_kernel(x, stat="mean"):
+    """A one-pass kernel of pandas' EWM statistic ``stat`` that takes ``x``, else None: for a
+    float32/float64 NumPy array where numba is installed, numba's (``numba_backend.ewm_mean``,
+    ``ewm_var``); for the adjust=True mean of a CuPy array, :func:`scanarray.backends.cupy.ewm.mean`."""
     if type(x) is np.ndarray:
         from . import _registry
 
@@ -94,9 +94,9 @@ def ewm_kernel(x):
             return None
         from .backends import numba_backend
 
-        return numba_backend.ewm_mean
+        return getattr(numba_backend, f"ewm_{stat}")
     cupy = sys.modules.get("cupy")
-    if cupy is None or not isinstance(x, cupy.ndarray):
+    if cupy is None or not isinstance(x, cupy.ndarray) or stat != "mean":
         return None
     from .backends.cupy import ewm
 

@@ -317,9 +317,9 @@ def long_gappy(rng, T, n):
 
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_numba_one_pass_kernel(rng, dtype):
-    # ewm_mean(adjust=True) of NumPy data holding NaN: numba's one-pass loop (rows, or time-major
-    # blocks of lanes), against pandas, over the layouts of the GPU test below
+def test_numba_one_pass_loops(rng, dtype):
+    # ewm_mean(adjust=True) and ewm_var of NumPy data holding NaN: numba's one-pass loops (rows, or
+    # time-major blocks of lanes), against pandas, over the layouts of the GPU test below
     pytest.importorskip("numba")
     x = long_gappy(rng, 3000, 6)
     xd = x.astype(dtype)
@@ -336,6 +336,11 @@ def test_numba_one_pass_kernel(rng, dtype):
                 got = got[:, :, 1]
             if dtype == "float64":
                 assert_pandas(got, ref_x, "mean", **kw)
+                for adjust in (True, False):  # the variance's one-pass loop (both of pandas' weightings)
+                    for bias in (False, True):
+                        kv = dict(kw, adjust=adjust)
+                        got = np.moveaxis(ewm_var(v, axis=axis, bias=bias, **kv), axis, 0)
+                        assert_pandas(got[:, :, 1] if got.ndim == 3 else got, ref_x, "var", bias, **kv)
             else:
                 ref, scale = pandas_ref(ref_x, "mean", **kw)
                 np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=f"{name} {kw}")

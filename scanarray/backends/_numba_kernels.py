@@ -814,3 +814,88 @@ def ewm_mean_blocks(x, out, lb, g, ignore_na, minp):
                 P[j] = one if o else P[j] * gap
                 cnt[j] = c
                 orow[j] = Nj / Wj if c >= minp else nan
+
+
+@njit(**_OPTS)
+def _var_step(v, m, cov, S, S2, Wo, D, cnt, g, nw, ignore_na, adjust, minp, bias, tiny, one, nan):
+    """One step of pandas' ``ewmcov`` update (``ewm(...).var()``) with scanarray's numerics
+    (``_ewm._Ewm.var``): the new variance term ``c k (x - m_old)**2`` (one square, no cancellation)
+    and ``S**2 - S2`` by its own recurrence ``D`` of non-negative terms. Returns the new state
+    ``(m, cov, S, S2, Wo, D, cnt)`` and the output."""
+    o = v == v
+    if cnt > 0:
+        if o or not ignore_na:
+            S = S * g
+            S2 = S2 * (g * g)
+            Wo = Wo * g
+            D = D * (g * g)
+        if o:
+            den = Wo + nw
+            c = Wo / den
+            k = nw / den
+            dx = v - m
+            if m != v:
+                m = (Wo * m + nw * v) / den
+            cov = c * cov + (c * k) * (dx * dx)
+            D = D + (nw + nw) * S
+            S = S + nw
+            S2 = S2 + nw * nw
+            Wo = Wo + nw
+            if not adjust:
+                S = S / Wo
+                S2 = S2 / (Wo * Wo)
+                D = D / (Wo * Wo)
+                Wo = one
+    elif o:
+        m = v
+    if o:
+        cnt += 1
+    if cnt < minp:
+        return m, cov, S, S2, Wo, D, cnt, nan
+    if bias:
+        return m, cov, S, S2, Wo, D, cnt, cov
+    num = S * S
+    den = num - S2
+    if not den > 0:  # pandas' rule decides where it is NaN
+        return m, cov, S, S2, Wo, D, cnt, nan
+    return m, cov, S, S2, Wo, D, cnt, (num / (D if num > tiny and D > 0 else den)) * cov
+
+
+@_kernel("r2 w2 s s b b i b s", parallel=True)
+def ewm_var_rows(x, out, g, nw, ignore_na, adjust, minp, bias, tiny):
+    """pandas' ``ewm(...).var(bias=...)`` along each lane of ``x (L, T)`` in one pass
+    (:func:`_var_step`; ``nw`` pandas' ``new_wt``, ``minp >= 1``; ``S**2`` below ``tiny`` takes
+    pandas' own difference). Lanes are shared by the threads."""
+    L, T = x.shape
+    one = np.ones(1, x.dtype)[0]
+    nan = np.full(1, np.nan, x.dtype)[0]
+    for l in prange(L):
+        m = cov = D = one - one
+        S = S2 = Wo = one
+        cnt = 0
+        for t in range(T):
+            m, cov, S, S2, Wo, D, cnt, out[l, t] = _var_step(x[l, t], m, cov, S, S2, Wo, D, cnt, g, nw, ignore_na,
+                                                             adjust, minp, bias, tiny, one, nan)
+
+
+@_kernel("r2 w2 i s s b b i b s", parallel=True)
+def ewm_var_blocks(x, out, lb, g, nw, ignore_na, adjust, minp, bias, tiny):
+    """:func:`ewm_var_rows` on time-major ``(T, L)`` views, blocks of ``lb`` lanes stepped together
+    through time (each step one contiguous run of ``x`` and ``out``)."""
+    T, L = x.shape
+    nblk = (L + lb - 1) // lb
+    one = np.ones(1, x.dtype)[0]
+    nan = np.full(1, np.nan, x.dtype)[0]
+    for k in prange(nblk):
+        l0 = k * lb
+        n = min(L, l0 + lb) - l0
+        st = np.zeros((6, n), x.dtype)  # m, cov, D, S, S2, Wo
+        st[3:] = one
+        cnt = np.zeros(n, np.int64)
+        for t in range(T):
+            xr = x[t, l0:l0 + n]
+            orow = out[t, l0:l0 + n]
+            for j in range(n):
+                st[0, j], st[1, j], st[3, j], st[4, j], st[5, j], st[2, j], cnt[j], orow[j] = _var_step(
+                    xr[j], st[0, j], st[1, j], st[3, j], st[4, j], st[5, j], st[2, j], cnt[j], g, nw, ignore_na,
+                    adjust, minp, bias, tiny, one, nan)

@@ -347,21 +347,35 @@ def ewm_mean(x, axis, g, ignore_na, min_periods):
     along ``axis`` in one pass (``_numba_kernels.ewm_mean_rows`` / ``ewm_mean_blocks``), decay ``g =
     1 - alpha``, ``min_periods >= 1``: a new array, laid out as the kernel wrote it (a view with
     time moved back to ``axis``)."""
-    dt = x.dtype
+    t = x.dtype.type
+    return _ewm_pass(x, axis, "ewm_mean", t(g), bool(ignore_na), min_periods)
+
+
+def ewm_var(x, axis, g, new_wt, ignore_na, adjust, min_periods, bias, tiny):
+    """pandas' ``ewm(...).var(bias=...)`` of NumPy array ``x`` along ``axis`` in one pass
+    (``_numba_kernels.ewm_var_rows`` / ``ewm_var_blocks``): decay ``g``, pandas' ``new_wt``,
+    ``min_periods >= 1``, ``tiny`` where ``S**2`` takes pandas' own difference (``_ewm._Ewm.var``)."""
+    t = x.dtype.type
+    return _ewm_pass(x, axis, "ewm_var", t(g), t(new_wt), bool(ignore_na), bool(adjust), min_periods, bool(bias),
+                     t(tiny))
+
+
+def _ewm_pass(x, axis, name, *args):
+    """Kernel ``name``'s rows variant over the lanes of ``x`` (time contiguous or any other layout),
+    or its blocks variant over time-major data, into a new array."""
     T = x.shape[axis]
     if x.size == 0:
         return np.empty_like(x)
     k = _k()
     if lanes_contiguous(np.moveaxis(x, axis, -1)):  # time-major: blocks of lanes step together
         xt = np.moveaxis(x, axis, 0)
-        out = np.empty(xt.shape, dt)
+        out = np.empty(xt.shape, x.dtype)
         x2, o2 = xt.reshape(T, -1), out.reshape(T, -1)
         lb = _lane_block(o2.T)
-        k.compiled("ewm_mean_blocks", dt, _parallel(-(-o2.shape[1] // lb), x.size))(x2, o2, lb, dt.type(g),
-                                                                                    bool(ignore_na), min_periods)
+        k.compiled(name + "_blocks", x.dtype, _parallel(-(-o2.shape[1] // lb), x.size))(x2, o2, lb, *args)
         return np.moveaxis(out, 0, axis)
     xt = np.moveaxis(x, axis, -1)
-    out = np.empty(xt.shape, dt)
+    out = np.empty(xt.shape, x.dtype)
     x2, o2 = xt.reshape(-1, T), out.reshape(-1, T)
-    k.compiled("ewm_mean_rows", dt, _parallel(o2.shape[0], x.size))(x2, o2, dt.type(g), bool(ignore_na), min_periods)
+    k.compiled(name + "_rows", x.dtype, _parallel(o2.shape[0], x.size))(x2, o2, *args)
     return np.moveaxis(out, -1, axis)
