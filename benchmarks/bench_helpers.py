@@ -134,16 +134,18 @@ def cpu_ewm(quick, repeat):
                 impls["numbagg"] = lambda f=fn: f(x, alpha=alpha, axis=0)
             impls["copy (memory floor)"] = _copy(x)
             paired(f"ewm_{stat} {tag} f64", impls, repeat)
-        # missing values: the mean takes numba's one-pass loop (pandas and numbagg skip NaN too)
+        # missing values: numba's one-pass loops (pandas and numbagg skip NaN too)
         xn = x.copy()
         xn[rng.random(shape) < 0.05] = np.nan
-        impls = {"scanarray": lambda: scanarray.ewm_mean(xn, alpha=alpha)}
-        if pd is not None:
-            obj = pd.Series(xn) if xn.ndim == 1 else pd.DataFrame(xn)
-            impls["pandas"] = lambda o=obj: o.ewm(alpha=alpha).mean()
-        if nbg is not None:
-            impls["numbagg"] = lambda: nbg.move_exp_nanmean(xn, alpha=alpha, axis=0)
-        paired(f"ewm_mean {tag} f64, 5% NaN", impls, repeat)
+        for stat in ("mean", "var"):
+            impls = {"scanarray": lambda s=stat: getattr(scanarray, f"ewm_{s}")(xn, alpha=alpha)}
+            if pd is not None:
+                obj = pd.Series(xn) if xn.ndim == 1 else pd.DataFrame(xn)
+                impls["pandas"] = lambda s=stat, o=obj: getattr(o.ewm(alpha=alpha), s)()
+            if nbg is not None:
+                fn = nbg.move_exp_nanmean if stat == "mean" else nbg.move_exp_nanvar
+                impls["numbagg"] = lambda f=fn: f(xn, alpha=alpha, axis=0)
+            paired(f"ewm_{stat} {tag} f64, 5% NaN", impls, repeat)
 
 
 def _copy(x):
