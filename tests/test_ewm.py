@@ -316,6 +316,21 @@ def long_gappy(rng, T, n):
     return x
 
 
+def assert_view_mean(got, ref_x, dtype, name, **kw):
+    """An ``ewm_mean`` result of one of the one-pass tests' views (time on axis 0; of a 3-D view, its
+    second copy) against pandas: float64 at ``assert_pandas``' tolerance, float32 with pandas' NaN
+    positions and within 1e-4 of the data's scale."""
+    if got.ndim == 3:
+        got = got[:, :, 1]
+    if dtype == "float64":
+        assert_pandas(got, ref_x, "mean", **kw)
+        return
+    ref, scale = pandas_ref(ref_x, "mean", **kw)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=f"{name} {kw}")
+    ok = ~np.isnan(ref)
+    assert (np.abs(got - ref)[ok] <= 1e-4 * scale[ok]).all(), f"{name} {kw}"
+
+
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_numba_one_pass_loops(rng, dtype):
     # ewm_mean(adjust=True) and ewm_var of NumPy data holding NaN: numba's one-pass loops (rows, or
@@ -331,21 +346,13 @@ def test_numba_one_pass_loops(rng, dtype):
         for name, (v, axis, ref_x) in views.items():
             got = ewm_mean(v, axis=axis, **kw)
             assert got.dtype == v.dtype and got.shape == v.shape
-            got = np.moveaxis(got, axis, 0)
-            if got.ndim == 3:
-                got = got[:, :, 1]
+            assert_view_mean(np.moveaxis(got, axis, 0), ref_x, dtype, name, **kw)
             if dtype == "float64":
-                assert_pandas(got, ref_x, "mean", **kw)
                 for adjust in (True, False):  # the variance's one-pass loop (both of pandas' weightings)
                     for bias in (False, True):
                         kv = dict(kw, adjust=adjust)
                         got = np.moveaxis(ewm_var(v, axis=axis, bias=bias, **kv), axis, 0)
                         assert_pandas(got[:, :, 1] if got.ndim == 3 else got, ref_x, "var", bias, **kv)
-            else:
-                ref, scale = pandas_ref(ref_x, "mean", **kw)
-                np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=f"{name} {kw}")
-                ok = ~np.isnan(ref)
-                assert (np.abs(got - ref)[ok] <= 1e-4 * scale[ok]).all(), f"{name} {kw}"
     np.testing.assert_array_equal(xd, before)
 
 
@@ -371,16 +378,7 @@ def test_cupy_one_pass_kernel(rng, dtype):
                 for name, (v, axis, ref_x) in views.items():
                     got = ewm_mean(v, axis=axis, **kw)
                     assert isinstance(got, cp.ndarray) and got.dtype == v.dtype and got.shape == v.shape
-                    got = cp.moveaxis(got, axis, 0).get()
-                    if got.ndim == 3:
-                        got = got[:, :, 1]
-                    if dtype == "float64":
-                        assert_pandas(got, ref_x, "mean", **kw)
-                    else:
-                        ref, scale = pandas_ref(ref_x, "mean", **kw)
-                        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref), err_msg=f"{name} {kw}")
-                        ok = ~np.isnan(ref)
-                        assert (np.abs(got - ref)[ok] <= 1e-4 * scale[ok]).all(), f"{name} {kw}"
+                    assert_view_mean(cp.moveaxis(got, axis, 0).get(), ref_x, dtype, name, **kw)
     cp.testing.assert_array_equal(xd, before)
     # one long row: hundreds of tiles chained by look-back; bit-identical when run again
     y = rng.standard_normal(2**21) + 3.0
