@@ -93,8 +93,7 @@ def test_model_initial_and_final_delays(rng, L):
 
 
 def test_tables_are_powers_of_one_transition():
-    """The transitions over 2^d chunks, a warp and a block are powers of one step's; the carry
-    kernel's are powers of the block's."""
+    """The transitions over 2^d chunks, a warp and a block are powers of one step's."""
     for _, sos in (DESIGNS[9], DESIGNS[-3]):
         coefs = tuple(iir._uniform(bn, an) for bn, an in sections_of(sos))
         n = 4 * len(coefs) - 2
@@ -105,6 +104,3 @@ def test_tables_are_powers_of_one_transition():
         powers = [CHUNK * 2**d for d in range(6)] + [THREADS * CHUNK]
         for M, k in zip(mats, powers):
             np.testing.assert_allclose(M, np.linalg.matrix_power(A, k), rtol=1e-9, atol=1e-12)
-        pw = iir._carry_table(coefs, THREADS, CHUNK, 3).reshape(6, n, n)
-        for M, k in zip(pw, [3 * 2**d for d in range(6)]):
-            np.testing.assert_allclose(M, np.linalg.matrix_power(mats[6], k), rtol=1e-9, atol=1e-12)

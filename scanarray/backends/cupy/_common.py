@@ -398,6 +398,22 @@ class Binder:
         return call
 
 
+_packed: dict = {}
+
+
+def launch(cupy, fn, grid, threads, args):
+    """``fn`` over ``grid`` blocks of ``threads`` on CuPy's current stream: through a
+    :class:`PackedLauncher` made for it on first use (``args`` then keep their kinds from call to
+    call: device arrays, pointers as Python ints, NumPy scalars), else CuPy's call."""
+    entry = _packed.get(id(fn))  # (compiled kernels live as long as the process: ids are not reused)
+    if entry is None:
+        entry = _packed[id(fn)] = (PackedLauncher.create(fn, args),)
+    if entry[0] is not None:
+        entry[0].launch(cupy, grid, threads, args)
+    else:
+        fn((grid,), (threads,), raw_args(args))
+
+
 def raw_args(args):
     """``args`` for CuPy's ``RawKernel`` call: device pointers given as Python ints become
     ``numpy.uint64``, so that each is passed as the kernel's 8-byte pointer parameter by value

@@ -1,11 +1,10 @@
 """The cascade kernel (``cuda/iir.cu``): :func:`scanarray.signal.sosfilt` of a CuPy signal.
 
-Each thread of the kernel runs every section of its launch, sample by sample, over a chunk of the
-signal; the state crosses chunks, warps, blocks and runs of blocks through the powers of its
-one-step transition, which this module forms on the host (float64, cached per filter) and uploads
-once per device. A launch takes ``TUNING["iir_sections"]`` sections (one: more measured slower)
-in two passes that read the signal and one that writes the result, about one and a half copies
-of memory traffic, where the diagonal method pays a numerator pass and a complex scan, reading
+Each thread of the kernel runs a section sample by sample over a chunk of the signal; the state
+crosses chunks, warps and blocks through the powers of its one-step transition, which this module
+forms on the host (float64, cached per filter) and uploads once per device. A section is one
+launch of one pass, each block's incoming state found by decoupled look-back: one read and one
+write of the signal, where the diagonal method pays a numerator pass and a complex scan, reading
 and writing complex numbers (docs/guide/signal.md, "Methods and their accuracy" and "Speed").
 
 The state is kept in the modal form of each section (the diagonal method's): the section's last
@@ -35,16 +34,8 @@ _REAL = ("float32", "float64")
 def instantiations(dtype=None, tuning=TUNING):
     """Every kernel (cuda/iir.cu) the driver can name, for ``dtype`` (default: both real dtypes;
     for tools/compile_cuda.py)."""
-    names, most = [], 1
-    for name in (dtype,) if dtype else _REAL:
-        threads, chunk = tuning["iir"][np.dtype(name).itemsize]
-        per = tuning["iir_sections"][np.dtype(name).itemsize]
-        most = max(most, per)
-        ct = _dtypes.ctype(name)
-        for ns in range(1, per + 1):
-            names += [f"scanarray::iir::iir_pass<{ct}, {ns}, {threads}, {chunk}, {str(apply).lower()}>"
-                      for apply in (False, True)]
-    return names + [f"scanarray::iir::iir_carry<{ns}>" for ns in range(1, most + 1)]
+    return [f"scanarray::iir::iir_pass<{_dtypes.ctype(name)}, 1, {threads}, {chunk}>"
+            for name in ((dtype,) if dtype else _REAL) for threads, chunk in [tuning["iir"][np.dtype(name).itemsize]]]
 
 
 def _uniform(bn, an):
@@ -123,22 +114,6 @@ def _table(coefs, threads, chunk):
     return np.concatenate([np.asarray(coefs, np.float64).ravel()] + [x.ravel() for x in mats + [G, Z]])
 
 
-#: threads of the carry kernel (cuda/iir.cu, ``CARRY``): a row's blocks in runs of M, one a thread
-_CARRY = 256
-
-
-@functools.lru_cache(maxsize=128)
-def _carry_table(coefs, threads, chunk, runs):
-    """The carry kernel's ``pw``: the transition over ``runs`` blocks' spans, squared four times,
-    then over 32 of those (float64)."""
-    n = 4 * len(coefs) - 2
-    P = _table(coefs, threads, chunk)[len(coefs) * 10 + 6 * n * n:][:n * n].reshape(n, n)
-    mats = [np.linalg.matrix_power(P, runs)]
-    for _ in range(5):
-        mats.append(mats[-1] @ mats[-1])
-    return np.concatenate([m.ravel() for m in mats])
-
-
 _lock = threading.Lock()
 _device_tables: dict = {}
 
@@ -156,14 +131,10 @@ def _on_device(cupy, make, *key):
     return tab
 
 
-def _kernels(dtype, ns, tuning):
+def _kernel(dtype, tuning):
     threads, chunk = tuning["iir"][np.dtype(dtype).itemsize]
-    ct = _dtypes.ctype(dtype)
-    group = tuple(instantiations(dtype, tuning))
-    get = functools.partial(_common.get_function, "iir.cu", group=group)
-    return (get(f"scanarray::iir::iir_pass<{ct}, {ns}, {threads}, {chunk}, false>"),
-            get(f"scanarray::iir::iir_carry<{ns}>"),
-            get(f"scanarray::iir::iir_pass<{ct}, {ns}, {threads}, {chunk}, true>"), threads, chunk)
+    name = instantiations(dtype, tuning)[0]
+    return _common.get_function("iir.cu", name), threads, chunk
 
 
 def sosfilt(x, sections, zi, tuning=TUNING):
@@ -182,31 +153,27 @@ def sosfilt(x, sections, zi, tuning=TUNING):
         x2 = cupy.ascontiguousarray(x2)
     rows = x2.shape[0]
     zf = None if zi is None else cupy.empty((rows, len(sections), 2), dt)
-    per = tuning["iir_sections"][dt.itemsize]
-    for g in range(0, len(sections), per):
-        group = sections[g:g + per]
-        ns = len(group)
-        coefs = tuple(_uniform(bn, an) for bn, an in group)
-        first, carry, apply, threads, chunk = _kernels(dt.name, ns, tuning)
+    from .scan import _workspace
+
+    kernel, threads, chunk = _kernel(dt.name, tuning)
+    nb = -(-L // (threads * chunk))
+    rs_y = np.int64(L)
+    for q, section in enumerate(sections):
+        coefs = (_uniform(*section),)
         tab = _on_device(cupy, _table, coefs, threads, chunk)
-        nb = -(-L // (threads * chunk))
-        runs = -(-nb // _CARRY)
-        pw = _on_device(cupy, _carry_table, coefs, threads, chunk, runs)
-        n = 4 * ns - 2
-        agg = cupy.empty((rows, nb, n), np.float64)
         y2 = cupy.empty((rows, L), dt)
-        zg = tails = 0
+        zq = tails = None
         if zi is not None:
-            zg = cupy.ascontiguousarray(zi[:, g:g + ns].astype(dt, copy=False))
-            tails = cupy.empty((rows, ns, 2), dt)
-        rs_x, rs_y = np.int64(x2.strides[0] // dt.itemsize), np.int64(L)
-        args = (x2, y2, rs_x, rs_y, np.int64(L), np.int32(nb), tab, agg, zg, tails)
-        args = _common.raw_args(args)
-        first((rows * nb,), (threads,), args)
-        carry((rows,), (_CARRY,), (agg, np.int32(nb), np.int32(runs), tab, pw))
-        apply((rows * nb,), (threads,), args)
+            zq = cupy.ascontiguousarray(zi[:, q:q + 1].astype(dt, copy=False))
+            tails = cupy.empty((rows, 1, 2), dt)
+        ws = _workspace(cupy, 32, rows * nb)  # a status of 2 float64 numbers: 32 bytes (cuda/lookback.cuh)
+        with ws.launching():  # (pointers as ints: one packed launcher whether zi is given or not)
+            _common.launch(cupy, kernel, rows * nb, threads, (
+                x2.data.ptr, y2.data.ptr, np.int64(x2.strides[0] // dt.itemsize), rs_y, np.int64(L), np.int32(nb),
+                tab.data.ptr, 0 if zq is None else zq.data.ptr, 0 if tails is None else tails.data.ptr, ws.ptr,
+                np.uint32(ws.epoch)))
         if zi is not None:
-            _final_delays(cupy, group, tails, y2, zf[:, g:g + ns])
+            _final_delays(cupy, [section], tails, y2, zf[:, q:q + 1])
         x2 = y2
     return x2.reshape(shape), zf
 

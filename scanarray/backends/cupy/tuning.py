@@ -51,8 +51,7 @@ TUNING = {
     "dense_lookback_max_pad": 32,  # lookback: n padded up to this (complex128: 16, its N = 32 tile spills)
     "dense_lookback_ring": (8, 4),  # lookback: steps of A in flight a group, tensor-core / FMA maps; (64,1024,16)
     # ---- the IIR cascade (cuda/iir.cu): (threads, samples a thread's chunk) per itemsize
-    "iir": {4: (128, 32), 8: (128, 16)},  # (threads, samples a thread's chunk); (64, 2**20) sosfilt orders 4, 8
-    "iir_sections": {4: 1, 8: 1},  # sections a launch (longer cascades: groups in turn); orders 2-16, groups 1-4
+    "iir": {4: (64, 64), 8: (256, 16)},  # (threads, samples a thread's chunk); (64, 2**20) sosfilt orders 4, 8
     # ---- the EWM mean (cuda/ewm.cu)
     "ewm_rows": {4: (512, 16), 8: (256, 8)},  # (threads, steps a thread), steps contiguous; (64, 2**20), one row of 2**26
     "ewm_lanes": {4: (16, 32), 8: (16, 16)},  # (warps, steps a warp) of 32 lanes, time-major; (2**20, 64)

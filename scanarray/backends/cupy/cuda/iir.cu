@@ -3,15 +3,16 @@
 //
 // Each thread runs the cascade sample by sample over a chunk of C samples of one row, every
 // section in turn, as SciPy's loop does; what crosses chunks is the cascade's state, carried by
-// the transition's powers (precomputed on the host) in the manner of a chained scan:
-//   iir_pass<false>: each block's zero-state end state (its "aggregate"),
-//   iir_carry:       per row, each block's incoming state from the aggregates before it,
-//   iir_pass<true>:  each thread's incoming state (warp scan, then the block's warps), and the
-//                    chunk run again from it, its outputs stored.
+// the transition's powers (precomputed on the host). One pass (iir_pass) a launch: each block finds
+// its chunks' zero-state end states, scans them over its warps, publishes its aggregate, finds its
+// incoming state by decoupled look-back over its row's blocks (lookback.cuh), publishes its end
+// state, and runs its chunks again from their true states, storing the outputs. The host launches
+// one section at a time (backends/cupy/iir.py): its state, 2 numbers, travels with the look-back's
+// status flags.
 // The state is each section's input delays and its poles in modal form (a complex pair as one
 // complex state, two real poles cascaded), whose powers do not grow through a transient as the
 // direct forms' do: the carries keep the accuracy of the diagonal method.
-#include "common.cuh"
+#include "lookback.cuh"
 
 namespace scanarray {
 namespace iir {
@@ -133,18 +134,25 @@ __device__ __forceinline__ T step(const T (&c)[NS][COEF], T u, T& x1, T& x2, T (
   return u;
 }
 
-// The two passes over the signal (APPLY false: aggregates; true: outputs). Block `bid` is chunk
-// span `bid % nb` of row `bid / nb`; rows have `L` samples at `rs` apart (time contiguous). The
-// chunks run in the signal's type T; what crosses them (states, aggregates, carries) is float64,
-// which measured both more accurate and faster for float32 signals than float32 carries
-// (docs/guide/signal.md). agg: (rows, nb, N), written by the first pass, holding each block's
-// incoming state in the second (iir_carry); zi: (rows, NS, 2) or null; tails: (rows, NS, 2) or
-// null, each section's inputs at L-1 and L-2 (with the outputs, SciPy's final delays).
-template <class T, int NS, int THREADS, int C, bool APPLY>
+// A cascade's state as a look-back status carries it (one section: N = 2, 16 bytes with its flags
+// beside it, lookback.cuh).
+template <int N> struct State {
+  double v[N];
+};
+constexpr int IIR_ROUNDS = 4;  // look-back rounds of 32 predecessors kept before polling again
+
+// The pass over the signal. Block `bid` is chunk span `bid % nb` of row `bid / nb`; rows have `L`
+// samples at `rs` apart (time contiguous). The chunks run in the signal's type T; what crosses them
+// (states, aggregates) is float64, which measured both more accurate and faster for float32
+// signals than float32 carries (docs/guide/signal.md). zi: (rows, NS, 2) or null; tails:
+// (rows, NS, 2) or null, each section's inputs at L-1 and L-2 (with the outputs, SciPy's final
+// delays); ws, epoch: the look-back's tile statuses (lookback.cuh), one a block.
+template <class T, int NS, int THREADS, int C>
 __global__ void __launch_bounds__(THREADS) iir_pass(const T* __restrict__ x, T* __restrict__ y, i64 rs_x, i64 rs_y,
                                                     i64 L, int nb, const double* __restrict__ tab,
-                                                    double* __restrict__ agg, const T* __restrict__ zi,
-                                                    T* __restrict__ tails) {
+                                                    const T* __restrict__ zi, T* __restrict__ tails, char* ws,
+                                                    u32 epoch) {
+  static_assert(Shape<NS>::N <= 4, "a status carries at most 32 bytes with its flags (lookback.cuh)");
   constexpr int N = Shape<NS>::N;
   constexpr int W = THREADS / 32;
   constexpr int SPAN = THREADS * C;
@@ -210,18 +218,53 @@ __global__ void __launch_bounds__(THREADS) iir_pass(const T* __restrict__ x, T* 
     for (int i = 0; i < N; ++i) wsum[warp][i] = s[i];
   }
   __syncthreads();
-  double* blk_state = agg + (row * nb + blk) * N;
-  if (tid == 0) {
-    double a[N];
+  __shared__ State<N> lb[32 * IIR_ROUNDS];
+  if (warp == 0) {
+    const TileStatus<State<N>> status(ws);
+    const double* P = matrix<NS>(tab, 6);  // the transition over a block's span
+    State<N> own;  // the block's zero-state end state
 #pragma unroll
-    for (int i = 0; i < N; ++i) a[i] = APPLY ? blk_state[i] : 0.0;
-    warp_chain<APPLY, N, W>(wsum, Q, a);
-    if (!APPLY) {
+    for (int i = 0; i < N; ++i) own.v[i] = 0.0;
+    if (lane == 0) warp_chain<false, N, W>(wsum, Q, own.v);
+    const i64 base = bid - blk;
+    double h[N];
 #pragma unroll
-      for (int i = 0; i < N; ++i) blk_state[i] = a[i];
+    for (int i = 0; i < N; ++i) h[i] = 0.0;
+    if (blk > 0) {
+      if (lane == 0 && blk + 1 < nb) status.publish(bid, ST_A, epoch, own);
+      const int found = lookback_find<32, 1, IIR_ROUNDS, State<N>>(
+          lane, ST_X,
+          [&](int j, State<N>& v) {
+            const i64 p = blk - 1 - j;
+#pragma unroll
+            for (int i = 0; i < N; ++i) v.v[i] = 0.0;
+            if (p >= 0) return status.read(base + p, epoch, v);
+            return p == -1 ? (int)ST_P : (int)ST_A;  // block 0 enters from zero: zi enters as inputs
+          },
+          [&](int j, const State<N>& v) { lb[j] = v; });
+      __syncwarp();
+      if (lane == 0) {  // Horner over the aggregates from the one found, nearest last
+#pragma unroll
+        for (int i = 0; i < N; ++i) h[i] = lb[found].v[i];
+        for (int j = found - 1; j >= 0; --j) {
+          double r[N];
+#pragma unroll
+          for (int i = 0; i < N; ++i) r[i] = lb[j].v[i];
+          mv_add<N>(P, h, r);
+#pragma unroll
+          for (int i = 0; i < N; ++i) h[i] = r[i];
+        }
+      }
+    }
+    if (lane == 0) {
+      if (blk + 1 < nb) {
+        State<N> out = own;
+        mv_add<N>(P, h, out.v);
+        status.publish(bid, ST_P, epoch, out);
+      }
+      warp_chain<true, N, W>(wsum, Q, h);
     }
   }
-  if (!APPLY) return;
   __syncthreads();
   double in[N];
 #pragma unroll
@@ -266,65 +309,6 @@ __global__ void __launch_bounds__(THREADS) iir_pass(const T* __restrict__ x, T* 
     const int i = tid + k * THREADS;
     const i64 t = t0 + i;
     if (t < L) yr[t] = buf[(i / C) * (C + 1) + i % C];
-  }
-}
-
-// Each block's incoming state, in place of its aggregate: in(0) = 0 (initial delays enter as
-// inputs), in(b + 1) = P in(b) + aggregate(b), P the transition over a block's span. A block of
-// CARRY threads a row, each over a run of M consecutive blocks: its run's aggregate, the block's
-// scan of the runs (pw: P^(M 2^d), d = 0..4, and P^(32 M)), then its run again from its incoming.
-constexpr int CARRY = 256;
-template <int NS>
-__global__ void __launch_bounds__(CARRY) iir_carry(double* __restrict__ agg, int nb, int M,
-                                                   const double* __restrict__ tab, const double* __restrict__ pw) {
-  constexpr int N = Shape<NS>::N;
-  __shared__ double wsum[CARRY / 32][N];
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  double* a = agg + (i64)blockIdx.x * nb * N;
-  const double* P = matrix<NS>(tab, 6);
-  const int lo = min(nb, tid * M), hi = min(nb, lo + M);
-  double s[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) s[i] = 0.0;
-  for (int b = lo; b < hi; ++b) {
-    double r[N];
-#pragma unroll
-    for (int i = 0; i < N; ++i) r[i] = a[b * N + i];
-    mv_add<N>(P, s, r);
-#pragma unroll
-    for (int i = 0; i < N; ++i) s[i] = r[i];
-  }
-  warp_scan<N>(s, pw, lane);
-  if (lane == 31) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) wsum[warp][i] = s[i];
-  }
-  __syncthreads();
-  if (tid == 0) {
-    double z[N];
-#pragma unroll
-    for (int i = 0; i < N; ++i) z[i] = 0.0;
-    warp_chain<true, N, CARRY / 32>(wsum, pw, z);
-  }
-  __syncthreads();
-  double in[N], next[N];
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    in[i] = wsum[warp][i];
-    next[i] = lo < hi ? a[lo * N + i] : 0.0;
-  }
-  thread_incoming<N>(in, s, pw, lane);
-  for (int b = lo; b < hi; ++b) {  // the next aggregate is read before this one is overwritten
-    double r[N];
-#pragma unroll
-    for (int i = 0; i < N; ++i) {
-      r[i] = next[i];
-      if (b + 1 < hi) next[i] = a[(b + 1) * N + i];
-      a[b * N + i] = in[i];
-    }
-    mv_add<N>(P, in, r);
-#pragma unroll
-    for (int i = 0; i < N; ++i) in[i] = r[i];
   }
 }
 
