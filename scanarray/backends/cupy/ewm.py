@@ -78,18 +78,17 @@ def mean(x, axis, g, ignore_na, min_periods, tuning=TUNING):
         fn = _kernel(x.dtype.name, "lanes", bool(ignore_na), tuning)
         ws = _workspace(cupy, rec, groups * kt * 32)
         with ws.launching():
-            fn((groups * kt,), (nw * 32,),
-               _common.raw_args((xm, ym, np.int64(T), np.int64(L), np.int64(lsx), np.int64(tsx), np.int64(lsy),
-                                 np.int64(tsy), np.int32(kt), C(g), ws.ptr, np.uint32(ws.epoch))))
+            _common.launch(cupy, fn, groups * kt, nw * 32,
+                           (xm, ym, np.int64(T), np.int64(L), np.int64(lsx), np.int64(tsx), np.int64(lsy),
+                            np.int64(tsy), np.int32(kt), C(g), ws.ptr, np.uint32(ws.epoch)))
     else:
         nt, items = tuning["ewm_rows"][item]
         kt = -(-T // (nt * items))
         fn = _kernel(x.dtype.name, "rows", bool(ignore_na), tuning)
         ws = _workspace(cupy, rec, L * kt)
         with ws.launching():
-            fn((L * kt,), (nt,),
-               _common.raw_args((xm, ym, np.int64(T), np.int64(lsx), np.int64(tsx), np.int64(lsy), np.int64(tsy),
-                                 np.int32(kt), C(g), ws.ptr, np.uint32(ws.epoch))))
+            _common.launch(cupy, fn, L * kt, nt, (xm, ym, np.int64(T), np.int64(lsx), np.int64(tsx), np.int64(lsy),
+                                                  np.int64(tsy), np.int32(kt), C(g), ws.ptr, np.uint32(ws.epoch)))
     if min_periods > 1:
         seen = cupy.cumsum(~cupy.isnan(x), axis=axis, dtype=np.int32)
         cupy.copyto(y, np.nan, where=seen < min_periods)
