@@ -53,7 +53,7 @@ TUNING = {
     # ---- the IIR cascade (cuda/iir.cu): (threads, samples a thread's chunk) per itemsize
     "iir": {4: (64, 64), 8: (256, 16)},  # (threads, samples a thread's chunk); (64, 2**20) sosfilt orders 4, 8
     # ---- the EWM mean (cuda/ewm.cu)
-    "ewm_rows": {4: (512, 16), 8: (256, 8)},  # (threads, steps a thread), steps contiguous; (64, 2**20), one row of 2**26
+    "ewm_rows": {4: (512, 16), 8: (512, 8)},  # (threads, steps a thread), steps contiguous; (64, 2**20), one row of 2**26
     "ewm_lanes": {4: (16, 32), 8: (16, 16)},  # (warps, steps a warp) of 32 lanes, time-major; (2**20, 64)
     # ---- matmulscan (cuda/matmulscan.cu)
     "matmulscan_radix": 16,  # MatMulScan radix inside a 16-step tile: fastest or tied in every row measured
