@@ -198,7 +198,8 @@ def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, b
     scan's own pass where the backend ``fuses_product``, else right after it. Backends that write
     ``out`` only (not Dask). ``scale`` (a real Python float; the vocabulary's entry,
     :func:`scanarray._vocab.scan`): the result is ``scale * h``, in the scan's own pass where the
-    backend ``fuses_scale``, else right after it. Calls with either are never bound to a signature.
+    backend ``fuses_scale``, else right after it. Calls with ``product`` are never bound to a signature;
+    a ``key`` with ``scale`` holds it (:meth:`scanarray._bound.BoundCalls.call`).
     """
     # --- what kind of arrays, and which namespace (the rules of _arrays) -----
     a_arg = a

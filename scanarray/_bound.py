@@ -25,11 +25,12 @@ class BoundCalls:
         self.table: dict = {}
         self.enabled = True
 
-    def call(self, a, b, axis, chunk, initial, reverse, dense, dtype, out, backend, method, run=True):
+    def call(self, a, b, axis, chunk, initial, reverse, dense, dtype, out, backend, method, run=True, scale=None):
         """``(result, key)``: the bound call's result, or None and the key to :meth:`store` the
         bound call the full path makes under (None where calls of this signature are not bound).
         ``run=False``: the bound call itself instead of its result (the torch front-end feeds it
-        device pointers).
+        device pointers). ``scale``: the vocabulary's factor on the result (a Python float,
+        :func:`scanarray._vocab.scan`), keyed by value and the sign of a zero.
 
         The key is everything validation, dtype rules and planning read from the arguments,
         except the data pointers. Types of the scalar arguments are part of it: ``dense=0`` must
@@ -51,7 +52,8 @@ class BoundCalls:
         if so is False or sh is False:
             return None, None
         key = (ta, sa, b.shape, b.strides, b.dtype, so, sh, type(axis), axis, type(chunk), chunk, type(reverse),
-               reverse, type(dense), dense, dtype, backend, method)
+               reverse, type(dense), dense, dtype, backend, method,
+               None if scale is None else (scale, math.copysign(1.0, scale)))
         try:
             fast = self.table.get(key)
         except TypeError:  # an unhashable argument (a list for axis, say): no binding

@@ -113,7 +113,13 @@ def scan(a, b, axis, *, initial=None, scale=None, out=None):
     from . import _api
 
     if scale is not None and is_eager_buffer(b):
-        return _api._linear_recurrence(a, b, axis, 64, initial, False, False, None, out, None, "auto", scale=scale)
+        key, bound = None, _api._BOUND.get(type(b))
+        if bound is not None:  # a repeated signature: its bound launch (scanarray._bound)
+            result, key = bound.call(a, b, axis, 64, initial, False, False, None, out, None, "auto", scale=scale)
+            if result is not None:
+                return result
+        return _api._linear_recurrence(a, b, axis, 64, initial, False, False, None, out, None, "auto", key,
+                                       scale=scale)
     h = _api.linear_recurrence(a, b, axis=axis, initial=initial, out=out)
     return h if scale is None else h * scale
 

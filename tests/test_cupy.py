@@ -670,6 +670,27 @@ def test_repeated_calls_bound(full_path_calls, case, rng):
     assert full_path_calls[0] == 1, "repeated calls of one signature went through the full path"
 
 
+@pytest.mark.parametrize("case", ["rows", "one tile rows", "time-major", "scalar a"])
+def test_repeated_scaled_calls_bound(full_path_calls, case, rng):
+    """The vocabulary's scaled scan (``scale * h`` stored by the kernel, _vocab.scan) binds its
+    signature with the factor: three calls at 0.5, then two at 2.0, on fresh data at fresh
+    addresses, each matching the loop times its factor; the full path runs once per factor."""
+    from scanarray import _vocab
+
+    c = REPEAT_CASES[case]
+    shape, axis = c["shape"], c["axis"]
+    keep = []
+    for i, scale in enumerate([0.5, 0.5, 0.5, 2.0, 2.0]):
+        a = 0.99 if c.get("a") == "scalar" else coefficients(rng, shape, "float32")
+        b = values(rng, shape, "float32")
+        a_d = a if np.isscalar(a) else cupy.asarray(a)
+        b_d = cupy.asarray(b)
+        h = _vocab.scan(a_d, b_d, axis, scale=scale)
+        keep.append((a_d, b_d, h))
+        _check(h / scale, a, b, axis, what=f"{case}, call {i}, scale {scale}")  # (powers of two: exact)
+    assert full_path_calls[0] == 2, "repeated scaled calls of one signature went through the full path"
+
+
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_lookback_epochs_wrap(full_path_calls, monkeypatch, axis, rng):
     """A workspace's epochs wrap every few calls here (its statuses zeroed on its stream): seven

@@ -184,7 +184,7 @@ class PackedLauncher:
         at = sum(struct.calcsize("<" + p) for p in self._pieces[:first])
         return struct.Struct("<" + "".join(self._pieces[first:stop])).pack_into, at
 
-    def bind(self, grid, threads, template, b_at=None, shared_mem=0, workspace=None):
+    def bind(self, grid, threads, template, b_at=None, shared_mem=0, workspace=None, tail=0):
         """``go(stream_ptr, pa, pb, po, ph0)``: this launch with the arguments of ``template``
         (a sample argument list holding no arrays) but its first five replaced by the pointers
         and a flag (``ph0`` None: pass ``pb`` and 0) and, at ``b_at``, by ``pb`` again (a
@@ -193,7 +193,7 @@ class PackedLauncher:
 
         A look-back launch passes ``workspace``: ``workspace(stream_ptr)`` gives the launch's
         workspace (``scan._Workspace``), whose pointer and epoch replace the template's last
-        arguments but one (``scan._Plan._args``).
+        arguments but one before its ``tail`` trailing ones (``scan._Plan._args``).
 
         The template is packed once into each thread's parameter buffer of this binding; a call
         packs only the arguments that change (converting the ~30 others cost ~0.7 µs a call)."""
@@ -214,7 +214,7 @@ class PackedLauncher:
             return bufs
 
         if workspace is not None:
-            n = len(template)
+            n = len(template) - tail
             ws_pack, ws_at = self._packer(n - 3, n - 1)
 
             def go(stream_ptr, pa, pb, po, ph0):
@@ -308,12 +308,14 @@ class Binder:
     ``plan_`` has ``launch_ptrs(cupy, pa, pb, po, ph0, dev)`` (the launches on device pointers of
     the canonical views: ``a``, ``b``, the result and the initial state, None for zeros) and
     ``direct(dev)`` (a faster ``go(stream_ptr, pa, pb, po, ph0)`` doing the same, or None);
-    ``pa`` ... ``ph0`` are the pointers this call launched on.
+    ``pa`` ... ``ph0`` are the pointers this call launched on; ``epi``, the trailing arguments of
+    a fused scale (``scan._Plan.launch_ptrs``).
     """
 
-    def __init__(self, plan_, dev, pa, pb, po, ph0):
+    def __init__(self, plan_, dev, pa, pb, po, ph0, epi=()):
         self.plan, self.dev = plan_, dev
         self.ptrs = (pa, pb, po, ph0)
+        self.epi = epi
 
     def __call__(self, a, a_const, b, h0, result, alloc):
         """A function ``call(a, b, h0, out)`` repeating this launch on new arrays of the same
@@ -342,7 +344,10 @@ class Binder:
         if h0 is not None and ph0 != h0.data.ptr:
             return None
         const = a if a_const else None
-        go = plan_.direct(dev)  # None: launch through the plan (a kernel launched through CuPy's call)
+        epi = self.epi
+        # None: launch through the plan (a kernel launched through CuPy's call); dense plans take no epi
+        go = plan_.direct(dev, epi) if epi else plan_.direct(dev)
+        relaunch = functools.partial(plan_.launch_ptrs, epi=epi) if epi else plan_.launch_ptrs
         # out=b exactly is the one overlap allowed (shapes and dtypes are in the signature)
         in_place_ok = result.shape == b.shape and result.strides == b.strides and result.dtype == b.dtype
 
@@ -357,7 +362,7 @@ class Binder:
             if go is not None:
                 go(stream_ptr, qa, qb, qo, rh)
             else:  # on CuPy's current stream, which ``call`` passed as stream_ptr
-                plan_.launch_ptrs(cupy, qa, qb, qo, rh, dev)
+                relaunch(cupy, qa, qb, qo, rh, dev)
             return True
 
         def call(a_, b_, h0_, out_):

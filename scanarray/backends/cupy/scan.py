@@ -108,11 +108,11 @@ def linear_recurrence(p, *, tuning=TUNING, packed=True):
             cupy.multiply(p.out, p.mul, out=p.mul_out)
         if p.scale is not None and epi is None:
             p.out *= p.scale
-        if plan_ is not None and same_dev and own and mul is None and p.scale is None:
+        if plan_ is not None and same_dev and own and mul is None and (p.scale is None or epi is not None):
             # one launch on the caller's own memory (a row of shape (1, T) included: its length-1
-            # lane axis is viewed away): a repeated call can go straight to it
+            # lane axis is viewed away): a repeated call can go straight to it, its factor with it
             ptrs = tuple(None if x is None else x.data.ptr for x in (a, b, out, h0))
-            p.bind = _common.Binder(plan_, dev, *ptrs)
+            p.bind = _common.Binder(plan_, dev, *ptrs, epi=() if epi is None else (np.float64(epi),))
     return p.out
 
 
@@ -348,19 +348,21 @@ class _Plan:
             return head + vec + lane_args + tail
         return head + lane_args + [np.int64(self.nlanes), np.int64(self.ng)] + tail
 
-    def direct(self, dev):
+    def direct(self, dev, epi=()):
         """For bound calls: ``go(stream_ptr, pa, pb, po, ph0)`` launching this plan's kernel with
         the arguments packed from a template (a look-back launch also takes its stream's
-        workspace), or None where that does not apply (a kernel launched through CuPy's call)."""
+        workspace; ``epi``: the fused scale's argument, after the rest), or None where that does
+        not apply (a kernel launched through CuPy's call)."""
         entry = self.fns.get(dev)
         if entry is None or entry[1] is None:
             return None
-        template = self._args(0, 0, 0, None, None)
+        base = self._args(0, 0, 0, None, None)
+        template = base + list(epi)
         if self.kt > 1:
             rec_size, slots = self.rec_size, self.slots
-            return entry[1].bind(self.grid, self.threads, template,
+            return entry[1].bind(self.grid, self.threads, template, tail=len(epi),
                                  workspace=lambda stream_ptr: _workspace_at(dev, stream_ptr, rec_size, slots))
-        ws_at = len(template) - 3 if self.kind in ("rows_tiles", "lanes_tiles") else None
+        ws_at = len(base) - 3 if self.kind in ("rows_tiles", "lanes_tiles") else None
         return entry[1].bind(self.grid, self.threads, template, ws_at)
 
     def _call(self, cupy, args, dev=None):
