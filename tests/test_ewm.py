@@ -211,6 +211,20 @@ def test_nan_free_any_axis(rng, adjust):
         assert_pandas(np.moveaxis(got, 1, 2).reshape(12, 1500).T, flat, stat, **kw)
 
 
+@pytest.mark.parametrize("where", ["first step", "sampled step", "between samples"])
+def test_nan_where_the_sample_looks_or_not(rng, where):
+    """On NumPy a sample of the steps is looked at before the NaN-free path: a NaN it sees sends
+    the call to the one-pass loop at once, one it misses is found by the NaN-free path's probe.
+    Both give pandas' results, means and variances, along either axis."""
+    T = 5000  # the sample: steps 0-255 and every 4th
+    x = rng.standard_normal((T, 3)) + 1
+    x[{"first step": 0, "sampled step": 4000, "between samples": 4001}[where], 1] = np.nan
+    kw = dict(alpha=0.05, min_periods=2)
+    for f, stat in ((ewm_mean, "mean"), (ewm_var, "var")):
+        assert_pandas(f(x, axis=0, **kw), x, stat, **kw)
+        assert_pandas(f(np.ascontiguousarray(x.T), axis=1, **kw).T, x, stat, **kw)
+
+
 def test_float32_and_integers(rng):
     x = rng.standard_normal((500, 3)).astype(np.float32)
     got = ewm_mean(x, span=10)
