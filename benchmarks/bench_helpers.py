@@ -96,7 +96,12 @@ def paired(case, impls, repeat, sync=None, nbytes=None, reference="scanarray", q
     return med
 
 
+_SKIP: set = set()
+
+
 def optional(name):
+    if name in _SKIP:
+        return None
     try:
         return __import__(name)
     except Exception:
@@ -455,7 +460,10 @@ def main(argv=None):
     ap.add_argument("--gpu", action="store_true", help="the GPU part only (CuPy and a CUDA device)")
     ap.add_argument("--repeat", type=int, default=None, help="rounds per case (default 7, --quick 3)")
     ap.add_argument("--only", default="", help="comma-separated groups: ewm, filters, rl (CPU)")
+    ap.add_argument("--skip", default="", help="comma-separated peers left out of the process (e.g. polars, whose "
+                    "buffers slowed the NumPy path's new arrays on a 2-core VM: docs/guide/ewm.md)")
     args = ap.parse_args(argv)
+    _SKIP.update(filter(None, args.skip.split(",")))
     repeat = args.repeat or (3 if args.quick else 7)
     print(f"# {machine()}")
     if args.gpu:
