@@ -142,8 +142,8 @@ def sosfilt(x, sections, zi, tuning=TUNING):
     the last axis of CuPy array ``x`` (float32 or float64, two samples or more:
     ``scanarray.signal._gpu_cascade_applies``); ``zi`` None or of shape ``(rows, n_sections, 2)`` for
     ``x`` seen as ``(rows, L)``, SciPy's initial delays, with ``zf`` the same (else None).
-    ``y`` is a new C-contiguous array of ``x``'s shape. ``tuning``: the backend's table (block
-    shape and sections a launch)."""
+    ``y`` is a new C-contiguous array of ``x``'s shape. ``tuning``: the backend's table (its block
+    shapes). One launch a section, in order."""
     import cupy
 
     shape, L = x.shape, x.shape[-1]
