@@ -517,9 +517,10 @@ class _Ewm:
             self._var_vectors(nw)  # host work before the mean's look at the data waits for the device
         kernel = None if _vocab.is_array(self.g) else _vocab.ewm_kernel(self.x, "var")
         if kernel is not None:
-            # NumPy: the NaN-free path where its probe finds no NaN, else numba's one-pass loop of
-            # this same update (the composed passes below took 8x pandas' time on data holding NaN)
-            m = self._probe(False)
+            # NumPy: numba's one-pass loop of this same update where its lanes fill the threads (it
+            # beats the composed passes there, NaN or not), or where the probe finds NaN (the
+            # composed passes took 8x pandas' time then); else the NaN-free path
+            m = None if _vocab.lanes_fill_threads(self.x, self.axis) else self._probe(False)
             if m is None:
                 tiny = float(np.finfo(self.dtype).smallest_normal) * 2.0 ** 52
                 return kernel(self.x, self.axis, self.f, nw, p["ignore_na"], adjust, max(minp, 1), p["bias"], tiny)

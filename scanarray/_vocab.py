@@ -103,6 +103,14 @@ def ewm_kernel(x, stat="mean"):
     return ewm.mean if ewm.applies(x) else None
 
 
+def lanes_fill_threads(x, axis):
+    """Whether the lanes of NumPy array ``x`` (its steps along ``axis`` apart) give each of numba's
+    threads one, so that a one-lane-a-thread kernel (:func:`ewm_kernel`'s) keeps every core busy."""
+    from .backends import numba_backend
+
+    return numba_backend.fills_threads(x.size // max(x.shape[axis], 1))
+
+
 def scan(a, b, axis, *, initial=None, scale=None, out=None):
     """``scale * linear_recurrence(a, b, axis=axis, initial=initial, out=out)`` (``scale`` a real
     Python number or None). On NumPy and CuPy arrays through the core's entry that takes the

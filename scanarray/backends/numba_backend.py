@@ -107,6 +107,12 @@ def _threads() -> int:
     return numba.get_num_threads()
 
 
+def fills_threads(lanes) -> bool:
+    """Whether ``lanes`` give every thread one: a one-lane-a-thread loop then keeps every core
+    busy (the EWM variance's loop beats the composed NaN-free passes there, docs/guide/ewm.md)."""
+    return lanes >= _threads()
+
+
 def _parallel(units, work) -> bool:
     """Whether a kernel runs its parallel variant: more than one unit (lane, lane block) to share
     and at least ``parallel_min_work`` multiply-adds, below which waking the threads costs more
