@@ -121,13 +121,14 @@ def ewm_mean(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, 
     """
     x, labels, xp, axis, p = _prepare(x, com, span, halflife, alpha, adjust, ignore_na, min_periods, times,
                                       axis, "ewm_mean")
-    kernel = _vocab.ewm_kernel(x) if p["adjust"] and p["deltas"] is None else None
+    quirk = not p["adjust"] and p["com"] == 1.0  # (as _Ewm.mean's)
+    kernel = _vocab.ewm_kernel(x, "mean", p["adjust"], quirk) if p["deltas"] is None else None
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         e = _Ewm(xp, x, axis, p)
         if kernel is not None:
-            # CuPy: the one-pass kernel, always (it never looks at the data from the host). NumPy:
-            # the NaN-free path where its probe finds no NaN (one chunked scan on every core, the
-            # faster there), else numba's one-pass loop (docs/guide/ewm.md)
+            # CuPy (adjust=True): the one-pass kernel, always (it never looks at the data from the
+            # host). NumPy: the NaN-free path where its probe finds no NaN (one chunked scan on
+            # every core, the faster there), else numba's one-pass loop (docs/guide/ewm.md)
             m = e.probe_nan_free() if _vocab.is_numpy(x) else None
             return labels.wrap(e.masked(m) if m is not None else kernel(x, axis, p["f"], p["ignore_na"],
                                                                          p["min_periods"]))
@@ -302,8 +303,8 @@ class _Ewm:
         return self._mean_nan_free(quirk) if self.nan_free else None
 
     def probe_nan_free(self):
-        """The adjust=True mean by the NaN-free path (``min_periods`` not applied), or None where
-        ``x`` holds NaN."""
+        """The mean by the NaN-free path (``min_periods`` not applied), or None where ``x`` holds
+        NaN."""
         return self._probe(False)
 
     # ---- helpers

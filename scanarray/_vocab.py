@@ -83,10 +83,11 @@ def fused(x):
     return elementwise
 
 
-def ewm_kernel(x, stat="mean"):
+def ewm_kernel(x, stat="mean", adjust=True, quirk=False):
     """A one-pass kernel of pandas' EWM statistic ``stat`` that takes ``x``, else None: for a
-    float32/float64 NumPy array where numba is installed, numba's (``numba_backend.ewm_mean``,
-    ``ewm_var``); for the adjust=True mean of a CuPy array, :func:`scanarray.backends.cupy.ewm.mean`."""
+    float32/float64 NumPy array where numba is installed, numba's (``numba_backend.ewm_mean``, with
+    ``adjust`` and ``quirk`` bound, and ``ewm_var``, which takes them); for the adjust=True mean of
+    a CuPy array, :func:`scanarray.backends.cupy.ewm.mean`."""
     if type(x) is np.ndarray:
         from . import _registry
 
@@ -94,9 +95,11 @@ def ewm_kernel(x, stat="mean"):
             return None
         from .backends import numba_backend
 
+        if stat == "mean":
+            return functools.partial(numba_backend.ewm_mean, adjust=adjust, quirk=quirk)
         return getattr(numba_backend, f"ewm_{stat}")
     cupy = sys.modules.get("cupy")
-    if cupy is None or not isinstance(x, cupy.ndarray) or stat != "mean":
+    if cupy is None or not isinstance(x, cupy.ndarray) or stat != "mean" or not adjust:
         return None
     from .backends.cupy import ewm
 

@@ -347,8 +347,9 @@ def assert_view_mean(got, ref_x, dtype, name, **kw):
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_numba_one_pass_loops(rng, dtype):
-    # ewm_mean(adjust=True) and ewm_var of NumPy data holding NaN: numba's one-pass loops (rows, or
-    # time-major blocks of lanes), against pandas, over the layouts of the GPU test below
+    # ewm_mean (both weightings, pandas' com == 1 rule for adjust=False included) and ewm_var of
+    # NumPy data holding NaN: numba's one-pass loops (rows, or time-major blocks of lanes), against
+    # pandas, over the layouts of the GPU test below
     pytest.importorskip("numba")
     x = long_gappy(rng, 3000, 6)
     xd = x.astype(dtype)
@@ -358,9 +359,11 @@ def test_numba_one_pass_loops(rng, dtype):
     for kw in (dict(alpha=0.5), dict(span=20.5, ignore_na=True), dict(com=0.0, min_periods=5),
                dict(alpha=0.002, ignore_na=True, min_periods=5)):
         for name, (v, axis, ref_x) in views.items():
-            got = ewm_mean(v, axis=axis, **kw)
-            assert got.dtype == v.dtype and got.shape == v.shape
-            assert_view_mean(np.moveaxis(got, axis, 0), ref_x, dtype, name, **kw)
+            for adjust in (True, False):
+                km = dict(kw, adjust=adjust)
+                got = ewm_mean(v, axis=axis, **km)
+                assert got.dtype == v.dtype and got.shape == v.shape
+                assert_view_mean(np.moveaxis(got, axis, 0), ref_x, dtype, name, **km)
             if dtype == "float64":
                 for adjust in (True, False):  # the variance's one-pass loop (both of pandas' weightings)
                     for bias in (False, True):

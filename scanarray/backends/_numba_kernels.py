@@ -751,20 +751,25 @@ def dense_sequential(A, b, out, h):
 # --------------------------------------------------------------------------- exponentially weighted mean
 
 
-@_kernel("r2 w2 s b i", parallel=True)
-def ewm_mean_rows(x, out, g, ignore_na, minp):
-    """pandas' ``ewm(adjust=True).mean()`` along each lane of ``x (L, T)``, one pass: the weighted
+@_kernel("r2 w2 s b b b i", parallel=True)
+def ewm_mean_rows(x, out, g, ignore_na, adjust, quirk, minp):
+    """pandas' ``ewm(adjust=...).mean()`` along each lane of ``x (L, T)``, one pass: the weighted
     sum ``N`` and weight sum ``W`` at the last observation, the decay ``P`` of the steps since it
     (``g`` a step; observed steps only with ``ignore_na``) applied at the next one, so the mean in
     a gap is the last one exactly (as ``cuda/ewm.cu``, docs/guide/ewm.md); NaN until ``minp``
-    observations. Lanes are shared by the threads."""
+    observations. ``adjust=False`` weighs an observation ``1 - g`` against the last mean's weight
+    1, decayed (pandas' ``old_wt`` reset at each observation): ``N, W = d m + (1 - g) v, d + 1 - g``;
+    with ``quirk`` (pandas' ``com == 1`` rule, ``_ewm._Ewm.mean``) the observation weighs ``1 - d``.
+    Lanes are shared by the threads."""
     L, T = x.shape
     one = np.ones(1, x.dtype)[0]
+    zero = one - one
+    nw = one if adjust else one - g  # pandas' new_wt
     nan = np.full(1, np.nan, x.dtype)[0]
     for l in prange(L):
         xr = x[l]
         orow = out[l]
-        N = W = one - one
+        N = W = zero
         P = one
         cnt = 0
         m = nan
@@ -772,8 +777,13 @@ def ewm_mean_rows(x, out, g, ignore_na, minp):
             v = xr[t]
             if v == v:
                 d = P * g
-                N = d * N + v
-                W = d * W + one
+                if adjust or cnt == 0:
+                    N = d * N + nw * v
+                    W = d * W + nw
+                else:
+                    w = one - d if quirk else nw
+                    N = d * (N / W) + w * v
+                    W = d + w
                 P = one
                 cnt += 1
                 m = N / W if cnt >= minp else nan
@@ -782,8 +792,8 @@ def ewm_mean_rows(x, out, g, ignore_na, minp):
             orow[t] = m
 
 
-@_kernel("r2 w2 i s b i", parallel=True)
-def ewm_mean_blocks(x, out, lb, g, ignore_na, minp):
+@_kernel("r2 w2 i s b b b i", parallel=True)
+def ewm_mean_blocks(x, out, lb, g, ignore_na, adjust, quirk, minp):
     """:func:`ewm_mean_rows` on time-major ``(T, L)`` views: blocks of ``lb`` lanes stepped together
     through time, each step one contiguous run of ``x`` and ``out`` (no transposing copy), the
     update written as selects so that the loop over a block's lanes vectorises."""
@@ -791,7 +801,9 @@ def ewm_mean_blocks(x, out, lb, g, ignore_na, minp):
     nblk = (L + lb - 1) // lb
     one = np.ones(1, x.dtype)[0]
     nan = np.full(1, np.nan, x.dtype)[0]
+    zero = one - one
     gap = one if ignore_na else g  # a missing step's decay
+    nw = one if adjust else one - g  # pandas' new_wt
     for k in prange(nblk):
         l0 = k * lb
         n = min(L, l0 + lb) - l0
@@ -806,8 +818,12 @@ def ewm_mean_blocks(x, out, lb, g, ignore_na, minp):
                 v = xr[j]
                 o = v == v
                 d = P[j] * g
-                Nj = d * N[j] + v if o else N[j]
-                Wj = d * W[j] + one if o else W[j]
+                # adjust=False: the last mean with weight 1 (none before the first observation)
+                w0 = W[j] if adjust else (one if cnt[j] > 0 else zero)
+                n0 = N[j] if adjust else (N[j] / W[j] if cnt[j] > 0 else zero)
+                w = one - d if (quirk and cnt[j] > 0) else nw
+                Nj = d * n0 + w * v if o else N[j]
+                Wj = d * w0 + w if o else W[j]
                 c = cnt[j] + (1 if o else 0)
                 N[j] = Nj
                 W[j] = Wj

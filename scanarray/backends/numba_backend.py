@@ -348,13 +348,14 @@ def sos_cascade(sos, x, z, y):
 # --------------------------------------------------------------------------- exponentially weighted mean
 
 
-def ewm_mean(x, axis, g, ignore_na, min_periods):
-    """pandas' ``ewm(adjust=True, ignore_na=...).mean()`` of NumPy array ``x`` (float32 or float64)
+def ewm_mean(x, axis, g, ignore_na, min_periods, adjust=True, quirk=False):
+    """pandas' ``ewm(adjust=..., ignore_na=...).mean()`` of NumPy array ``x`` (float32 or float64)
     along ``axis`` in one pass (``_numba_kernels.ewm_mean_rows`` / ``ewm_mean_blocks``), decay ``g =
-    1 - alpha``, ``min_periods >= 1``: a new array, laid out as the kernel wrote it (a view with
-    time moved back to ``axis``)."""
+    1 - alpha``, ``min_periods >= 1``, ``quirk``: pandas' ``com == 1`` rule for adjust=False
+    (``_ewm._Ewm.mean``): a new array, laid out as the kernel wrote it (a view with time moved
+    back to ``axis``)."""
     t = x.dtype.type
-    return _ewm_pass(x, axis, "ewm_mean", t(g), bool(ignore_na), min_periods)
+    return _ewm_pass(x, axis, "ewm_mean", t(g), bool(ignore_na), bool(adjust), bool(quirk), min_periods)
 
 
 def ewm_var(x, axis, g, new_wt, ignore_na, adjust, min_periods, bias, tiny):
