@@ -121,10 +121,9 @@ def ewm_mean(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, 
     """
     x, labels, xp, axis, p = _prepare(x, com, span, halflife, alpha, adjust, ignore_na, min_periods, times,
                                       axis, "ewm_mean")
-    quirk = not p["adjust"] and p["com"] == 1.0  # (as _Ewm.mean's)
-    kernel = _vocab.ewm_kernel(x, "mean", p["adjust"], quirk) if p["deltas"] is None else None
     with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
         e = _Ewm(xp, x, axis, p)
+        kernel = _vocab.ewm_kernel(x, "mean", p["adjust"], e.quirk) if p["deltas"] is None else None
         if kernel is not None:
             # CuPy (adjust=True): the one-pass kernel, always (it never looks at the data from the
             # host). NumPy: the NaN-free path where its probe finds no NaN (one chunked scan on
@@ -255,6 +254,9 @@ class _Ewm:
         self.xp, self.x, self.axis, self.p = xp, x, axis, p
         self.T, self.ndim, self.dtype = x.shape[axis], x.ndim, x.dtype
         self.f, self.alpha = p["f"], p["alpha"]
+        # pandas' com == 1 rule for the adjust=False mean (docs/guide/ewm.md): an observation after
+        # a gap weighs 1 - (the decay since the last one) instead of alpha
+        self.quirk = not p["adjust"] and p["com"] == 1.0
         self.dev = _vocab.device_of(xp, x)
         # g[t] as a Python float, or a time vector (g[0] = 0: nothing decays into step 0)
         if p["deltas"] is None:
@@ -366,7 +368,7 @@ class _Ewm:
         if key in self._cache:
             return self._cache[key]
         xp, p = self.xp, self.p
-        quirk = quirk and not p["adjust"] and p["com"] == 1.0
+        quirk = quirk and self.quirk
         m = self._probe(quirk)
         if m is None:
             o, x0 = self.obs()
@@ -514,8 +516,6 @@ class _Ewm:
         xp, p = self.xp, self.p
         adjust, minp, alpha = p["adjust"], p["min_periods"], self.alpha
         nw = 1.0 if adjust else alpha  # pandas' new_wt
-        if _vocab.is_eager_buffer(self.x) and not _vocab.is_array(self.g):
-            self._var_vectors(nw)  # host work before the mean's look at the data waits for the device
         kernel = None if _vocab.is_array(self.g) else _vocab.ewm_kernel(self.x, "var")
         if kernel is not None:
             # NumPy: numba's one-pass loop of this same update where its lanes fill the threads (it
@@ -526,6 +526,8 @@ class _Ewm:
                 tiny = float(np.finfo(self.dtype).smallest_normal) * 2.0 ** 52
                 return kernel(self.x, self.axis, self.f, nw, p["ignore_na"], adjust, max(minp, 1), p["bias"], tiny)
             self._cache[("mean", False)] = m
+        if _vocab.is_eager_buffer(self.x) and not _vocab.is_array(self.g):
+            self._var_vectors(nw)  # host work before the mean's look at the data waits for the device
         m = self.mean(quirk=False)
         if self.nan_free:
             return self._var_nan_free(m, nw)
