@@ -31,10 +31,9 @@ def applies(x) -> bool:
 def _names(dtype, tuning):
     ct = _dtypes.ctype(dtype)
     item = np.dtype(dtype).itemsize
-    nt, items = tuning["ewm_rows"][item]
-    nw, litems = tuning["ewm_lanes"][item]
-    return {(kind, ig): f"scanarray::ewm::{kind}<{ct}, {ct}, {a}, {b}, {str(ig).lower()}>"
-            for kind, a, b in (("rows", nt, items), ("lanes", nw, litems)) for ig in (False, True)}
+    shapes = {"rows": tuning["ewm_rows"][item], "lanes": tuning["ewm_lanes"][item]}
+    return {(kind, ig): f"scanarray::ewm::{kind}<{ct}, {ct}, {a}, {b}, {m}, {str(ig).lower()}>"
+            for kind, (a, b, m) in shapes.items() for ig in (False, True)}
 
 
 def instantiations(dtype=None, tuning=TUNING):
@@ -72,7 +71,7 @@ def mean(x, axis, g, ignore_na, min_periods, tuning=TUNING):
     C = np.float32 if item == 4 else np.float64
     rec = 8 * item  # TileStatus<Agg<C>>::BYTES (cuda/lookback.cuh): 16 bytes for 8 of Agg's four numbers
     if L > 1 and abs(lsx) < abs(tsx):
-        nw, items = tuning["ewm_lanes"][item]
+        nw, items, _ = tuning["ewm_lanes"][item]
         kt = -(-T // (nw * items))
         groups = -(-L // 32)
         fn = _kernel(x.dtype.name, "lanes", bool(ignore_na), tuning)
@@ -82,7 +81,7 @@ def mean(x, axis, g, ignore_na, min_periods, tuning=TUNING):
                            (xm, ym, np.int64(T), np.int64(L), np.int64(lsx), np.int64(tsx), np.int64(lsy),
                             np.int64(tsy), np.int32(kt), C(g), ws.ptr, np.uint32(ws.epoch)))
     else:
-        nt, items = tuning["ewm_rows"][item]
+        nt, items, _ = tuning["ewm_rows"][item]
         kt = -(-T // (nt * items))
         fn = _kernel(x.dtype.name, "rows", bool(ignore_na), tuning)
         ws = _workspace(cupy, rec, L * kt)

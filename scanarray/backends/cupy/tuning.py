@@ -53,8 +53,8 @@ TUNING = {
     # ---- the IIR cascade (cuda/iir.cu): (threads, samples a thread's chunk) per itemsize
     "iir": {4: (64, 64), 8: (256, 16)},  # (threads, samples a thread's chunk); (64, 2**20) sosfilt orders 4, 8
     # ---- the EWM mean (cuda/ewm.cu)
-    "ewm_rows": {4: (512, 16), 8: (512, 8)},  # (threads, steps a thread), steps contiguous; (64, 2**20), one row of 2**26
-    "ewm_lanes": {4: (16, 32), 8: (16, 16)},  # (warps, steps a warp) of 32 lanes, time-major; (2**20, 64)
+    "ewm_rows": {4: (512, 16, 3), 8: (512, 8, 2)},  # (threads, steps a thread, min blocks), steps contiguous; (64, 2**20), one row of 2**26
+    "ewm_lanes": {4: (16, 32, 2), 8: (16, 16, 1)},  # (warps, steps a warp, min blocks) of 32 lanes, time-major; (2**20, 64)
     # ---- matmulscan (cuda/matmulscan.cu)
     "matmulscan_radix": 16,  # MatMulScan radix inside a 16-step tile: fastest or tied in every row measured
     "matmulscan_prefetch_half": False,  # next chunk's loads in flight for float16/bfloat16 (float32: on); (512,256,16,64)

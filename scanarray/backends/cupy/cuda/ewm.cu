@@ -48,10 +48,11 @@ template <class C> __device__ __forceinline__ Agg<C> shfl_idx(const Agg<C>& a, i
                 scanarray::shfl_idx(a.P, s)};
 }
 
-// pandas' loop over a thread's steps from state s; with y, the mean of each (NaN before the first
-// observation; min_periods > 1 is the host's mask)
-template <class C, bool IGNORE_NA, int ITEMS>
-__device__ __forceinline__ void walk(const C (&x)[ITEMS], Agg<C>& s, C g, C* y = nullptr) {
+// pandas' loop over a thread's steps from state s; with OUT, each x[i] is replaced by the mean at
+// its step (NaN before the first observation; min_periods > 1 is the host's mask), in place so
+// that a thread holds its steps once (registers bound the blocks an SM keeps)
+template <class C, bool IGNORE_NA, bool OUT, int ITEMS>
+__device__ __forceinline__ void walk(C (&x)[ITEMS], Agg<C>& s, C g) {
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     if (x[i] == x[i]) {
@@ -63,7 +64,7 @@ __device__ __forceinline__ void walk(const C (&x)[ITEMS], Agg<C>& s, C g, C* y =
     } else if (!IGNORE_NA) {
       s.P *= g;
     }
-    if (y) y[i] = s.W > C(0) ? s.N / s.W : nan_of<C>();
+    if (OUT) x[i] = s.W > C(0) ? s.N / s.W : nan_of<C>();
   }
 }
 
@@ -84,10 +85,13 @@ __device__ __forceinline__ int read_pred(const Status<C>& st, i64 base, i64 step
 
 // ------------------------------------------------------------------------------------------ rows
 // Block `id` is tile k of row `row` (KT tiles a row): NT * ITEMS consecutive steps, ITEMS a thread,
-// staged through shared memory so that loads and stores are coalesced.
-template <class TS, class C, int NT, int ITEMS, bool IGNORE_NA>
-__global__ void __launch_bounds__(NT) rows(const TS* x, TS* y, i64 T, i64 lsx, i64 tsx, i64 lsy, i64 tsy, int KT,
-                                           C g, char* ws, u32 epoch) {
+// staged through shared memory so that loads and stores are coalesced. In float32, where the
+// tile's steps are contiguous and 16-byte aligned, each thread reads and writes its own steps as
+// 16-byte vectors instead: fewer instructions, which bound this kernel more than its bytes do;
+// float64 measured slower that way (docs/guide/ewm.md, "On the GPU").
+template <class TS, class C, int NT, int ITEMS, int MINB, bool IGNORE_NA>
+__global__ void __launch_bounds__(NT, MINB) rows(const TS* x, TS* y, i64 T, i64 lsx, i64 tsx, i64 lsy, i64 tsy,
+                                                 int KT, C g, char* ws, u32 epoch) {
   constexpr int NW = NT / 32, TILE = NT * ITEMS;
   __shared__ TS stage[TILE + TILE / 32];
   __shared__ Agg<C> wagg[NW], lb[32 * ROUNDS], tin;
@@ -96,22 +100,33 @@ __global__ void __launch_bounds__(NT) rows(const TS* x, TS* y, i64 T, i64 lsx, i
   const TS* px = x + row * lsx;
   TS* py = y + row * lsy;
   const Status<C> st(ws);
+  constexpr bool VEC = sizeof(TS) == 4 && (ITEMS * sizeof(TS)) % 16 == 0;
+  const bool full = t0 + TILE <= T;
+  const bool vin = VEC && full && tsx == 1 && ((u64)(px + t0) & 15) == 0;
+  const bool vout = VEC && full && tsy == 1 && ((u64)(py + t0) & 15) == 0;
 
-#pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int j = i * NT + tid;
-    const i64 t = t0 + j;
-    stage[j + j / 32] = t < T ? px[t * tsx] : nan_of<TS>();
-  }
-  __syncthreads();
   C v[ITEMS];
+  if (vin) {
+    TS r[ITEMS];
+    vload<TS, ITEMS>(r, px + t0 + tid * ITEMS);
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i) {
-    const int j = tid * ITEMS + i;
-    v[i] = To<C>::f(stage[j + j / 32]);
+    for (int i = 0; i < ITEMS; ++i) v[i] = To<C>::f(r[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int j = i * NT + tid;
+      const i64 t = t0 + j;
+      stage[j + j / 32] = t < T ? px[t * tsx] : nan_of<TS>();
+    }
+    __syncthreads();
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const int j = tid * ITEMS + i;
+      v[i] = To<C>::f(stage[j + j / 32]);
+    }
   }
   Agg<C> inc = ident<C>();
-  walk<C, IGNORE_NA, ITEMS>(v, inc, g);
+  walk<C, IGNORE_NA, false, ITEMS>(v, inc, g);
 #pragma unroll
   for (int d = 1; d < 32; d <<= 1) {
     const Agg<C> o = shfl_up(inc, d);
@@ -154,12 +169,18 @@ __global__ void __launch_bounds__(NT) rows(const TS* x, TS* y, i64 T, i64 lsx, i
   }
   __syncthreads();
   Agg<C> s = combine(combine(tin, wagg[w]), mine);
-  C out[ITEMS];
-  walk<C, IGNORE_NA, ITEMS>(v, s, g, out);
+  walk<C, IGNORE_NA, true, ITEMS>(v, s, g);
+  if (vout) {
+    TS r[ITEMS];
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) r[i] = conv_out(v[i], (TS*)nullptr);
+    vstore<TS, ITEMS>(py + t0 + tid * ITEMS, r);
+    return;
+  }
 #pragma unroll
   for (int i = 0; i < ITEMS; ++i) {
     const int j = tid * ITEMS + i;
-    stage[j + j / 32] = conv_out(out[i], (TS*)nullptr);
+    stage[j + j / 32] = conv_out(v[i], (TS*)nullptr);
   }
   __syncthreads();
 #pragma unroll
@@ -175,9 +196,9 @@ __global__ void __launch_bounds__(NT) rows(const TS* x, TS* y, i64 T, i64 lsx, i
 // lanes `grp` (KT tiles a group), NW warps of ITEMS steps each; lane l of every warp is lane
 // grp * 32 + l, so each step's loads and stores are coalesced. Every lane is its own chain of
 // tiles: thread l of warp 0 looks back for it alone.
-template <class TS, class C, int NW, int ITEMS, bool IGNORE_NA>
-__global__ void __launch_bounds__(NW * 32) lanes(const TS* x, TS* y, i64 T, i64 L, i64 lsx, i64 tsx, i64 lsy, i64 tsy,
-                                                 int KT, C g, char* ws, u32 epoch) {
+template <class TS, class C, int NW, int ITEMS, int MINB, bool IGNORE_NA>
+__global__ void __launch_bounds__(NW * 32, MINB) lanes(const TS* x, TS* y, i64 T, i64 L, i64 lsx, i64 tsx, i64 lsy,
+                                                       i64 tsy, int KT, C g, char* ws, u32 epoch) {
   constexpr int TILE = NW * ITEMS;
   __shared__ Agg<C> wagg[NW][32], lb[WIN * ROUNDS][32], tin[32];
   const int w = threadIdx.x >> 5, l = threadIdx.x & 31;
@@ -185,10 +206,11 @@ __global__ void __launch_bounds__(NW * 32) lanes(const TS* x, TS* y, i64 T, i64 
   const bool live = c < L;
   const Status<C> st(ws);
   C v[ITEMS];
+  const TS* p = x + c * lsx + t0 * tsx;
 #pragma unroll
-  for (int i = 0; i < ITEMS; ++i) v[i] = live && t0 + i < T ? To<C>::f(x[c * lsx + (t0 + i) * tsx]) : nan_of<C>();
+  for (int i = 0; i < ITEMS; ++i, p += tsx) v[i] = live && t0 + i < T ? To<C>::f(*p) : nan_of<C>();
   Agg<C> a = ident<C>();
-  walk<C, IGNORE_NA, ITEMS>(v, a, g);
+  walk<C, IGNORE_NA, false, ITEMS>(v, a, g);
   wagg[w][l] = a;
   __syncthreads();
   if (w == 0) {
@@ -213,12 +235,12 @@ __global__ void __launch_bounds__(NW * 32) lanes(const TS* x, TS* y, i64 T, i64 
   }
   __syncthreads();
   Agg<C> s = combine(tin[l], wagg[w][l]);
-  C out[ITEMS];
-  walk<C, IGNORE_NA, ITEMS>(v, s, g, out);
+  walk<C, IGNORE_NA, true, ITEMS>(v, s, g);
   if (live) {
+    TS* q = y + c * lsy + t0 * tsy;
 #pragma unroll
-    for (int i = 0; i < ITEMS; ++i)
-      if (t0 + i < T) y[c * lsy + (t0 + i) * tsy] = conv_out(out[i], (TS*)nullptr);
+    for (int i = 0; i < ITEMS; ++i, q += tsy)
+      if (t0 + i < T) *q = conv_out(v[i], (TS*)nullptr);
   }
 }
 
