@@ -202,7 +202,7 @@ def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, b
     a ``key`` with ``scale`` holds it (:meth:`scanarray._bound.BoundCalls.call`).
     """
     # --- what kind of arrays, and which namespace (the rules of _arrays) -----
-    a_arg = a
+    a_arg, b_arg, initial_arg = a, b, initial
     a, b, initial, kind, xp = _arrays.inputs(a, b, initial)
     if type(b) not in _SEEN_B:
         _note_b_type(type(b), kind)
@@ -310,7 +310,7 @@ def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, b
     problem = Problem(
         xp=xp, kind=kind, a=a_v, b=b_v, initial=h0, out=out_v,
         dtype=compute_dtype, out_dtype=out_dtype, reverse=reverse, dense=dense,
-        chunk=chunk, method=method, backend=spec.name, a_compact=a_c,
+        chunk=chunk, method=method, backend=spec.name, a_compact=a_c, perm=perm,
         **(_epilogue(xp, product, shape, perm) if product is not None and spec.fuses_product else {}),
         scale=scale if spec.fuses_scale else None,
     )
@@ -325,8 +325,11 @@ def _linear_recurrence(a, b, axis, chunk, initial, reverse, dense, dtype, out, b
         if not spec.writes_out:
             return xp.moveaxis(canonical, t_ax, axis) * scale
         result *= scale
-    if key is not None and problem.bind is not None:
-        # a bound call allocates its result as this one did (alloc: None when out was given)
+    if key is not None and problem.bind is not None and b is b_arg and initial is initial_arg and (
+            a is a_arg or isinstance(a_arg, _PYTHON_SCALARS)):
+        # Only the caller's own arrays are bound (a Python scalar a: its 0-d array, the same
+        # value under the key), never copies (of non-native byte order) a repeat would not make.
+        # A bound call allocates its result as this one did (alloc: None when out was given).
         _bound.CALLS.store(key, problem.bind(a, a is not a_arg, b, initial, result, alloc if out is None else None))
     if spec.writes_out:
         return result

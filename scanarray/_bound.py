@@ -1,13 +1,15 @@
-"""Repeated calls of one signature, bound to the launches planned for them.
+"""Repeated calls of one signature, bound to the work planned for them.
 
-A backend whose work is launched on a device (``BackendSpec.fast_call``, the CuPy backend) sets
-``Problem.bind``: a callable that binds the caller's arrays to a direct repeat of the launches it
-just planned (``backends/cupy/_common.Binder``). The public function keeps those per signature
-of a call, everything validation, dtype rules and planning read from the arguments except the
-data pointers, and sends a repeated call straight to them: about 7 µs of host time per call
-instead of about 40 on the H200 host measured (docs/guide/gpu.md). The bound call itself checks
-what the signature does not fix (devices, pointer alignment, overlaps) and returns None to send
-the call through the full path.
+A backend sets ``Problem.bind``: a callable that binds the caller's arrays to a direct repeat of
+its work (the CuPy backend's launches, ``backends/cupy/_common.Binder``; the numba backend's
+sequential loop, ``numba_backend._bind``). The public function keeps those per signature of a
+call, everything validation, dtype rules and planning read from the arguments except the data
+pointers, and sends a repeated call straight to them: about 7 µs of host time per call instead of
+about 40 on the H200 host measured (docs/guide/gpu.md). It looks up the calls of backends with
+``BackendSpec.fast_call`` (CuPy); the torch front-end looks up its CPU calls too (NumPy views of
+tensors: 16-17 µs through torch instead of 49-57 on a 2-core VM, docs/guide/frameworks.md). The
+bound call itself checks what the signature does not fix (devices, pointer alignment, overlaps,
+the numba backend's threads and tunables) and returns None to send the call through the full path.
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ class BoundCalls:
         :func:`scanarray._vocab.scan`), keyed by value and the sign of a zero.
 
         The key is everything validation, dtype rules and planning read from the arguments,
-        except the data pointers. Types of the scalar arguments are part of it: ``dense=0`` must
-        still fail where ``False`` passed. A Python scalar ``a`` is keyed by value (and the sign
-        of a zero). (Spelled out here, not in helpers: this runs on every call.)
+        except the data pointers. The type of ``b`` is part of it (one table serves every array
+        library), and so are the types of the scalar arguments: ``dense=0`` must still fail where
+        ``False`` passed. A Python scalar ``a`` is keyed by value (and the sign of a zero). (Spelled out here, not in helpers: this runs on every call.)
         """
         if not self.enabled:
             return None, None
@@ -51,7 +53,7 @@ class BoundCalls:
         so, sh = _array_sig(out, tb), _array_sig(initial, tb)
         if so is False or sh is False:
             return None, None
-        key = (ta, sa, b.shape, b.strides, b.dtype, so, sh, type(axis), axis, type(chunk), chunk, type(reverse),
+        key = (ta, sa, tb, b.shape, b.strides, b.dtype, so, sh, type(axis), axis, type(chunk), chunk, type(reverse),
                reverse, type(dense), dense, dtype, backend, method,
                None if scale is None else (scale, math.copysign(1.0, scale)))
         try:

@@ -49,9 +49,14 @@ class Problem:
     #: length 1 where it broadcasts), for lazy backends (``writes_out=False``)
     #: that cannot read broadcasting from strides, e.g. Dask; None otherwise
     a_compact: Any = None
-    #: set by a backend whose call was one launch on the caller's own memory: a callable that
-    #: binds the caller's arrays to a direct repeat of that launch (see ``_cupy_common.Binder``)
+    #: set by a backend whose call can be repeated without the public function's work: a callable
+    #: that binds the caller's arrays to a direct repeat of it (:mod:`scanarray._bound`; CuPy's
+    #: launches: ``backends/cupy/_common.Binder``; numba's loop: ``numba_backend._bind``)
     bind: Any = None
+    #: the transpose that made the canonical views of ``b`` and ``out`` (diagonal form: of ``a``
+    #: too) from the caller's arrays broadcast to the result's shape, None for none: what a
+    #: ``bind`` that remakes views replays
+    perm: Any = None
     #: the fused epilogue of the adjoint (set only for backends with ``fuses_product``): ``mul`` a
     #: read-only view broadcast to the canonical shape, ``mul_out`` a writable view of it; the
     #: backend writes ``mul_out[...] = h[...] * mul[...]`` as it writes ``h``

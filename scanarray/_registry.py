@@ -54,8 +54,10 @@ class BackendSpec:
     #: (scanarray/_vjp.py); it returns False where it does not take the layout, else a function
     #: repeating that launch on raw pointers (the torch front-end's bound backward)
     shifted_adjoint: bool = False
-    #: whether it binds a call to its launches (``Problem.bind``), so that repeated calls of one
-    #: signature skip validation and planning (scanarray/_bound.py)
+    #: whether the public function looks up repeated calls of its arrays' signature (scanarray/_bound.py),
+    #: which skip validation and planning for the work the backend bound (``Problem.bind``); the
+    #: numba backend binds its loop for the torch front-end's CPU calls only, bare NumPy calls
+    #: keep the full path
     fast_call: bool = False
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _api, _vjp
+from . import _api, _bound, _vjp
 from ._frameworks import Shaped, bound_launch, check_flags, cupy_view, device_count, external_stream, result_dtypes
 
 __all__ = ["linear_recurrence"]
@@ -131,9 +131,10 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
     return h.to(store) if store != work else h
 
 
-#: repeated eager calls: signature -> (result shape, b's shape?, dtypes, device, bound launch (None
-#: on a CPU: the core's entry on NumPy views), arguments); one dictionary lookup instead of the
-#: checks, plans and views of the full path
+#: repeated eager calls: signature -> (result shape, b's shape?, dtypes, device index (None on a
+#: CPU), bound launch (on a CPU, the call the core bound on NumPy views; None where it bound none:
+#: the core's entry on NumPy views), arguments); one dictionary lookup instead of the checks,
+#: plans and views of the full path
 _FAST: dict = {}
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
     (lambda idx: torch.cuda.current_stream(idx).cuda_stream)
@@ -163,14 +164,22 @@ def _fast_key(a, b, initial, *args):
 
 
 def _repeat(entry, a, b, initial):
-    """The bound launch of ``entry`` on these tensors (on a CPU, the core's own entry on NumPy
-    views): h, or None for the full path (autograd, or a pointer of another alignment)."""
+    """The bound launch of ``entry`` on these tensors (on a CPU, the bound call on NumPy views, or
+    the core's own entry on them): h, or None for the full path (autograd, or a pointer of another
+    alignment, or a bound call that declines)."""
     shape, like_b, work, store, idx, raw, a_scalar, args = entry
     if torch.is_grad_enabled() and (b.requires_grad or (a_scalar is None and a.requires_grad)
                                     or (initial is not None and initial.requires_grad)):
         return None
     if raw is None:
         h = _forward(None if a_scalar is not None else a, a_scalar, b, initial, *args)
+        return h if store is work else h.to(store)
+    if idx is None:  # a CPU: the bound call skips the core's validation, which the signature fixed
+        h = raw(a_scalar if a_scalar is not None else _numpy(a), _numpy(b),
+                None if initial is None else _numpy(initial), None)
+        if h is None:
+            return None
+        h = torch.from_numpy(h)
         return h if store is work else h.to(store)
     h = torch.empty_like(b, dtype=work) if like_b else b.new_empty(shape, dtype=work)
     if not raw(_raw_stream(idx), 0 if a_scalar is not None else a.data_ptr(), b.data_ptr(),
@@ -371,12 +380,19 @@ def _on_torch_stream(device):
 
 def _forward(a, a_scalar, b, initial, axis, chunk, reverse, dense, dtype, backend, method, out=None, bound=None):
     """h = linear_recurrence(...) into a new tensor (or ``out``), on the tensors' device; appends
-    to the list ``bound`` the raw launch a CUDA call was bound to (``_FAST``), if any."""
+    to the list ``bound`` what the call was bound to (``_FAST``), if anything: a CUDA call's raw
+    launch, a CPU call's bound call on NumPy views."""
     fresh = out is None
     if not b.is_cuda:  # NumPy views in; a new result is NumPy's, viewed by torch
-        h = _api._linear_recurrence(a_scalar if a is None else _numpy(a), _numpy(b), axis, chunk,
-                                    None if initial is None else _numpy(initial), reverse, dense, _NUMPY_OF[dtype],
-                                    None if fresh else _numpy(out), backend, method)
+        args = (a_scalar if a is None else _numpy(a), _numpy(b), axis, chunk,
+                None if initial is None else _numpy(initial), reverse, dense, _NUMPY_OF[dtype],
+                None if fresh else _numpy(out), backend, method)
+        # for _FAST: the key under which the core binds the call (Problem.bind) where its backend can
+        key = _bound.CALLS.call(*args, run=False)[1] if bound is not None else None
+        h = _api._linear_recurrence(*args, key)
+        call = None if key is None else _bound.CALLS.table.get(key)
+        if call is not None:
+            bound.append(call)
         return torch.from_numpy(h) if fresh else out
     if fresh:
         out = _alloc(b, _result_shape(a, b, dense), dtype)

@@ -535,3 +535,72 @@ def test_scaled_result(case, reverse, rng):
     ref, g = recurrence_ref(a, b, axis, initial=init, reverse=reverse)
     assert_matches(h, -0.3 * ref, 0.3 * g, tolerance(dtype, shape[axis]) + (2.0**-10 if dtype == "float16" else 0.0),
                    f"scaled {case}")
+
+
+def _bind_numpy(a, b, axis=-1, initial=None, reverse=False, dtype=None, out=None, scale=None):
+    """The call the core binds to this signature when handed its key (as the torch front-end
+    does for CPU tensors), or None: bare NumPy calls are never looked up."""
+    from scanarray import _api, _bound
+
+    key = _bound.CALLS.call(a, b, axis, 64, initial, reverse, False, dtype, out, "numba", "auto", run=False,
+                            scale=scale)[1]
+    assert key is not None
+    _api._linear_recurrence(a, b, axis, 64, initial, reverse, False, dtype, out, "numba", "auto", key, scale=scale)
+    return _bound.CALLS.table.get(key)
+
+
+_BOUND_CASES = {
+    # shape, axis, dtype, a's shape (None: a Python float), initial?, scale, bound?
+    "rows": ((4, 64), -1, "float32", (4, 64), False, None, True),
+    "time-major, initial": ((300, 6), 0, "float64", (300, 6), True, None, True),
+    "lanes merged, per-lane a": ((2, 3, 50), -1, "float64", (2, 3, 1), True, None, True),
+    "scalar a, scaled": ((5, 70), -1, "float32", None, False, -0.3, True),
+    "complex, scaled": ((5, 70), -1, "complex128", (5, 70), False, -0.3, False),
+    "float16 (cast)": ((4, 64), -1, "float16", (4, 64), False, None, False),
+    "chunked": ((1, 1 << 17), -1, "float64", None, False, None, False),
+}
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("case", list(_BOUND_CASES))
+def test_bound_sequential_loop(case, reverse, monkeypatch, rng):
+    """``Problem.bind`` of the sequential loop: a repeat on new arrays of the signature gives the
+    float64 loop's result (the scale, an initial state, reversed and broadcast views included);
+    casts, complex gains and chunked calls are not bound."""
+    from scanarray import _bound
+
+    monkeypatch.setattr(_bound.CALLS, "table", {})
+    shape, axis, dtype, a_shape, with_initial, scale, binds = _BOUND_CASES[case]
+    if case == "chunked" and nb._threads() < 2:
+        pytest.skip("one numba thread: auto never takes chunked")
+    lanes = tuple(n for i, n in enumerate(shape) if i != axis % len(shape))
+
+    def args():
+        a = 0.95 if a_shape is None else coefficients(rng, a_shape, dtype, low=0.9)
+        return a, values(rng, shape, dtype), values(rng, lanes, dtype) if with_initial else None
+
+    a, b, init = args()
+    call = _bind_numpy(a, b, axis, init, reverse, scale=scale)
+    assert (call is not None) == binds
+    if call is None:
+        return
+    for _ in range(2):
+        a, b, init = args()
+        h = call(a, b, init, None)
+        assert h.dtype == np.dtype(dtype) and h.shape == shape
+        ref, g = recurrence_ref(a, b, axis, initial=init, reverse=reverse)
+        s = 1.0 if scale is None else scale
+        assert_matches(h, s * ref, abs(s) * g, tolerance(dtype, shape[axis]), case)
+
+
+def test_bound_only_the_callers_own_arrays(monkeypatch, rng):
+    """Where the core reads a copy of the caller's array (non-native byte order) or writes a given
+    ``out``, nothing is bound: a repeat would read the caller's memory through other views."""
+    from scanarray import _bound
+
+    monkeypatch.setattr(_bound.CALLS, "table", {})
+    a, b = coefficients(rng, (3, 40), "float64", low=0.9), values(rng, (3, 40), "float64")
+    assert _bind_numpy(a.astype(">f8"), b) is None
+    assert _bind_numpy(a, b.astype(">f8")) is None
+    assert _bind_numpy(a, b, out=np.empty_like(b)) is None
+    assert _bind_numpy(a, b) is not None

@@ -395,9 +395,10 @@ def test_runs_on_torchs_current_stream(rng):
 
 @pytest.mark.parametrize("a_kind", ["tensor", "scalar"])
 def test_repeated_cpu_calls_take_the_one_lookup_path(rng, a_kind):
-    """On a CPU too, eager calls of one signature after the first go straight to the core's entry
-    on NumPy views (``_torch._FAST``, no bound launch): new data, an initial state, a scalar ``a``
-    of another value (another signature), and a gradient (the full path) all still right."""
+    """On a CPU too, eager calls of one signature after the first go straight to what the first
+    bound (``_torch._FAST``: the numba backend's loop on NumPy views, else the core's entry): new
+    data, an initial state, a scalar ``a`` of another value (another signature), and a gradient
+    (the full path) all still right."""
     from scanarray import _torch
 
     _torch._FAST.clear()
@@ -409,8 +410,9 @@ def test_repeated_cpu_calls_take_the_one_lookup_path(rng, a_kind):
         ref, g = recurrence_ref(a.numpy() if a_kind == "tensor" else a, b.numpy(), -1, i0.numpy())
         assert isinstance(h, torch.Tensor) and h.dtype == torch.float64
         assert_matches(h.numpy(), ref, g, tolerance("float64", 200))
-    entries = [e for e in _torch._FAST.values() if e[5] is None]
-    assert entries, "repeated CPU calls never took the one-lookup path"
+    assert _torch._FAST, "repeated CPU calls never took the one-lookup path"
+    if scanarray.available_backends()["numba"]["available"]:
+        assert all(e[5] is not None for e in _torch._FAST.values()), "numba's loop was not bound"
     a = torch.rand(3, 200, dtype=torch.float64, requires_grad=True)
     b = torch.randn(3, 200, dtype=torch.float64, requires_grad=True)
     for _ in range(2):
@@ -424,6 +426,126 @@ def test_repeated_cpu_calls_take_the_one_lookup_path(rng, a_kind):
         acc = 1.0 + (av[:, t + 1] * acc if t + 1 < 200 else 0.0)
         want[:, t] = acc
     np.testing.assert_allclose(b.grad.numpy(), 2 * want, rtol=1e-12)
+
+
+def _strided(shape, dtype, every=2):
+    """A view of ``shape`` over every ``every``-th element of its last axis (not contiguous)."""
+    return torch.randn(shape[:-1] + (shape[-1] * every,), dtype=dtype)[..., ::every]
+
+
+#: layouts of the repeated CPU calls: name -> (a, b, initial, axis, reverse) of new data each call,
+#: and whether the numba backend binds its loop to the signature
+CPU_LAYOUTS = {
+    "rows": (lambda d: (torch.rand(3, 200, dtype=d), torch.randn(3, 200, dtype=d), None, -1, False), True),
+    "rows, initial, reverse": (lambda d: (torch.rand(3, 200, dtype=d), torch.randn(3, 200, dtype=d),
+                                          torch.randn(3, dtype=d), -1, True), True),
+    "time-major": (lambda d: (torch.rand(200, 5, dtype=d), torch.randn(200, 5, dtype=d), torch.randn(5, dtype=d),
+                              0, False), True),
+    "lanes merged": (lambda d: (torch.rand(2, 3, 90, dtype=d), torch.randn(2, 3, 90, dtype=d),
+                                torch.randn(3, dtype=d), -1, False), True),
+    "per-lane a": (lambda d: (torch.rand(3, 1, dtype=d), torch.randn(3, 200, dtype=d), None, -1, True), True),
+    "scalar a, one row": (lambda d: (0.9, torch.randn(300, dtype=d), torch.randn((), dtype=d), 0, False), True),
+    "strided": (lambda d: (_strided((3, 200), d), _strided((3, 200), d), None, -1, False), True),
+    "transposed": (lambda d: (torch.rand(200, 3, dtype=d).t(), torch.randn(200, 3, dtype=d).t(), None, -1, True),
+                   True),
+    "lanes not mergeable": (lambda d: (torch.rand(2, 4, 90, dtype=d)[:, :3], torch.randn(2, 4, 90, dtype=d)[:, :3],
+                                       None, -1, False), False),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.complex64])
+@pytest.mark.parametrize("layout", list(CPU_LAYOUTS))
+def test_repeated_cpu_calls_on_new_data_match_the_loop(dtype, layout):
+    """Each call of one signature on new data (the first through the full path, the others
+    through the loop it bound) gives the extended-precision loop's result."""
+    from scanarray import _torch
+
+    make, binds = CPU_LAYOUTS[layout]
+    _torch._FAST.clear()
+    for _ in range(4):
+        a, b, i0, axis, reverse = make(dtype)
+        h = linear_recurrence(a, b, axis=axis, initial=i0, reverse=reverse)
+        ref, g = recurrence_ref(a if isinstance(a, float) else a.numpy(), b.numpy(), axis,
+                                None if i0 is None else i0.numpy(), reverse)
+        assert isinstance(h, torch.Tensor) and h.dtype == dtype and h.shape == ref.shape
+        assert_matches(h.numpy(), ref, g, tolerance(h.numpy().dtype, b.shape[axis]), layout)
+    entries = list(_torch._FAST.values())
+    assert len(entries) == 1, "one signature, one entry"
+    if scanarray.available_backends()["numba"]["available"]:
+        assert (entries[0][5] is not None) == binds, "numba's loop bound where it should not, or not where it should"
+
+
+def test_a_bound_cpu_signature_serves_only_itself():
+    """After a CPU call's loop is bound, calls that differ in strides, contiguity, dtype, a scalar
+    ``a``'s value, axis, ``reverse``, an initial state or ``out`` miss it and still match the loop;
+    the same signature on new data takes it; a bad argument gets the full path's error."""
+    pytest.importorskip("numba")
+    from scanarray import _torch
+
+    _torch._FAST.clear()
+    linear_recurrence(0.9, torch.randn(3, 200, dtype=torch.float64))
+    ((key, entry),) = _torch._FAST.items()
+    assert entry[5] is not None
+    taken = []
+
+    def spy(*args):
+        taken.append(1)
+        return entry[5](*args)
+
+    _torch._FAST[key] = entry[:5] + (spy,) + entry[6:]
+    f64 = torch.float64
+    others = [
+        (0.9, _strided((3, 200), f64), {}),
+        (0.9, torch.randn(200, 3, dtype=f64).t(), {}),
+        (0.9, torch.randn(3, 200, dtype=torch.float32), {}),
+        (0.5, torch.randn(3, 200, dtype=f64), {}),
+        (0.9, torch.randn(3, 200, dtype=f64), {"axis": 0}),
+        (0.9, torch.randn(3, 200, dtype=f64), {"reverse": True}),
+        (0.9, torch.randn(3, 200, dtype=f64), {"initial": torch.randn(3, dtype=f64)}),
+        (0.9, torch.randn(3, 200, dtype=f64), {"out": torch.empty(3, 200, dtype=f64)}),
+        (torch.full((3, 200), 0.9, dtype=f64), torch.randn(3, 200, dtype=f64), {}),
+    ]
+    for a, b, kw in others:
+        h = linear_recurrence(a, b, **kw)
+        axis = kw.get("axis", -1)
+        i0 = kw.get("initial")
+        ref, g = recurrence_ref(a if isinstance(a, float) else a.numpy(), b.numpy(), axis,
+                                None if i0 is None else i0.numpy(), kw.get("reverse", False))
+        assert_matches(h.numpy(), ref, g, tolerance(h.numpy().dtype, b.shape[axis]), str(kw))
+    assert not taken, "a call of another signature took the bound loop"
+    b = torch.randn(3, 200, dtype=f64)
+    h = linear_recurrence(0.9, b)
+    ref, g = recurrence_ref(0.9, b.numpy())
+    assert_matches(h.numpy(), ref, g, tolerance("float64", 200))
+    assert taken, "the same signature did not take the bound loop"
+    with pytest.raises(np.exceptions.AxisError):
+        linear_recurrence(0.9, b, axis=2)
+    with pytest.raises(ValueError, match="chunk"):
+        linear_recurrence(0.9, b, chunk=-1)
+
+
+def test_a_bound_cpu_loop_follows_method_auto(monkeypatch):
+    """The bound loop re-asks ``method="auto"`` (numba's threads and ``TUNING``): where it would now
+    take ``chunked``, the call goes through the full path, which runs it."""
+    pytest.importorskip("numba")
+    from scanarray import _torch
+    from scanarray.backends import numba_backend
+
+    if numba_backend._threads() < 2:
+        pytest.skip("one numba thread: auto never takes chunked for one row")
+    _torch._FAST.clear()
+    for _ in range(2):
+        linear_recurrence(0.9, torch.randn(300, dtype=torch.float64))
+    assert all(e[5] is not None for e in _torch._FAST.values())
+    runs = []
+    chunked = numba_backend._chunked
+    monkeypatch.setattr(numba_backend, "_chunked", lambda *args: runs.append(1) or chunked(*args))
+    monkeypatch.setitem(numba_backend.TUNING, "chunked_min_length", 100)
+    b = torch.randn(300, dtype=torch.float64)
+    h = linear_recurrence(0.9, b)
+    assert runs, "the bound loop ran where method='auto' now takes chunked"
+    ref, g = recurrence_ref(0.9, b.numpy())
+    assert_matches(h.numpy(), ref, g, tolerance("float64", 300))
 
 
 @pytest.mark.gpu

@@ -25,7 +25,9 @@ per-lane, per-time) reaches the kernels as a stride-0 view of its compact
 array, never expanded. ``reverse`` flips views (negative strides), never data.
 Inputs of another dtype than the accumulation dtype (float16/bfloat16, which
 numba cannot compute with, integers) are cast on the way in, and float16
-results on the way out (a copy: not at memory speed).
+results on the way out (a copy: not at memory speed). A ``sequential`` call on the caller's own
+memory, nothing cast, binds its loop to the call's signature (``Problem.bind``, ``_bind``): the
+torch front-end repeats it on new CPU tensors with the views remade, without the core's work.
 
 Dense form: ``sequential`` (a compiled matrix-vector loop, parallel over
 lanes) or ``cyclic_reduction`` (:mod:`scanarray._dense` on NumPy's batched
@@ -34,6 +36,7 @@ lanes) or ``cyclic_reduction`` (:mod:`scanarray._dense` on NumPy's batched
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -127,8 +130,12 @@ def _lanes(shape) -> int:
 def auto_method(problem):
     if problem.dense:
         return _dense_auto_method(problem)
-    T = problem.length
-    if _lanes(problem.shape) < _threads() and T >= TUNING["chunked_min_length"]:
+    return _diagonal_auto_method(problem.shape)
+
+
+def _diagonal_auto_method(shape):
+    """``method="auto"`` of a diagonal call of canonical shape ``(*lanes, T)``."""
+    if shape[-1] >= TUNING["chunked_min_length"] and _lanes(shape) < _threads():
         return "chunked"
     return "sequential"
 
@@ -161,13 +168,15 @@ def _merge_lanes(arrays, nlead):
 
 
 def _for_each_lane_block(arrays, nlead, fn):
-    """Call ``fn(*views)`` on views with one lane axis: merged, or one call per outer lane index."""
+    """Call ``fn(*views)`` on views with one lane axis: merged (returned), or one call per outer
+    lane index (None returned)."""
     merged = _merge_lanes(arrays, nlead)
     if merged is not None:
         fn(*merged)
-        return
+        return merged
     for idx in np.ndindex(arrays[0].shape[:nlead - 1]):
         fn(*(x[idx] for x in arrays))
+    return None
 
 
 def _lane_block(out) -> int:
@@ -225,18 +234,16 @@ def _diagonal(p):
     scale = p.scale
     # Problem.scale: stored by the sequential kernels as they write (real dtypes), else a product
     # over each block after its scan (the chunked kernel carries superblocks through what it stored)
-    c = dt.type(1) if scale is None or dt.kind != "f" else dt.type(scale)
+    c = _kernel_scale(dt, scale)
+    # one loop on the caller's own memory, nothing cast, nothing after: a repeat needs only new views
+    bindable = method == "sequential" and a_k is a and b_k is b and work is out and (
+        scale is None or dt.kind == "f") and (p.initial is None or p.initial.dtype == dt)
 
     def run(a2, b2, o2, h1):
         if method == "chunked":
             _chunked(k, a2, b2, o2, h1)
-        elif lanes_contiguous(o2):
-            lb = _lane_block(o2)
-            k.compiled("sequential_blocks", dt, _parallel(-(-o2.shape[0] // lb), o2.size))(a2.T, b2.T, o2.T, h1, lb,
-                                                                                           c)
         else:
-            four = o2.shape[0] >= TUNING["rows_four_min_groups"] * 4 * _threads()
-            k.compiled("sequential_rows", dt, _parallel(o2.shape[0], o2.size))(a2, b2, o2, h1, four, c)
+            _sequential(k, a2, b2, o2, h1, c)
         if scale is not None and (method == "chunked" or dt.kind != "f"):
             o2 *= scale
 
@@ -245,11 +252,84 @@ def _diagonal(p):
     else:
         work_v, h_v = work, h
     # h gets a trailing axis so that it merges (or is indexed) like the lanes of the others
-    _for_each_lane_block([a_k, b_k, work_v, h_v[..., None]], max(1, len(lanes)),
-                         lambda a2, b2, o2, h2: run(a2, b2, o2, h2[:, 0]))
+    views = _for_each_lane_block([a_k, b_k, work_v, h_v[..., None]], max(1, len(lanes)),
+                                 lambda a2, b2, o2, h2: run(a2, b2, o2, h2[:, 0]))
     if work is not out:
         np.copyto(out, work, casting="unsafe")
+    elif bindable and views is not None:
+        p.bind = functools.partial(_bind, p, views[:3])
     return p.out
+
+
+def _kernel_scale(dt, scale):
+    """The factor the sequential kernels store ``h`` with (1 where none, or where it is applied
+    after the loop: complex dtypes)."""
+    return dt.type(1) if scale is None or dt.kind != "f" else dt.type(scale)
+
+
+def _sequential(k, a2, b2, o2, h1, c):
+    """The sequential loop over lanes ``(L, T)``: rows, or blocks of lanes stepped together where
+    the lanes are the contiguous axis; each run chooses its variant by ``TUNING`` and the threads."""
+    dt = o2.dtype
+    if lanes_contiguous(o2):
+        lb = _lane_block(o2)
+        k.compiled("sequential_blocks", dt, _parallel(-(-o2.shape[0] // lb), o2.size))(a2.T, b2.T, o2.T, h1, lb, c)
+    else:
+        four = o2.shape[0] >= TUNING["rows_four_min_groups"] * 4 * _threads()
+        k.compiled("sequential_rows", dt, _parallel(o2.shape[0], o2.size))(a2, b2, o2, h1, four, c)
+
+
+def _bind(p, views, a, a_const, b, h0, result, alloc):
+    """``Problem.bind`` of a sequential call (``p``, its kernels' views ``views`` of ``a``, ``b``
+    and the result): ``call(a, b, h0, out)``, the same loop on new arrays of the call's signature
+    (:mod:`scanarray._bound`), or None where it cannot be bound.
+
+    The signature fixes the views (broadcast, time axis last, reversed, lanes merged): the call
+    replays them by NumPy's view operations, checked here to give the very views this call's
+    kernel read. What the signature does not fix is checked on each call: ``method="auto"`` and
+    the variant of the loop follow ``TUNING`` and numba's threads as in the full path. A result
+    given as ``out`` (``alloc`` None) is not bound: its writeability and overlaps would need checks.
+    Only shapes and the scalar ``a``'s 0-d array are kept, never the call's arrays.
+    """
+    canonical = p.shape
+    if alloc is None or _diagonal_auto_method(canonical) != "sequential":
+        return None
+    shape, perm, reverse = tuple(result.shape), p.perm, p.reverse
+    n, T = views[2].shape
+    lanes, dt, c = p.lanes, p.dtype, _kernel_scale(p.dtype, p.scale)
+
+    def view(x):
+        if tuple(x.shape) != shape:
+            x = np.broadcast_to(x, shape)
+        if perm is not None:
+            x = x.transpose(perm)
+        if reverse:
+            x = x[..., ::-1]
+        return x.reshape(n, T)  # merges the lanes (a copy where it cannot: refused below)
+
+    if not all(_same_view(view(x), v) for x, v in zip((a, b, result), views)):
+        return None
+    fixed_a = view(a) if a_const else None  # the scalar's 0-d array: its value is in the key
+    k = _k()
+
+    def call(a_, b_, h0_, out_):
+        if _diagonal_auto_method(canonical) != "sequential":  # the threads or TUNING changed since
+            return None
+        res = alloc(b_)
+        h = np.zeros(lanes, dt)
+        if h0_ is not None:
+            h[...] = h0_
+        _sequential(k, view(a_) if fixed_a is None else fixed_a, view(b_), view(res), h.reshape(n), c)
+        return res
+
+    return call
+
+
+def _same_view(x, y) -> bool:
+    """Whether ``x`` and ``y`` view the same elements at the same address (strides of length-1
+    axes, which address nothing else, may differ)."""
+    return x.shape == y.shape and x.__array_interface__["data"][0] == y.__array_interface__["data"][0] and all(
+        s == t for s, t, m in zip(x.strides, y.strides, x.shape) if m > 1)
 
 
 def _fixup_pays(a, T, nseg) -> bool:
