@@ -5,9 +5,9 @@ its work (the CuPy backend's launches, ``backends/cupy/_common.Binder``; the num
 sequential loop, ``numba_backend._bind``). The public function keeps those per signature of a
 call, everything validation, dtype rules and planning read from the arguments except the data
 pointers, and sends a repeated call straight to them: about 7 µs of host time per call instead of
-about 40 on the H200 host measured (docs/guide/gpu.md). It looks up the calls of backends with
-``BackendSpec.fast_call`` (CuPy); the torch front-end looks up its CPU calls too (NumPy views of
-tensors: 16-17 µs through torch instead of 49-57 on a 2-core VM, docs/guide/frameworks.md). The
+about 40 on the H200 host measured (docs/guide/gpu.md), and on NumPy arrays about 7 µs instead of
+28 on a 2-core VM. It looks up the calls of backends with ``BackendSpec.fast_call`` (CuPy,
+numba); the torch front-end keeps its CPU calls' bound loops too (NumPy views of tensors). The
 bound call itself checks what the signature does not fix (devices, pointer alignment, overlaps,
 the numba backend's threads and tunables) and returns None to send the call through the full path.
 """

@@ -55,9 +55,7 @@ class BackendSpec:
     #: repeating that launch on raw pointers (the torch front-end's bound backward)
     shifted_adjoint: bool = False
     #: whether the public function looks up repeated calls of its arrays' signature (scanarray/_bound.py),
-    #: which skip validation and planning for the work the backend bound (``Problem.bind``); the
-    #: numba backend binds its loop for the torch front-end's CPU calls only, bare NumPy calls
-    #: keep the full path
+    #: which skip validation and planning for the work the backend bound (``Problem.bind``)
     fast_call: bool = False
 
 
@@ -75,6 +73,7 @@ BACKENDS: dict[str, BackendSpec] = {
             requires=("numba",),
             extra="numba",
             fuses_scale=True,
+            fast_call=True,
         ),
         BackendSpec(
             "numpy",

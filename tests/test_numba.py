@@ -604,3 +604,32 @@ def test_bound_only_the_callers_own_arrays(monkeypatch, rng):
     assert _bind_numpy(a, b.astype(">f8")) is None
     assert _bind_numpy(a, b, out=np.empty_like(b)) is None
     assert _bind_numpy(a, b) is not None
+
+
+def test_repeated_public_calls_bound(monkeypatch, rng):
+    """Bare NumPy calls look their signature up (``BackendSpec.fast_call``): repeats on new data,
+    interleaved with calls of other signatures (strides, dtype, a scalar ``a`` of another value,
+    reverse), each give the float64 loop's result, and only a signature's first call takes the
+    full path."""
+    from scanarray import _api, _bound
+
+    monkeypatch.setattr(_bound.CALLS, "table", {})
+    full = []
+    inner = _api._linear_recurrence
+    monkeypatch.setattr(_api, "_linear_recurrence", lambda *args, **kw: full.append(args[:2]) or inner(*args, **kw))
+    base = values(rng, (6, 80), "float64")
+    cases = [  # (a, b maker, kwargs)
+        (lambda: coefficients(rng, (6, 80), "float64", low=0.9), lambda: values(rng, (6, 80), "float64"), {}),
+        (lambda: 0.9, lambda: values(rng, (80, 6), "float32"), {"axis": 0}),
+        (lambda: 0.5, lambda: values(rng, (80, 6), "float32"), {"axis": 0}),
+        (lambda: coefficients(rng, (6, 1), "float64", low=0.9), lambda: values(rng, (6, 80), "float64"),
+         {"reverse": True, "initial": base[:, 0]}),
+        (lambda: coefficients(rng, (6, 80), "float64", low=0.9), lambda: values(rng, (6, 160), "float64")[:, ::2], {}),
+    ]
+    for rep in range(3):
+        for make_a, make_b, kw in cases:
+            a, b = make_a(), make_b()
+            h = scanarray.linear_recurrence(a, b, **kw)
+            ref, g = recurrence_ref(a, b, kw.get("axis", -1), initial=kw.get("initial"), reverse=kw.get("reverse", False))
+            assert_matches(h, ref, g, tolerance(b.dtype.name, b.shape[kw.get("axis", -1)]), f"case {kw}, repeat {rep}")
+        assert len(full) == len(cases)  # every repeat was served by its signature's bound loop

@@ -26,8 +26,9 @@ array, never expanded. ``reverse`` flips views (negative strides), never data.
 Inputs of another dtype than the accumulation dtype (float16/bfloat16, which
 numba cannot compute with, integers) are cast on the way in, and float16
 results on the way out (a copy: not at memory speed). A ``sequential`` call on the caller's own
-memory, nothing cast, binds its loop to the call's signature (``Problem.bind``, ``_bind``): the
-torch front-end repeats it on new CPU tensors with the views remade, without the core's work.
+memory, nothing cast, binds its loop to the call's signature (``Problem.bind``, ``_bind``): a
+repeated call (bare, or through torch on CPU tensors) runs it with the views remade, without the
+core's work.
 
 Dense form: ``sequential`` (a compiled matrix-vector loop, parallel over
 lanes) or ``cyclic_reduction`` (:mod:`scanarray._dense` on NumPy's batched
