@@ -406,17 +406,26 @@ class Binder:
 _packed: dict = {}
 
 
-def launch(cupy, fn, grid, threads, args):
-    """``fn`` over ``grid`` blocks of ``threads`` on CuPy's current stream: through a
-    :class:`PackedLauncher` made for it on first use (``args`` then keep their kinds from call to
-    call: device arrays, pointers as Python ints, NumPy scalars), else CuPy's call."""
+def launcher(fn, args=None):
+    """The :class:`PackedLauncher` of compiled kernel ``fn``, made from ``args`` on first use (the
+    arguments of every launch of ``fn`` then keep their kinds: device arrays, pointers as Python
+    ints, NumPy scalars); None where it does not apply, or before a first use without ``args``."""
     entry = _packed.get(id(fn))  # (compiled kernels live as long as the process: ids are not reused)
     if entry is None:
+        if args is None:
+            return None
         entry = _packed[id(fn)] = (PackedLauncher.create(fn, args),)
-    if entry[0] is not None:
-        entry[0].launch(cupy, grid, threads, args)
+    return entry[0]
+
+
+def launch(cupy, fn, grid, threads, args, shared_mem=0):
+    """``fn`` over ``grid`` blocks of ``threads`` on CuPy's current stream: through its
+    :func:`launcher` (about 5 µs of host time less), else CuPy's call."""
+    packed = launcher(fn, args)
+    if packed is not None:
+        packed.launch(cupy, grid, threads, args, shared_mem)
     else:
-        fn((grid,), (threads,), raw_args(args))
+        fn((grid,), (threads,), raw_args(args), shared_mem=shared_mem)
 
 
 def raw_args(args):

@@ -207,7 +207,7 @@ class _Launches:
         launch is not packed."""
         gos = []
         for f, blocks, threads, shared, template, roles in self.steps:
-            packed = _launchers.get(f)
+            packed = _common.launcher(f)
             go = packed.bind_roles(blocks, threads, shared, [0 if isinstance(x, _Role) else x for x in template],
                                    [r[:3] for r in roles]) if packed else None
             if go is None:
@@ -233,22 +233,7 @@ class _Launches:
             for i, slot, offset, cast in roles:
                 v = vals[slot] + offset
                 args[i] = v if cast is None else cast(v)
-            _launch(f, blocks, threads, args, shared)
-
-
-_launchers: dict = {}
-
-
-def _launch(f, grid, threads, args, smem):
-    """Launch ``f`` through one packed parameter buffer (``_common.PackedLauncher``: about 5 µs of
-    host time less than CuPy's call), or CuPy's call where that does not apply."""
-    packed = _launchers.get(f)
-    if packed is None:
-        packed = _launchers[f] = _common.PackedLauncher.create(f, args) or False
-    if packed:
-        packed.launch(cupy, grid, threads, args, smem)
-    else:
-        f((grid,), (threads,), _common.raw_args(args), shared_mem=smem)
+            _common.launch(cupy, f, blocks, threads, args, shared)
 
 
 def _owned(launches, A, b, h0, out, A2, B2, H, h2):

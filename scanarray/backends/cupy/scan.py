@@ -366,7 +366,9 @@ class _Plan:
         return entry[1].bind(self.grid, self.threads, template, ws_at)
 
     def _call(self, cupy, args, dev=None):
-        # the compiled kernel and its packed launcher (None: CuPy's call) per device
+        # the compiled kernel and its packed launcher (None: CuPy's call) per device, per plan: one
+        # launcher per kernel shared by all its plans (_common.launcher) failed a fused-product
+        # test on the H200 (tests/test_cupy.py, test_fused_product), the cause not isolated
         if dev is None:
             dev = cupy.cuda.runtime.getDevice()
         entry = self.fns.get(dev)
