@@ -633,3 +633,25 @@ def test_repeated_public_calls_bound(monkeypatch, rng):
             ref, g = recurrence_ref(a, b, kw.get("axis", -1), initial=kw.get("initial"), reverse=kw.get("reverse", False))
             assert_matches(h, ref, g, tolerance(b.dtype.name, b.shape[kw.get("axis", -1)]), f"case {kw}, repeat {rep}")
         assert len(full) == len(cases)  # every repeat was served by its signature's bound loop
+
+
+@pytest.mark.parametrize("method", ["auto", "sequential"])
+def test_results_freed_without_the_garbage_collector(method):
+    """No reference cycle holds a call's arrays (a binding keeps none of them): a result is freed
+    as soon as its caller drops it, first call and repeats alike. (A cycle once kept every
+    result of a sequential call alive until the collector ran: each call then faulted in new
+    memory, several times slower.)"""
+    import gc
+    import weakref
+
+    a, b = np.full((3, 5000), 0.9), np.ones((3, 5000))
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(3):
+            h = scanarray.linear_recurrence(a, b, backend="numba", method=method)
+            r = weakref.ref(h)
+            del h
+            assert r() is None
+    finally:
+        gc.enable()

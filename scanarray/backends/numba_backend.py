@@ -258,7 +258,9 @@ def _diagonal(p):
     if work is not out:
         np.copyto(out, work, casting="unsafe")
     elif bindable and views is not None:
-        p.bind = functools.partial(_bind, p, views[:3])
+        # what _bind reads of p, not p itself: p holding its own bind would be a reference cycle,
+        # keeping every call's arrays alive until the garbage collector runs
+        p.bind = functools.partial(_bind, (p.shape, p.perm, p.reverse, p.lanes, p.dtype, p.scale), views[:3])
     return p.out
 
 
@@ -280,9 +282,10 @@ def _sequential(k, a2, b2, o2, h1, c):
         k.compiled("sequential_rows", dt, _parallel(o2.shape[0], o2.size))(a2, b2, o2, h1, four, c)
 
 
-def _bind(p, views, a, a_const, b, h0, result, alloc):
-    """``Problem.bind`` of a sequential call (``p``, its kernels' views ``views`` of ``a``, ``b``
-    and the result): ``call(a, b, h0, out)``, the same loop on new arrays of the call's signature
+def _bind(sig, views, a, a_const, b, h0, result, alloc):
+    """``Problem.bind`` of a sequential call (``sig``: its problem's canonical shape, transpose,
+    reverse, lanes, dtype and scale; ``views``: its kernels' views of ``a``, ``b`` and the
+    result): ``call(a, b, h0, out)``, the same loop on new arrays of the call's signature
     (:mod:`scanarray._bound`), or None where it cannot be bound.
 
     The signature fixes the views (broadcast, time axis last, reversed, lanes merged): the call
@@ -292,12 +295,12 @@ def _bind(p, views, a, a_const, b, h0, result, alloc):
     given as ``out`` (``alloc`` None) is not bound: its writeability and overlaps would need checks.
     Only shapes and the scalar ``a``'s 0-d array are kept, never the call's arrays.
     """
-    canonical = p.shape
+    canonical, perm, reverse, lanes, dt, scale = sig
     if alloc is None or _diagonal_auto_method(canonical) != "sequential":
         return None
-    shape, perm, reverse = tuple(result.shape), p.perm, p.reverse
+    shape = tuple(result.shape)
     n, T = views[2].shape
-    lanes, dt, c = p.lanes, p.dtype, _kernel_scale(p.dtype, p.scale)
+    c = _kernel_scale(dt, scale)
 
     def view(x):
         if tuple(x.shape) != shape:
