@@ -126,9 +126,10 @@ def ewm_mean(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, 
         kernel = _vocab.ewm_kernel(x, "mean", p["adjust"], e.quirk) if p["deltas"] is None else None
         if kernel is not None:
             # CuPy (adjust=True): the one-pass kernel, always (it never looks at the data from the
-            # host). NumPy: the NaN-free path where its probe finds no NaN (one chunked scan on
-            # every core, the faster there), else numba's one-pass loop (docs/guide/ewm.md)
-            m = e.probe_nan_free() if _vocab.is_numpy(x) else None
+            # host). NumPy: numba's one-pass loop for small data; else the NaN-free path where its
+            # probe finds no NaN (one chunked scan on every core, the faster there), else the loop
+            # (docs/guide/ewm.md)
+            m = e.probe_nan_free() if _vocab.is_numpy(x) and not _vocab.ewm_loop_first(x, axis, "mean") else None
             return labels.wrap(e.masked(m) if m is not None else kernel(x, axis, p["f"], p["ignore_na"],
                                                                          p["min_periods"]))
         m = e.masked(e.mean(quirk=True))
@@ -518,10 +519,10 @@ class _Ewm:
         nw = 1.0 if adjust else alpha  # pandas' new_wt
         kernel = None if _vocab.is_array(self.g) else _vocab.ewm_kernel(self.x, "var")
         if kernel is not None:
-            # NumPy: numba's one-pass loop of this same update where its lanes fill the threads (it
-            # beats the composed passes there, NaN or not), or where the probe finds NaN (the
-            # composed passes took 8x pandas' time then); else the NaN-free path
-            m = None if _vocab.lanes_fill_threads(self.x, self.axis) else self._probe(False)
+            # NumPy: numba's one-pass loop of this same update for small data and where its lanes
+            # fill the threads (it beats the composed passes there, NaN or not), or where the probe
+            # finds NaN (the composed passes took 8x pandas' time then); else the NaN-free path
+            m = None if _vocab.ewm_loop_first(self.x, self.axis, "var") else self._probe(False)
             if m is None:
                 tiny = float(np.finfo(self.dtype).smallest_normal) * 2.0 ** 52
                 return kernel(self.x, self.axis, self.f, nw, p["ignore_na"], adjust, max(minp, 1), p["bias"], tiny)

@@ -106,12 +106,13 @@ def ewm_kernel(x, stat="mean", adjust=True, quirk=False):
     return ewm.mean if ewm.applies(x) else None
 
 
-def lanes_fill_threads(x, axis):
-    """Whether the lanes of NumPy array ``x`` (its steps along ``axis`` apart) give each of numba's
-    threads one, so that a one-lane-a-thread kernel (:func:`ewm_kernel`'s) keeps every core busy."""
+def ewm_loop_first(x, axis, stat):
+    """Whether numba's one-pass loop of EWM statistic ``stat`` (:func:`ewm_kernel`'s) takes NumPy
+    array ``x`` (time along ``axis``) before the NaN-free path's scans are tried: small data, and
+    for the variance lanes that give every thread one (``numba_backend.ewm_loop_first``)."""
     from .backends import numba_backend
 
-    return numba_backend.fills_threads(x.size // max(x.shape[axis], 1))
+    return numba_backend.ewm_loop_first(stat, x.size, x.size // max(x.shape[axis], 1))
 
 
 def scan(a, b, axis, *, initial=None, scale=None, out=None):

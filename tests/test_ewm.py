@@ -14,6 +14,17 @@ from scanarray import ewm_mean, ewm_std, ewm_var
 
 pd = pytest.importorskip("pandas")
 
+
+@pytest.fixture(autouse=True, params=["loops first", "scans first"])
+def route(request, monkeypatch):
+    """Every test on both NumPy routes for NaN-free data: numba's one-pass loop tried first (small
+    data, as most here) and the composed scans tried first (large data)."""
+    if request.param == "scans first":
+        from scanarray import _vocab
+
+        monkeypatch.setattr(_vocab, "ewm_loop_first", lambda x, axis, stat: False)
+    return request.param
+
 RTOL = 1e-12
 DECAYS = [dict(alpha=0.1), dict(alpha=0.5), dict(alpha=1.0), dict(span=3), dict(span=20.5), dict(com=0.0),
           dict(com=9.5), dict(halflife=4), dict(alpha=0.002)]

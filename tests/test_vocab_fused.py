@@ -79,9 +79,9 @@ def dev(request, monkeypatch):
 
     model = types.SimpleNamespace(**{n: counted(n, getattr(elementwise_emu, n)) for n in KERNELS})
     monkeypatch.setattr(_vocab, "fused", lambda x: model if type(x) is np.ndarray else None)
-    # the NaN-free variance's composed passes (the fused ones under test), not numba's loop, which
-    # takes NumPy data whose lanes fill the threads
-    monkeypatch.setattr(_vocab, "lanes_fill_threads", lambda x, axis: False)
+    # the NaN-free statistics' composed passes (the fused ones under test), not numba's loop, which
+    # takes small NumPy data and the variance's where its lanes fill the threads
+    monkeypatch.setattr(_vocab, "ewm_loop_first", lambda x, axis, stat: False)
     return Device("model", np, model, calls)
 
 

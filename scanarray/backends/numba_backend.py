@@ -82,6 +82,13 @@ TUNING = {
     # dense auto: cyclic reduction's ns per lane and step, a + b n^2 (its vectors: GEMMs with a
     # time-invariant A), plus per product of a time-varying A's matrices c + d n^3 (float64)
     "dense_cr_ns": (50.0, 0.3, 400.0, 0.05),
+    # EWM of NaN-free data: the one-pass loop instead of the composed scans up to this many
+    # elements (one series of 2**17: 0.26 ms against 0.48; of 2**20: 1.9 against 1.1, the scans
+    # chunked on both cores; 200 steps: 13 us against 98), 2-core VM
+    "ewm_mean_loop_max_size": 1 << 17,
+    # ... the variance's (one series of 2**20: 7.0 ms against 10.9; of 2**24: 133 against 107), and
+    # wherever its lanes give every thread one ((2**20, 32): 215 against 264)
+    "ewm_var_loop_max_size": 1 << 20,
 }
 
 _kernels = None
@@ -111,10 +118,10 @@ def _threads() -> int:
     return numba.get_num_threads()
 
 
-def fills_threads(lanes) -> bool:
-    """Whether ``lanes`` give every thread one: a one-lane-a-thread loop then keeps every core
-    busy (the EWM variance's loop beats the composed NaN-free passes there, docs/guide/ewm.md)."""
-    return lanes >= _threads()
+def ewm_loop_first(stat, size, lanes) -> bool:
+    """Whether the one-pass EWM loop of ``stat`` ("mean" or "var") beats the composed NaN-free
+    scans on ``size`` elements in ``lanes`` lanes (``TUNING``; docs/guide/ewm.md)."""
+    return size <= TUNING[f"ewm_{stat}_loop_max_size"] or (stat == "var" and lanes >= _threads())
 
 
 def _parallel(units, work) -> bool:
