@@ -555,7 +555,7 @@ _BOUND_CASES = {
     "time-major, initial": ((300, 6), 0, "float64", (300, 6), True, None, True),
     "lanes merged, per-lane a": ((2, 3, 50), -1, "float64", (2, 3, 1), True, None, True),
     "scalar a, scaled": ((5, 70), -1, "float32", None, False, -0.3, True),
-    "complex, scaled": ((5, 70), -1, "complex128", (5, 70), False, -0.3, False),
+    "complex, scaled": ((5, 70), -1, "complex128", (5, 70), False, -0.3, True),
     "float16 (cast)": ((4, 64), -1, "float16", (4, 64), False, None, False),
     "chunked": ((1, 1 << 17), -1, "float64", None, False, None, False),
 }
@@ -566,7 +566,7 @@ _BOUND_CASES = {
 def test_bound_sequential_loop(case, reverse, monkeypatch, rng):
     """``Problem.bind`` of the sequential loop: a repeat on new arrays of the signature gives the
     float64 loop's result (the scale, an initial state, reversed and broadcast views included);
-    casts, complex gains and chunked calls are not bound."""
+    casts and chunked calls are not bound."""
     from scanarray import _bound
 
     monkeypatch.setattr(_bound.CALLS, "table", {})

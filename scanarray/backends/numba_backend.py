@@ -245,7 +245,7 @@ def _diagonal(p):
     c = _kernel_scale(dt, scale)
     # one loop on the caller's own memory, nothing cast, nothing after: a repeat needs only new views
     bindable = method == "sequential" and a_k is a and b_k is b and work is out and (
-        scale is None or dt.kind == "f") and (p.initial is None or p.initial.dtype == dt)
+        p.initial is None or p.initial.dtype == dt)
 
     def run(a2, b2, o2, h1):
         if method == "chunked":
@@ -331,6 +331,8 @@ def _bind(sig, views, a, a_const, b, h0, result, alloc):
         if h0_ is not None:
             h[...] = h0_
         _sequential(k, view(a_) if fixed_a is None else fixed_a, view(b_), view(res), h.reshape(n), c)
+        if scale is not None and dt.kind != "f":  # the kernels store real scales only, as in the full path
+            res *= scale
         return res
 
     return call
