@@ -171,6 +171,10 @@ def cpu_filters(quick, repeat):
     paired(f"lfilter order 1 {tag} f64", {"scanarray": lambda: ssignal.lfilter(b, a, x),
                                           "scipy": lambda: signal.lfilter(b, a, x),
                                           "copy (memory floor)": _copy(x)}, repeat)
+    bb, ab = signal.butter(4, 0.05)
+    paired(f"lfilter order 4 {tag} f64", {"scanarray": lambda: ssignal.lfilter(bb, ab, x),  # the compiled loop
+                                          "scanarray dense": lambda: ssignal.lfilter(bb, ab, x, method="dense"),
+                                          "scipy": lambda: signal.lfilter(bb, ab, x)}, repeat)
     for order in (4, 8):
         sos = signal.butter(order, 0.05, output="sos")
         paired(f"sosfilt order {order} {tag} f64", {

@@ -70,11 +70,13 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
         Initial delay values (SciPy's transposed direct form II state): shape of `x` with
         `axis` of length ``max(len(a), len(b)) - 1`` (or broadcastable to it). Not with
         time-varying coefficients.
-    method : {"auto", "diagonal", "dense"}, optional
-        The recurrence (see the module notes): ``"auto"`` takes ``"diagonal"`` for real
-        filters of order 1 and 2 (a CuPy signal's order 2: :func:`sosfilt`'s ``"cascade"``
-        kernel, as one section), ``"dense"`` otherwise. ``"diagonal"`` is refused for order 3
-        and more.
+    method : {"auto", "sequential", "diagonal", "dense"}, optional
+        ``"sequential"`` (the default for NumPy arrays where numba is installed, except a
+        first-order filter with one numerator tap): SciPy's own loop, compiled, the lanes over
+        the threads: SciPy's results to the bit. Otherwise the recurrence of the module notes:
+        ``"auto"`` takes ``"diagonal"`` for real filters of order 1 and 2 (a CuPy signal's
+        order 2: :func:`sosfilt`'s ``"cascade"`` kernel, as one section), ``"dense"``
+        otherwise. ``"diagonal"`` is refused for order 3 and more.
 
     Returns
     -------
@@ -121,7 +123,7 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
     array([1.  , 1.5 , 1.75, 2.75])
     """
     xp, x, axis, dt, labels = _prepare_x(x, axis)
-    method = _check_method(method)
+    method = _check_method(method, ("sequential",))
     bn, an = _as_coefficients(b, "b"), _as_coefficients(a, "a")
     if _vocab.is_array(bn) or _vocab.is_array(an):
         if zi is not None:
@@ -132,6 +134,13 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
     zi_c = None if zi is None else _prepare_zi(xp, zi, x, axis, K, dt, "zi")
     real = all(isinstance(c, float) for c in bn + an) and not xp.isdtype(dt, "complex floating")
     xs = x if x.dtype == dt else xp.astype(x, dt)
+    # NumPy with numba: SciPy's loop compiled, except a first-order filter of one numerator tap,
+    # whose scan stores the gain as it writes and chunks one long row over the cores (faster)
+    loop = K >= 2 or (K == 1 and any(bn[1:]))
+    if (method == "sequential" or (method == "auto" and loop and any(an[1:]))) and \
+            _cascade_applies(xp, xs, method, [(bn, an)], dt):
+        y, zf = _df2t(xs, axis, bn, an, zi_c, dt, K)
+        return _labelled(labels, y if zi is None else (y, zf))
     if method == "auto" and K == 2 and any(an[1:]) and _gpu_cascade_applies(xs, axis, method, [(bn, an)]):
         # a second-order filter of a CuPy signal: the cascade kernel, one section
         y, zf = _gpu_cascade(xp, xs, axis, [(bn, an)], None if zi_c is None else zi_c[None])
@@ -285,8 +294,9 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
 
 def _cascade_applies(xp, x, method, sections, dt):
     """Whether :func:`sosfilt` runs the compiled cascade (SciPy's loop, every section per sample,
-    one pass over memory): NumPy arrays with numba installed, by default or with
-    ``method="sequential"``, which raises where it cannot run."""
+    one pass over memory), or :func:`lfilter` its compiled loop (one section, any order): NumPy
+    arrays with numba installed, by default or with ``method="sequential"``, which raises where
+    it cannot run."""
     if method not in ("auto", "sequential"):
         return False
     from . import _registry
@@ -326,6 +336,29 @@ def _cascade(x, axis, sections, zi_c, dt):
     numba_backend.sos_cascade(sos, x2, z, out)
     y = np.moveaxis(out.reshape(lanes + (T,)), -1, axis)
     return y, None if zi_c is None else _zf_of_rows(np, z, lanes, axis)
+
+
+def _df2t(x, axis, bn, an, zi_c, dt, K):
+    """(y, zf) of :func:`lfilter` by the compiled loop (SciPy's); ``zi_c`` as :func:`_prepare_zi`
+    gives it (``x``'s shape with ``axis`` of length ``K``)."""
+    from .backends import numba_backend
+
+    xt = np.moveaxis(x, axis, -1)
+    lanes, T = xt.shape[:-1], xt.shape[-1]
+    x2 = xt.reshape(-1, T)
+    out = np.empty(x2.shape, dt)
+    if K == 0:  # a gain
+        np.multiply(x2, bn[0], out=out)
+        z = np.zeros((x2.shape[0], 0), dt)
+    else:
+        b = np.zeros(K + 1, dt)
+        a = np.zeros(K + 1, dt)
+        b[:len(bn)], a[:len(an)] = bn, an
+        z = np.zeros((x2.shape[0], K), dt) if zi_c is None else \
+            np.array(np.moveaxis(zi_c, axis, -1).reshape(-1, K), dtype=dt)  # a copy the loop updates
+        numba_backend.lfilter_df2t(b, a, x2, z, out)
+    y = np.moveaxis(out.reshape(lanes + (T,)), -1, axis)
+    return y, None if zi_c is None else np.moveaxis(z.reshape(lanes + (K,)), -1, axis)
 
 
 def _zi_rows(xp, zi_c, axis):

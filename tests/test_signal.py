@@ -181,11 +181,16 @@ BA = [
 ]
 
 
+@pytest.mark.parametrize("method", ["auto", "sequential", "scan"])
 @pytest.mark.parametrize("name,ba", BA, ids=[n for n, _ in BA])
-def test_lfilter_matches_scipy(rng, name, ba):
+def test_lfilter_matches_scipy(rng, name, ba, method):
+    """Each method ("scan": "diagonal" where it applies, else "dense") against SciPy and the
+    longdouble loop."""
     b, a = ba
     x = rng.standard_normal((2, 2000))
-    y = lfilter(b, a, x)
+    if method == "scan":
+        method = "diagonal" if max(len(a), len(b)) <= 3 else "dense"
+    y = lfilter(b, a, x, method=method)
     y_scipy = signal.lfilter(b, a, x)
     # A high-order (b, a) amplifies rounding (SciPy warns): both results then carry errors of
     # the size SciPy's has against the exact (longdouble) filter; compare within that.
@@ -202,22 +207,24 @@ def test_lfilter_zi(rng, name, ba):
     K = max(len(a), len(b)) - 1
     x = rng.standard_normal((3, 500))
     zi = rng.standard_normal((3, K))
-    for method in ("auto", "dense"):
+    for method in ("auto", "sequential", "dense"):
         y, zf = lfilter(b, a, x, zi=zi, method=method)
         y_ref, zf_ref = signal.lfilter(b, a, x, zi=zi)
         assert_close(y, y_ref, what=name)
         assert_close(zf, zf_ref, what=name + " zf")
     # zi broadcast over lanes, axis 0
-    y, zf = lfilter(b, a, x.T, axis=0, zi=zi[0][:, None])
-    y_ref, zf_ref = signal.lfilter(b, a, x.T, axis=0, zi=np.repeat(zi[0][:, None], 3, axis=1))
-    assert_close(y, y_ref)
-    assert_close(zf, zf_ref)
+    for method in ("auto", "sequential", "dense"):
+        y, zf = lfilter(b, a, x.T, axis=0, zi=zi[0][:, None], method=method)
+        y_ref, zf_ref = signal.lfilter(b, a, x.T, axis=0, zi=np.repeat(zi[0][:, None], 3, axis=1))
+        assert_close(y, y_ref, what=f"{name} axis 0 {method}")
+        assert_close(zf, zf_ref, what=f"{name} axis 0 {method} zf")
 
 
 def test_complex_signal_and_coefficients(rng):
     x = rng.standard_normal(300) + 1j * rng.standard_normal(300)
     b, a = signal.butter(2, 0.1)
     assert_close(lfilter(b, a, x), signal.lfilter(b, a, x))
+    assert_close(lfilter(b, a, x, method="sequential"), signal.lfilter(b, a, x))
     bc, ac = [1.0, 0.5j], [1.0, -0.5 + 0.3j]
     assert_close(lfilter(bc, ac, x), signal.lfilter(bc, ac, x))
     assert_close(lfilter(bc, ac, x.real), signal.lfilter(bc, ac, x.real))

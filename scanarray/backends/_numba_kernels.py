@@ -663,6 +663,24 @@ def sos_cascade(sos, x, z, y):
             yl[t] = v
 
 
+@_kernel("r1 r1 r2 w2 w2", parallel=True)
+def lfilter_df2t(b, a, x, z, y):
+    """SciPy's ``lfilter`` loop (transposed direct form II, its order of operations) over lanes
+    ``x (L, T)`` into ``y``: ``b``, ``a`` of length ``K + 1`` normalised (``a[0] = 1``), ``K >=
+    1``; ``z (L, K)``: the delays, in and out."""
+    L, T = x.shape
+    K = z.shape[1]
+    for l in prange(L):
+        xl, yl, zl = x[l], y[l], z[l]
+        for t in range(T):
+            v = xl[t]
+            w = zl[0] + b[0] * v
+            for n in range(K - 1):
+                zl[n] = zl[n + 1] + v * b[n + 1] - w * a[n + 1]
+            zl[K - 1] = v * b[K] - w * a[K]
+            yl[t] = w
+
+
 # --------------------------------------------------------------------------- dense
 
 

@@ -438,6 +438,13 @@ def sos_cascade(sos, x, z, y):
     _k().compiled("sos_cascade", sos.dtype, _parallel(units, work))(sos, x, z, y)
 
 
+def lfilter_df2t(b, a, x, z, y):
+    """:func:`scanarray.signal.lfilter`'s loop (``_numba_kernels.lfilter_df2t``) on ``x (L, T)``
+    into ``y``, the delays ``z (L, K)`` updated in place; all of ``b``'s dtype."""
+    units, work = x.shape[0], x.size * z.shape[1] * 2
+    _k().compiled("lfilter_df2t", b.dtype, _parallel(units, work))(b, a, x, z, y)
+
+
 # --------------------------------------------------------------------------- exponentially weighted mean
 
 
