@@ -667,7 +667,9 @@ def sos_cascade(sos, x, z, y):
 def lfilter_df2t(b, a, x, z, y):
     """SciPy's ``lfilter`` loop (transposed direct form II, its order of operations) over lanes
     ``x (L, T)`` into ``y``: ``b``, ``a`` of length ``K + 1`` normalised (``a[0] = 1``), ``K >=
-    1``; ``z (L, K)``: the delays, in and out."""
+    1``; ``z (L, K)``: the delays, in and out. (Beside ``sos_cascade``, not merged with it: each
+    keeps its SciPy function's order of operations, and one kernel for both, the section's order
+    a run-time number, measured 18-26% slower on both filters, 2-core VM.)"""
     L, T = x.shape
     K = z.shape[1]
     for l in prange(L):
