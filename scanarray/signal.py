@@ -2,8 +2,13 @@
 
 Every filter is a few :func:`scanarray.linear_recurrence` calls and elementwise operations, on
 the arrays of any library scanarray takes (NumPy, CuPy, Dask; torch and JAX with gradients).
-Which recurrence runs (docs/guide/signal.md has the measured accuracy of each):
+Which method runs (docs/guide/signal.md has the measured accuracy and speed of each):
 
+- ``"sequential"`` (the default on NumPy arrays where numba is installed: ``sosfilt``, and
+  ``lfilter`` except a first-order filter of one numerator tap): SciPy's own loop, the
+  transposed direct form II in SciPy's order of operations, compiled, the lanes over the
+  threads; one read and one write of the signal, SciPy's results to the bit. Not a scan: each
+  sample waits for the one before, so the GPU, Dask and the front-ends take the scans below.
 - ``"diagonal"`` (the default for real constant coefficients up to second order per section):
   each section is its numerator (a short FIR pass) followed by its poles: one real first-order
   scan per real pole (two real poles cascade as two scans: no partial fractions, exact for
@@ -13,8 +18,8 @@ Which recurrence runs (docs/guide/signal.md has the measured accuracy of each):
 - ``"dense"``: the section (or a whole ``lfilter`` of order ``K``) in SciPy's own state-space
   form, the transposed direct form II (``z[t] = A z[t-1] + B x[t]``, ``y[t] = b0 x[t] +
   z[t-1][0]``), through ``linear_recurrence(..., dense=True)``. Its rounding follows SciPy's;
-  ``lfilter`` of order 3 and more always takes it (roots of a high-order ``a`` would cost more
-  accuracy than the transfer function has).
+  ``lfilter`` of order 3 and more takes it where ``"sequential"`` does not run (roots of a
+  high-order ``a`` would cost more accuracy than the transfer function has).
 - ``"cascade"`` (the default for ``sosfilt``, and ``lfilter`` of order 2, on CuPy arrays): one
   GPU kernel for the whole filter, every section per sample within a chunk of the signal, the
   state carried across chunks in the diagonal method's modal form by precomputed powers of its
