@@ -37,7 +37,8 @@ class BoundCalls:
         The key is everything validation, dtype rules and planning read from the arguments,
         except the data pointers. The type of ``b`` is part of it (one table serves every array
         library), and so are the types of the scalar arguments: ``dense=0`` must still fail where
-        ``False`` passed. A Python scalar ``a`` is keyed by value (and the sign of a zero). (Spelled out here, not in helpers: this runs on every call.)
+        ``False`` passed. A Python scalar ``a`` is keyed by value (and the sign of a zero).
+        (Spelled out here, not in helpers: this runs on every call.)
         """
         if not self.enabled:
             return None, None

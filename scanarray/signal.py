@@ -330,17 +330,13 @@ def _cascade(x, axis, sections, zi_c, dt):
     for s, (bn, an) in enumerate(sections):
         sos[s, :len(bn)] = bn
         sos[s, 3:3 + len(an)] = an
-    xt = np.moveaxis(x, axis, -1)
-    lanes, T = xt.shape[:-1], xt.shape[-1]
-    x2 = xt.reshape(-1, T)
-    out = np.empty(x2.shape, dt)
+    x2, out, back, lanes = _loop_rows(x, axis, dt)
     if zi_c is None:
         z = np.zeros((x2.shape[0], n, 2), dt)
     else:  # a copy the loop updates
         z = np.array(_zi_rows(np, zi_c, axis), dtype=dt)
     numba_backend.sos_cascade(sos, x2, z, out)
-    y = np.moveaxis(out.reshape(lanes + (T,)), -1, axis)
-    return y, None if zi_c is None else _zf_of_rows(np, z, lanes, axis)
+    return back(out), None if zi_c is None else _zf_of_rows(np, z, lanes, axis)
 
 
 def _df2t(x, axis, bn, an, zi_c, dt, K):
@@ -348,10 +344,7 @@ def _df2t(x, axis, bn, an, zi_c, dt, K):
     gives it (``x``'s shape with ``axis`` of length ``K``)."""
     from .backends import numba_backend
 
-    xt = np.moveaxis(x, axis, -1)
-    lanes, T = xt.shape[:-1], xt.shape[-1]
-    x2 = xt.reshape(-1, T)
-    out = np.empty(x2.shape, dt)
+    x2, out, back, _ = _loop_rows(x, axis, dt)
     if K == 0:  # a gain
         np.multiply(x2, bn[0], out=out)
         z = np.zeros((x2.shape[0], 0), dt)
@@ -362,8 +355,21 @@ def _df2t(x, axis, bn, an, zi_c, dt, K):
         z = np.zeros((x2.shape[0], K), dt) if zi_c is None else \
             np.array(np.moveaxis(zi_c, axis, -1).reshape(-1, K), dtype=dt)  # a copy the loop updates
         numba_backend.lfilter_df2t(b, a, x2, z, out)
-    y = np.moveaxis(out.reshape(lanes + (T,)), -1, axis)
-    return y, None if zi_c is None else np.moveaxis(z.reshape(lanes + (K,)), -1, axis)
+    return back(out), None if zi_c is None else back(z)
+
+
+def _loop_rows(x, axis, dt):
+    """For the compiled loops: ``x`` as rows ``(lanes, T)`` (a view where the lanes merge), a new
+    result of that shape and ``dt``, ``back`` (rows ``(lanes, m)`` to ``x``'s layout with ``m``
+    along ``axis``) and the lanes' shape."""
+    xt = np.moveaxis(x, axis, -1)
+    lanes = xt.shape[:-1]
+    x2 = xt.reshape(-1, xt.shape[-1])
+
+    def back(r):
+        return np.moveaxis(r.reshape(lanes + r.shape[1:]), -1, axis)
+
+    return x2, np.empty(x2.shape, dt), back, lanes
 
 
 def _zi_rows(xp, zi_c, axis):
