@@ -283,6 +283,7 @@ def test_dense_gradients_match_a_plain_torch_loop(rng, device):
 def test_custom_ops_directly(rng, device):
     """The registered op, called as torch.ops, under gradcheck and torch.library.opcheck."""
     a, b, i0 = _inputs(rng, device, (3, 6), (3, 6), (3,))
+    import scanarray._torch  # noqa: F401  (registers the ops, as scanarray's first torch call does)
     op = torch.ops.scanarray.linear_recurrence
 
     def f(a, b, i):
