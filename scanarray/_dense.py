@@ -139,10 +139,10 @@ def _record(kind, a_shape, b_shape, steps=1):
             c.calls += steps
 
 
-def _matmul(xp, X, Y, out=None):
+def _matmul(xp, X, Y):
     """``X @ Y`` for transition products, counted."""
     _record("matrix", X.shape, Y.shape)
-    return xp.matmul(X, Y) if out is None else xp.matmul(X, Y, out=out)
+    return xp.matmul(X, Y)
 
 
 def _matvec(xp, A, v):
