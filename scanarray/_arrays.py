@@ -59,7 +59,7 @@ def kind_of(x):
         return _KIND_BY_TYPE[t]
     except KeyError:
         pass
-    from array_api_compat import is_cupy_array, is_dask_array, is_numpy_array
+    from array_api_compat import is_cupy_array, is_dask_array
 
     kind = None
     if isinstance(x, np.ndarray):  # subclasses included (masked arrays are refused later, by name)
@@ -68,8 +68,6 @@ def kind_of(x):
         kind = "cupy"
     elif is_dask_array(x):
         kind = "dask"
-    elif is_numpy_array(x) and not isinstance(x, np.generic):
-        kind = "numpy"
     _KIND_BY_TYPE[t] = kind
     return kind
 

@@ -139,10 +139,10 @@ def _record(kind, a_shape, b_shape, steps=1):
             c.calls += steps
 
 
-def _matmul(xp, X, Y, out=None):
+def _matmul(xp, X, Y):
     """``X @ Y`` for transition products, counted."""
     _record("matrix", X.shape, Y.shape)
-    return xp.matmul(X, Y) if out is None else xp.matmul(X, Y, out=out)
+    return xp.matmul(X, Y)
 
 
 def _matvec(xp, A, v):
@@ -385,7 +385,7 @@ def sequential(xp, A, b, h0, dt, reverse=False, out=None):
 CHUNK_FACTOR = 1.0
 
 
-def chunk_length(T, n):
+def chunk_length(T):
     """The chunk length :func:`chunked` uses by default: about ``sqrt(T)``, odd.
 
     The Python-level steps are about ``3 L + T / L`` (chunk 0, then ``L``
@@ -454,7 +454,7 @@ def chunked(xp, A, b, h0, dt, reverse=False, out=None, chunk=None):
     """
     A, H, result = _prepare(xp, A, b, h0, dt, reverse, out)
     T, n = H.shape[-2], H.shape[-1]
-    L = chunk_length(T, n) if chunk is None else max(1, int(chunk))
+    L = chunk_length(T) if chunk is None else max(1, int(chunk))
     K = (T - 1) // L
     if K < 3:
         if T > 1:
@@ -599,7 +599,7 @@ def multiply_adds(method, T, n, lanes=1, a_lanes=None, time_invariant=False, ini
                 vec += lanes * ((t - 1) // 2) * n2
             t = m
     elif method == "chunked":
-        L = chunk_length(T, n) if chunk is None else max(1, int(chunk))
+        L = chunk_length(T) if chunk is None else max(1, int(chunk))
         K = (T - 1) // L
         if K < 3:
             vec += lanes * (T - 1) * n2

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["BACKENDS", "BackendSpec", "available_backends", "fast_call", "load", "unavailable_reason"]
 
@@ -41,8 +41,6 @@ class BackendSpec:
     needs_gpu: bool = False
     #: whether it writes into a preallocated ``out`` (False: returns a new lazy array)
     writes_out: bool = True
-    #: environment switches that must hold (e.g. numba's CUDA simulator)
-    notes: tuple[str, ...] = field(default=())
     #: whether it writes ``Problem.mul_out = h * Problem.mul`` in the scan's own pass (the
     #: adjoint's ``grad_a = grad_b * h_prev``); otherwise the caller multiplies after the scan
     fuses_product: bool = False
@@ -127,14 +125,8 @@ def unavailable_reason(name: str) -> str | None:
         return _reasons[name]
     spec = BACKENDS[name]
     reason = None
-    try:
-        module_present = importlib.util.find_spec(spec.module) is not None
-    except ModuleNotFoundError:
-        module_present = False
     missing = [r for r in spec.requires if not _module_exists(r)]
-    if not module_present:
-        reason = f"not built yet in this version of scanarray ({spec.module})"
-    elif missing:
+    if missing:
         reason = (
             f"{', '.join(missing)} not installed: pip install \"scanarray[{spec.extra}]\""
         )

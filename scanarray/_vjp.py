@@ -313,7 +313,7 @@ def _sum_to(xp, x, shape):
     return xp.reshape(r, shape)
 
 
-def _store(xp, out, x):
+def _store(out, x):
     """``out[...] = x`` (the real part where ``out`` is real and ``x`` complex)."""
     if out.dtype.kind != "c" and x.dtype.kind == "c":
         x = x.real
@@ -405,18 +405,18 @@ def vjp_into(xp, a, h, grad, initial, axis, chunk, reverse, dense, conjugate, ba
                 xp.multiply(lam_last, tm.vec(hc, tm.step(T - 2)), out=tm.vec(gac, last))
             xp.multiply(lam0, hprev0, out=tm.vec(gac, first))
             if gac is not ga_c:
-                _store(xp, ga_c, gac)
+                _store(ga_c, gac)
         else:
             ga = _grad_a(xp, tuple(ga_c.shape), lc, hc, hprev0, tm, dense, dt,
                          ga_c if ga_out.dtype == dt else None)
             if ga is not ga_c:
-                _store(xp, ga_c, ga)
+                _store(ga_c, ga)
     if gb_out is not None and need[1] and lam is not gb_out:
-        _store(xp, gb_out, _sum_to(xp, lam, gb_out.shape))
+        _store(gb_out, _sum_to(xp, lam, gb_out.shape))
     if need_i:
         a0 = tm.coef(ac, first)
         gi = _mm_t(xp, a0, lam0) if dense else a0 * lam0
-        _store(xp, gi_out, _sum_to(xp, gi, gi_out.shape))
+        _store(gi_out, _sum_to(xp, gi, gi_out.shape))
     if conj:
         for o, wanted in zip(outs, (need_a, need[1], need_i)):
             if wanted and o is not None and o.dtype.kind == "c":

@@ -143,7 +143,7 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
     # whose scan stores the gain as it writes and chunks one long row over the cores (faster)
     loop = K >= 2 or (K == 1 and any(bn[1:]))
     if (method == "sequential" or (method == "auto" and loop and any(an[1:]))) and \
-            _cascade_applies(xp, xs, method, [(bn, an)], dt):
+            _cascade_applies(xs, method, [(bn, an)], dt):
         y, zf = _df2t(xs, axis, bn, an, zi_c, dt, K)
         return _labelled(labels, y if zi is None else (y, zf))
     if method == "auto" and K == 2 and any(an[1:]) and _gpu_cascade_applies(xs, axis, method, [(bn, an)]):
@@ -170,7 +170,7 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
     else:
         zl = None if zi_c is None else [_vocab.along(zi_c, k, axis) for k in range(K)]
         y, zl = _section(xp, xs, axis, bn, an, zl, zi is not None)
-        y = _contiguous(xp, _real(y))
+        y = _contiguous(_real(y))
         zf = None if zl is None else _stack_or(xp, zl, zi_c, axis)
     return _labelled(labels, y if zi is None else (y, zf))
 
@@ -269,7 +269,7 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
         if row[3] == 0:
             raise ValueError(f"sos[{s}, 3] (a0 of section {s}) is 0; each section is divided by its a0")
         sections.append(_normalize(row[:3], row[3:]))
-    if _cascade_applies(xp, y, method, sections, dt):
+    if _cascade_applies(y, method, sections, dt):
         y, zf = _cascade(y, axis, sections, zi_c, dt)
         return _labelled(labels, y if zi is None else (y, zf))
     if _gpu_cascade_applies(y, axis, method, sections):
@@ -293,11 +293,11 @@ def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
             if zl is not None:
                 zl = zl + [xp.zeros_like(zl[0])] * (2 - len(zl))
                 zfs.append(xp.stack(zl, axis=axis))
-    y = _contiguous(xp, _real(y))
+    y = _contiguous(_real(y))
     return _labelled(labels, y if zi is None else (y, xp.stack(zfs, axis=0)))
 
 
-def _cascade_applies(xp, x, method, sections, dt):
+def _cascade_applies(x, method, sections, dt):
     """Whether :func:`sosfilt` runs the compiled cascade (SciPy's loop, every section per sample,
     one pass over memory), or :func:`lfilter` its compiled loop (one section, any order): NumPy
     arrays with numba installed, by default or with ``method="sequential"``, which raises where
@@ -742,7 +742,7 @@ def _direct(xp, x, axis, bn, an, zl, want_zf):
     return y, (z if want_zf else None)
 
 
-def _contiguous(xp, y):
+def _contiguous(y):
     """The real part of a complex scan is a strided view: return an array of its own."""
     if _vocab.is_eager_buffer(y) and not (y.flags.c_contiguous or y.flags.f_contiguous):
         return y.copy()

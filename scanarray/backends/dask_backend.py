@@ -74,7 +74,6 @@ def linear_recurrence(p):
     a = _block_library(p.a_compact if p.a_compact is not None else p.a, b, "a")
     ndim = b.ndim
     nl = ndim - (2 if p.dense else 1)  # lane axes come first
-    t = nl  # the time axis in the canonical layout
     if 0 in p.shape:
         return b.astype(p.out_dtype)
 
@@ -108,7 +107,6 @@ def linear_recurrence(p):
     dt = np.dtype(p.dtype)
 
     # --- 1. summaries: one small record per block ---------------------------
-    nt = len(chunks[t])
     if p.dense:
         n = b.shape[-1]
         s_ind, s_new = lanes + ("t", "i", "z"), {"z": n + 1}

@@ -728,18 +728,18 @@ def _lb_mma(dt, N, mma):
     return bool(mma) and dt == np.float32 and N == 16 and _limits()[2] >= 80
 
 
-def _lb_groups(dt, N, W, mma):
+def _lb_groups(N, W, mma):
     """Sub-chunks per block: a product per 16 threads for N <= 16, per warp for N = 32 or on
     tensor cores (the kernel's ``GT``)."""
     return W * (2 if N <= 16 and not mma else 1)
 
 
-def _lb_ring(dt, N, L, W, inv, mma, ring):
+def _lb_ring(N, L, W, inv, mma, ring):
     """Ring slots of ``A`` per product group: ``ring``, else ``TUNING["dense_lookback_ring"]`` (a
     tensor-core step takes a fraction of a DRAM round trip); at most a sub-chunk's steps."""
     if inv:
         return 1  # one staged matrix, no ring
-    NG = _lb_groups(dt, N, W, mma)
+    NG = _lb_groups(N, W, mma)
     r = max(1, min(ring or TUNING["dense_lookback_ring"][0 if mma else 1], 8, -(-L // NG)))
     return 1 << (r.bit_length() - 1)  # a power of two (the kernel masks ring positions)
 
@@ -748,8 +748,8 @@ def _lb_smem(dt, N, L, W, inv, mma, ring):
     """Dynamic shared memory bytes of ``dense_lookback`` (the layout in dense_lookback.cu)."""
     V = max(1, 16 // dt.itemsize)
     MT = (N + 1) * (N + V)
-    NG = _lb_groups(dt, N, W, mma)
-    slots = 1 if inv else NG * _lb_ring(dt, N, L, W, inv, mma, ring)
+    NG = _lb_groups(N, W, mma)
+    slots = 1 if inv else NG * _lb_ring(N, L, W, inv, mma, ring)
     return (slots * N * N + L * N + (NG + 2) * MT + NG * 2 * N) * dt.itemsize
 
 
@@ -768,7 +768,7 @@ def lookback_shape(dt, n, T, inv=False, length=None, warps=None, mma=True, ring=
         return None
     optin = _limits()[0]
     mma = _lb_mma(dt, N, mma)
-    per_warp = _lb_groups(dt, N, 1, mma)
+    per_warp = _lb_groups(N, 1, mma)
 
     def warps_of(L):
         if warps:
@@ -876,5 +876,5 @@ def _lb_plan(A, b, dt, reverse, length, warps, mma, ring):
     f = _lb_function(dt, N, W, mma, smem) if grid else None
     rec = 16 + -(-(N + 2) * N * dt.itemsize // 16) * 16  # a TileStatus of an LbRecord (dense_lookback.cu)
     tail = (np.int32(T), np.int32(n), np.int32(L), np.int32(C), np.int32(bool(reverse)),
-            np.int32(_lb_ring(dt, N, L, W, inv, mma, ring)))
+            np.int32(_lb_ring(N, L, W, inv, mma, ring)))
     return (f, smem, grid, 32 * W, full_a, np.int64(a_lane), np.int32(inv), rec, N, C, tail)

@@ -104,13 +104,8 @@ def linear_recurrence(p, radix=None, strict=False, prefetch=None):
     if reason is not None:
         if strict:
             raise ValueError(f"method='matmulscan' cannot take this problem: {reason}")
-        try:
-            from . import scan as _cupy_scan
-        except ImportError:
-            raise ValueError(
-                f"method='matmulscan' cannot take this problem ({reason}) and the look-back "
-                "method it falls back to is not built in this version"
-            ) from None
+        from . import scan as _cupy_scan
+
         return _cupy_scan.linear_recurrence(dataclasses.replace(p, method="lookback"))
     radix = TUNING["matmulscan_radix"] if radix is None else int(radix)
     if radix not in (4, 8, 16):

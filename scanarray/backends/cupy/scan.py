@@ -116,7 +116,7 @@ def linear_recurrence(p, *, tuning=TUNING, packed=True):
     return p.out
 
 
-def adjoint(a, g, lam, h, ga, reverse, method="auto", tuning=TUNING):
+def adjoint(a, g, lam, h, ga, reverse, method="auto"):
     """The adjoint's scan (:mod:`scanarray._vjp`) in one launch over the whole arrays; False where
     the kernels do not take the layout (the caller then scans views of one step less), else the
     launch itself, ``launch(pa, pg, plam, ph, pga)``, which repeats it on the raw pointers of new
@@ -137,16 +137,16 @@ def adjoint(a, g, lam, h, ga, reverse, method="auto", tuning=TUNING):
 
     dev = lam.data.device_id
     arrays = (a, g, lam, h, ga)
-    key = (lam.shape, reverse, method, id(tuning), dev,
+    key = (lam.shape, reverse, method, dev,
            *(x.strides for x in arrays), *(x.dtype for x in arrays), *(x.data.ptr % 16 for x in arrays))
     entry = _adjoints.get(key)
-    if entry is None or (entry and entry[2] is not tuning):  # (another table that had the same id)
+    if entry is None:
         if len(_adjoints) > 4096:
             _adjoints.clear()
-        entry = _adjoints[key] = _adjoint_entry(a, g, lam, h, ga, reverse, method, tuning)
+        entry = _adjoints[key] = _adjoint_entry(a, g, lam, h, ga, reverse, method)
     if not entry or dev != cupy.cuda.runtime.getDevice():
         return False
-    launch, exts, _ = entry
+    launch, exts = entry
     ptrs = [x.data.ptr for x in arrays]
     lo = [p + e[0] for p, e in zip(ptrs, exts)]
     hi = [p + e[1] for p, e in zip(ptrs, exts)]
@@ -181,8 +181,8 @@ _adjoints: dict = {}
 _SHIFT_KINDS = frozenset(("rows_tiles", "rows_block", "rows_wide", "rows_warp", "rows_seg"))
 
 
-def _adjoint_entry(a, g, lam, h, ga, reverse, method, tuning):
-    """(launch, byte extents of the arrays, ``tuning``) of :func:`adjoint`, or False."""
+def _adjoint_entry(a, g, lam, h, ga, reverse, method):
+    """(launch, byte extents of the arrays) of :func:`adjoint`, or False."""
     from . import auto_method
 
     dt = lam.dtype
@@ -198,7 +198,7 @@ def _adjoint_entry(a, g, lam, h, ga, reverse, method, tuning):
     if _estrides(h) != so or _estrides(ga) != so or (ga.data.ptr - lam.data.ptr) % 16:
         return False  # MulOutS: mul and mul_out at out's element offsets, mul_out aligned as out
     views = arrays if reverse else tuple(x[..., ::-1] for x in arrays)
-    if method == "auto" and auto_method(_Shape(views[1]), tuning) != "lookback":
+    if method == "auto" and auto_method(_Shape(views[1])) != "lookback":
         return False
     lanes = views[1].shape[:-1]
     kept = [i for i, n in enumerate(lanes) if n > 1]
@@ -213,12 +213,12 @@ def _adjoint_entry(a, g, lam, h, ga, reverse, method, tuning):
     ns, ss = _merge(list(vb.shape[:-1]), [_estrides(x)[:-1] for x in (va, vb, vo)])
     if len(ns) > _MAX_LANE_DIMS:
         return False
-    p = plan(va, vb, vo, np.dtype(dt), "lookback", ns, ss, tuning=tuning, fused="shift")
+    p = plan(va, vb, vo, np.dtype(dt), "lookback", ns, ss, fused="shift")
     if p.kind not in _SHIFT_KINDS:
         return False
     offs = tuple(v.data.ptr - x.data.ptr for v, x in zip(views, arrays))
     exts = tuple(_common.extent(x) for x in arrays)
-    return _shifted_launch(p, offs, np.int32((vm.data.ptr - vo.data.ptr) % 16 == 0), lam.data.device_id), exts, tuning
+    return _shifted_launch(p, offs, np.int32((vm.data.ptr - vo.data.ptr) % 16 == 0), lam.data.device_id), exts
 
 
 class _Shape:
