@@ -517,12 +517,14 @@ class _Ewm:
         xp, p = self.xp, self.p
         adjust, minp, alpha = p["adjust"], p["min_periods"], self.alpha
         nw = 1.0 if adjust else alpha  # pandas' new_wt
-        kernel = None if _vocab.is_array(self.g) else _vocab.ewm_kernel(self.x, "var")
+        kernel = None if _vocab.is_array(self.g) else _vocab.ewm_kernel(self.x, "var", adjust)
         if kernel is not None:
-            # NumPy: numba's one-pass loop of this same update for small data and where its lanes
-            # fill the threads (it beats the composed passes there, NaN or not), or where the probe
-            # finds NaN (the composed passes took 8x pandas' time then); else the NaN-free path
-            m = None if _vocab.ewm_loop_first(self.x, self.axis, "var") else self._probe(False)
+            # CuPy: the one-pass kernel, always (as the mean's). NumPy: numba's one-pass loop of
+            # this same update for small data and where its lanes fill the threads (it beats the
+            # composed passes there, NaN or not), or where the probe finds NaN (the composed passes
+            # took 8x pandas' time then); else the NaN-free path
+            numpy = _vocab.is_numpy(self.x)
+            m = self._probe(False) if numpy and not _vocab.ewm_loop_first(self.x, self.axis, "var") else None
             if m is None:
                 tiny = float(np.finfo(self.dtype).smallest_normal) * 2.0 ** 52
                 return kernel(self.x, self.axis, self.f, nw, p["ignore_na"], adjust, max(minp, 1), p["bias"], tiny)

@@ -86,8 +86,8 @@ def fused(x):
 def ewm_kernel(x, stat="mean", adjust=True, quirk=False):
     """A one-pass kernel of pandas' EWM statistic ``stat`` that takes ``x``, else None: for a
     float32/float64 NumPy array where numba is installed, numba's (``numba_backend.ewm_mean``, with
-    ``adjust`` and ``quirk`` bound, and ``ewm_var``, which takes them); for the adjust=True mean of
-    a CuPy array, :func:`scanarray.backends.cupy.ewm.mean`."""
+    ``adjust`` and ``quirk`` bound, and ``ewm_var``, which takes them); for the adjust=True mean and
+    variance of a CuPy array, :mod:`scanarray.backends.cupy.ewm`'s (the same calls)."""
     if type(x) is np.ndarray:
         from . import _registry
 
@@ -99,11 +99,15 @@ def ewm_kernel(x, stat="mean", adjust=True, quirk=False):
             return functools.partial(numba_backend.ewm_mean, adjust=adjust, quirk=quirk)
         return getattr(numba_backend, f"ewm_{stat}")
     cupy = sys.modules.get("cupy")
-    if cupy is None or not isinstance(x, cupy.ndarray) or stat != "mean" or not adjust:
+    if cupy is None or not isinstance(x, cupy.ndarray) or not adjust:
         return None
     from .backends.cupy import ewm
 
-    return ewm.mean if ewm.applies(x) else None
+    if not ewm.applies(x):
+        return None
+    if stat == "mean":
+        return ewm.mean
+    return lambda x, axis, g, nw, ignore_na, adjust, minp, bias, tiny: ewm.var(x, axis, g, ignore_na, minp, bias, tiny)
 
 
 def ewm_loop_first(x, axis, stat):

@@ -52,9 +52,12 @@ TUNING = {
     "dense_lookback_ring": (8, 4),  # lookback: steps of A in flight a group, tensor-core / FMA maps; (64,1024,16)
     # ---- the IIR cascade (cuda/iir.cu): (threads, samples a thread's chunk) per itemsize
     "iir": {4: (64, 64), 8: (256, 16)},  # (threads, samples a thread's chunk); (64, 2**20) sosfilt orders 4, 8
-    # ---- the EWM mean (cuda/ewm.cu)
-    "ewm_rows": {4: (512, 16, 3), 8: (512, 8, 2)},  # (threads, steps a thread, min blocks), steps contiguous; (64, 2**20), one row of 2**26
-    "ewm_lanes": {4: (16, 32, 2), 8: (16, 16, 1)},  # (warps, steps a warp, min blocks) of 32 lanes, time-major; (2**20, 64)
+    # ---- the EWM mean and variance (cuda/ewm.cu)
+    "ewm_mean_rows": {4: (512, 16, 3), 8: (512, 8, 2)},  # (threads, steps a thread, min blocks), steps contiguous; (64, 2**20), one row of 2**26
+    "ewm_mean_lanes": {4: (16, 32, 2), 8: (16, 16, 1)},  # (warps, steps a warp, min blocks) of 32 lanes, time-major; (2**20, 64)
+    "ewm_var_rows": {4: (512, 16, 2), 8: (512, 8, 1)},  # as ewm_mean_rows; (64, 2**20), one row of 2**26
+    "ewm_var_lanes": {4: (16, 32, 1), 8: (8, 16, 1)},  # as ewm_mean_lanes (float64: the most warps that fit); (2**20, 64)
+    "ewm_var_lanes_min": 1024,  # fewer time-major lanes are copied to rows first; (2**20, 64) float64: lanes 7.6 ms, rows 1.47 ms (the copy not timed; the bound not swept)
     # ---- matmulscan (cuda/matmulscan.cu)
     "matmulscan_radix": 16,  # MatMulScan radix inside a 16-step tile: fastest or tied in every row measured
     "matmulscan_prefetch_half": False,  # next chunk's loads in flight for float16/bfloat16 (float32: on); (512,256,16,64)
