@@ -56,41 +56,44 @@ def pandas_bias_factor(x, **kw):
 def exact_pandas_var(x, com=None, span=None, halflife=None, alpha=None, adjust=True, ignore_na=False,
                      min_periods=0):
     """pandas' unbiased ``ewm(...).var()`` of the columns of ``x`` by its own loop (``ewmcov``),
-    evaluated in exact rational arithmetic from its float decay: what pandas' formula gives
-    without its rounding (pandas' ``S**2 - S2`` cancels where its bias factor is huge)."""
-    from fractions import Fraction as F
+    evaluated in 200-digit decimal arithmetic from its float decay (exact rationals grow too long
+    over thousands of steps): what pandas' formula gives without its rounding (pandas' ``S**2 -
+    S2`` cancels where its bias factor is huge, to 1e-17 at most)."""
+    import decimal
 
     from pandas.core.window.ewm import get_center_of_mass
 
-    a_f = 1.0 / (1.0 + get_center_of_mass(com, span, halflife, alpha))
-    f, new_wt = F(1.0 - a_f), (F(1) if adjust else F(a_f))
-    minp = max(min_periods, 1)
-    x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
-    out = np.full(x.shape, np.nan)
-    for c in range(x.shape[1]):
-        col = x[:, c]
-        mean = None if np.isnan(col[0]) else F(col[0])
-        nobs, cov, sum_wt, sum_wt2, old_wt = int(mean is not None), F(0), F(1), F(1), F(1)
-        for i in range(len(col)):
-            obs = not np.isnan(col[i])
-            if i > 0:
-                nobs += obs
-                if mean is not None:
-                    if obs or not ignore_na:
-                        sum_wt, sum_wt2, old_wt = sum_wt * f, sum_wt2 * f * f, old_wt * f
-                        if obs:
-                            cur, old_mean = F(col[i]), mean
-                            if mean != cur:
-                                mean = (old_wt * old_mean + new_wt * cur) / (old_wt + new_wt)
-                            cov = (old_wt * (cov + (old_mean - mean) ** 2) + new_wt * (cur - mean) ** 2) / (
-                                old_wt + new_wt)
-                            sum_wt, sum_wt2, old_wt = sum_wt + new_wt, sum_wt2 + new_wt * new_wt, old_wt + new_wt
-                            if not adjust:
-                                sum_wt, sum_wt2, old_wt = sum_wt / old_wt, sum_wt2 / (old_wt * old_wt), F(1)
-                elif obs:
-                    mean = F(col[i])
-            if nobs >= minp and sum_wt * sum_wt - sum_wt2 > 0:
-                out[i, c] = float(sum_wt * sum_wt / (sum_wt * sum_wt - sum_wt2) * cov)
+    F = decimal.Decimal
+    with decimal.localcontext(decimal.Context(prec=200)):
+        a_f = 1.0 / (1.0 + get_center_of_mass(com, span, halflife, alpha))
+        f, new_wt = F(1.0 - a_f), (F(1) if adjust else F(a_f))
+        minp = max(min_periods, 1)
+        x = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
+        out = np.full(x.shape, np.nan)
+        for c in range(x.shape[1]):
+            col = x[:, c]
+            mean = None if np.isnan(col[0]) else F(col[0])
+            nobs, cov, sum_wt, sum_wt2, old_wt = int(mean is not None), F(0), F(1), F(1), F(1)
+            for i in range(len(col)):
+                obs = not np.isnan(col[i])
+                if i > 0:
+                    nobs += obs
+                    if mean is not None:
+                        if obs or not ignore_na:
+                            sum_wt, sum_wt2, old_wt = sum_wt * f, sum_wt2 * f * f, old_wt * f
+                            if obs:
+                                cur, old_mean = F(col[i]), mean
+                                if mean != cur:
+                                    mean = (old_wt * old_mean + new_wt * cur) / (old_wt + new_wt)
+                                cov = (old_wt * (cov + (old_mean - mean) ** 2) + new_wt * (cur - mean) ** 2) / (
+                                    old_wt + new_wt)
+                                sum_wt, sum_wt2, old_wt = sum_wt + new_wt, sum_wt2 + new_wt * new_wt, old_wt + new_wt
+                                if not adjust:
+                                    sum_wt, sum_wt2, old_wt = sum_wt / old_wt, sum_wt2 / (old_wt * old_wt), F(1)
+                    elif obs:
+                        mean = F(col[i])
+                if nobs >= minp and sum_wt * sum_wt - sum_wt2 > 0:
+                    out[i, c] = float(sum_wt * sum_wt / (sum_wt * sum_wt - sum_wt2) * cov)
     return out
 
 
@@ -111,8 +114,14 @@ def assert_pandas(got, x, stat, bias=False, **kw):
             # Where pandas' factor leaves it fewer than 8 digits, its own result is no oracle:
             # there the reference is its formula evaluated exactly, to the test's full tolerance.
             lost = 8 * np.finfo(float).eps * fac > 1e-8
-            if lost.any():
-                exact = exact_pandas_var(x, **kw).reshape(ref.shape)
+            if lost.any():  # (the exact loop runs on those columns, up to their last such step)
+                x2 = np.asarray(x, dtype=np.float64).reshape(len(x), -1)
+                lost2 = lost.reshape(x2.shape)
+                exact = np.full(x2.shape, np.nan)
+                for c in np.nonzero(lost2.any(axis=0))[0]:
+                    end = np.nonzero(lost2[:, c])[0][-1] + 1
+                    exact[:end, c] = exact_pandas_var(x2[:end, c], **kw)[:, 0]
+                exact = exact.reshape(ref.shape)
                 ref = np.where(lost, exact, ref)
                 bound = np.where(lost, RTOL * np.maximum(np.abs(exact), scale ** 2), bound)
     err = np.abs(got - ref)
@@ -432,6 +441,17 @@ def test_numba_one_pass_loops(rng, dtype):
     np.testing.assert_array_equal(xd, before)
 
 
+def _views(cp, xd, x):
+    """The one-pass GPU test's views of device data ``xd`` (time on axis 0; host copy ``x``):
+    name -> (view, time axis, the host data it holds)."""
+    return {
+        "lanes": (xd, 0, x),
+        "rows": (cp.ascontiguousarray(xd.T), 1, x),
+        "strided time": (xd[::2], 0, x[::2]),
+        "3-D, axis 1": (cp.stack([xd, xd]).transpose(2, 1, 0), 1, x),
+    }
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_cupy_one_pass_kernel(rng, dtype):
@@ -441,12 +461,7 @@ def test_cupy_one_pass_kernel(rng, dtype):
     x = long_gappy(rng, 9000, 6)
     xd = cp.asarray(x.astype(dtype))
     before = xd.copy()
-    views = {
-        "lanes": (xd, 0, x),
-        "rows": (cp.ascontiguousarray(xd.T), 1, x),
-        "strided time": (xd[::2], 0, x[::2]),
-        "3-D, axis 1": (cp.stack([xd, xd]).transpose(2, 1, 0), 1, x),
-    }
+    views = _views(cp, xd, x)
     for decay in (dict(alpha=0.1), dict(alpha=0.5), dict(com=0.0), dict(span=20.5), dict(alpha=0.002)):
         for ignore_na in (False, True):
             for min_periods in (0, 5):
@@ -455,6 +470,32 @@ def test_cupy_one_pass_kernel(rng, dtype):
                     got = ewm_mean(v, axis=axis, **kw)
                     assert isinstance(got, cp.ndarray) and got.dtype == v.dtype and got.shape == v.shape
                     assert_view_mean(cp.moveaxis(got, axis, 0).get(), ref_x, dtype, name, **kw)
+    # the variance (ewm_var(adjust=True) on CuPy: the same kernels with Var's policy); the faster
+    # decays on 3000 steps, where pandas' lost digits leave an exact oracle that is slow to run
+    x3 = long_gappy(rng, 3000, 6)
+    views3 = _views(cp, cp.asarray(x3.astype(dtype)), x3)
+    for decay, vs in ((dict(alpha=0.002), views), (dict(alpha=0.01), views), (dict(alpha=0.5), views3),
+                      (dict(com=0.0), views3), (dict(span=20.5), views3)):
+        if dtype == "float32" and vs is views3:
+            continue
+        for ignore_na in (False, True):
+            for bias in (False, True):
+                kw = dict(ignore_na=ignore_na, min_periods=5 if bias else 0, **decay)
+                for name, (v, axis, ref_x) in vs.items():
+                    got = ewm_var(v, axis=axis, bias=bias, **kw)
+                    assert isinstance(got, cp.ndarray) and got.dtype == v.dtype and got.shape == v.shape
+                    got = cp.moveaxis(got, axis, 0).get()
+                    assert_view_var(got[:, :, 1] if got.ndim == 3 else got, ref_x, dtype, bias, **kw)
+    # time-major with enough lanes for the variance's lanes kernel (fewer are copied to rows)
+    from scanarray.backends.cupy.tuning import TUNING
+
+    w = rng.standard_normal((700, TUNING["ewm_var_lanes_min"] + 40)) + 3.0
+    w[rng.random(w.shape) < 0.1] = np.nan
+    w[200:260, ::3] = np.nan
+    for kw in (dict(alpha=0.1), dict(span=20.5, ignore_na=True)):
+        for bias in (False, True):
+            got = ewm_var(cp.asarray(w.astype(dtype)), bias=bias, **kw)
+            assert_view_var(got.get(), w, dtype, bias, **kw)
     cp.testing.assert_array_equal(xd, before)
     # one long row: hundreds of tiles chained by look-back; bit-identical when run again
     y = rng.standard_normal(2**21) + 3.0
@@ -466,6 +507,39 @@ def test_cupy_one_pass_kernel(rng, dtype):
     ref, scale = pandas_ref(y.astype(dtype), "mean", alpha=0.01)
     err = np.abs(got.get() - ref[:, 0])
     assert np.nanmax(err / scale[:, 0]) <= (1e-12 if dtype == "float64" else 1e-4)
+    # (the variance's look-back combines by a tree: equal to the last bits from run to run)
+    for bias in (False, True):
+        assert_view_var(ewm_var(yd, alpha=0.01, bias=bias).get()[:, None], y[:, None], dtype, bias, alpha=0.01)
+
+
+def _gap_decay(x, com=None, span=None, halflife=None, alpha=None, ignore_na=False, **_):
+    """The decay pandas has applied since the last observation, per step of ``x`` (time on axis 0;
+    1 at observations and before the first, and throughout with ``ignore_na``)."""
+    from pandas.core.window.ewm import get_center_of_mass
+
+    g = 1.0 - 1.0 / (1.0 + get_center_of_mass(com, span, halflife, alpha))
+    out = np.ones(np.shape(x))
+    if not ignore_na:
+        k = np.zeros(out.shape[1:])
+        for t in range(len(x)):
+            k = np.where(np.isnan(x[t]), k + 1, 0)
+            out[t] = g ** k
+    return out
+
+
+def assert_view_var(got, ref_x, dtype, bias, **kw):
+    """An ``ewm_var`` result (time on axis 0) against pandas: float64 as ``assert_pandas``; float32
+    with pandas' NaN positions from the second observation on (with one, pandas' result is its
+    rounding noise: NaN or 0) and within 1e-4 of the data's scale squared."""
+    if dtype == "float64":
+        assert_pandas(got, ref_x, "var", bias, **kw)
+        return
+    ref, scale = pandas_ref(ref_x, "var", bias, **kw)
+    # (and where float32's S**2 has not underflowed: the decay since the last observation above 1e-15)
+    two = (np.cumsum(~np.isnan(ref_x), axis=0) >= 2) & (_gap_decay(ref_x, **kw) > 1e-15)
+    np.testing.assert_array_equal(np.isnan(got)[two], np.isnan(ref)[two], err_msg=f"var {kw}")
+    ok = ~np.isnan(ref) & ~np.isnan(got)
+    assert (np.abs(got - ref)[ok] <= 1e-4 * np.maximum(np.abs(ref), scale**2)[ok]).all(), f"var {kw}"
 
 
 def test_torch_values_and_gradients(rng):
