@@ -18,6 +18,7 @@ cuDF's EWM when cuDF imports.
     python benchmarks/bench_helpers.py                 # CPU, full sizes
     python benchmarks/bench_helpers.py --quick         # CPU, small sizes (a smoke run)
     python benchmarks/bench_helpers.py --gpu --quick   # GPU part only, a few minutes on an H200
+    python benchmarks/bench_helpers.py --gpu --ewm-device-time   # the EWM kernels' device time
 
 The table comes last. Peers that do not import are left out of it.
 """
@@ -279,6 +280,42 @@ def gpu_queued(fn, wall_s, target_s=0.005):
     return cp.cuda.get_elapsed_time(ev0, ev1) / 1e3 / n
 
 
+def gpu_ewm_device_time(rounds=7, calls=20):
+    """The EWM kernels' device time per call (``--gpu --ewm-device-time``): float32 and float64,
+    5% NaN, ``alpha=0.05``, as rows (64, 2**20), time-major (2**20, 64) and one row of 2**26;
+    calls queued back to back between CUDA events, the median of ``rounds`` bursts of ``calls``,
+    against a copy of as many bytes timed the same way."""
+    import cupy as cp
+
+    def device_ms(f):
+        f()
+        cp.cuda.Device().synchronize()
+        s, e = cp.cuda.Event(), cp.cuda.Event()
+        ts = []
+        for _ in range(rounds):
+            s.record()
+            for _ in range(calls):
+                f()
+            e.record()
+            e.synchronize()
+            ts.append(cp.cuda.get_elapsed_time(s, e) / calls)
+        return float(np.median(ts))
+
+    rng = cp.random.default_rng(0)
+    for dt in (cp.float32, cp.float64):
+        x = rng.standard_normal((64, 1 << 20), dtype=dt) + 3
+        x[rng.random(x.shape) < 0.05] = cp.nan
+        out = cp.empty_like(x)
+        copy = device_ms(lambda: cp.copyto(out, x))
+        xt = cp.ascontiguousarray(x.T)
+        for name, data, ax in (("64x2**20", x, -1), ("2**20x64", xt, 0), ("1x2**26", x.reshape(-1), -1)):
+            for stat in ("mean", "var"):
+                f = getattr(scanarray, f"ewm_{stat}")
+                t = device_ms(lambda: f(data, alpha=0.05, axis=ax))
+                print(f"{x.dtype.name} {name:9s} {stat:4s} {t:.3f} ms {100 * copy / t:3.0f}% of the copy's bandwidth",
+                      flush=True)
+
+
 def gpu_all(quick, repeat):
     import cupy as cp
 
@@ -462,6 +499,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="small CPU sizes, fewer rounds")
     ap.add_argument("--gpu", action="store_true", help="the GPU part only (CuPy and a CUDA device)")
+    ap.add_argument("--ewm-device-time", action="store_true",
+                    help="with --gpu: the EWM kernels' device time only, float32 and float64, three layouts")
     ap.add_argument("--repeat", type=int, default=None, help="rounds per case (default 7, --quick 3)")
     ap.add_argument("--only", default="", help="comma-separated groups: ewm, filters, rl (CPU)")
     ap.add_argument("--skip", default="", help="comma-separated peers left out of the process (e.g. polars, whose "
@@ -475,6 +514,9 @@ def main(argv=None):
 
         props = cp.cuda.runtime.getDeviceProperties(cp.cuda.Device().id)
         print(f"# GPU: {props['name'].decode()}, CuPy {cp.__version__}")
+        if args.ewm_device_time:
+            gpu_ewm_device_time()
+            return
         gpu_all(args.quick, repeat)
     else:
         print("# CPU timings: on a shared machine they move with the load; ratios of paired runs hold better")
