@@ -289,17 +289,7 @@ def gpu_ewm_device_time(rounds=7, calls=20):
 
     def device_ms(f):
         f()
-        cp.cuda.Device().synchronize()
-        s, e = cp.cuda.Event(), cp.cuda.Event()
-        ts = []
-        for _ in range(rounds):
-            s.record()
-            for _ in range(calls):
-                f()
-            e.record()
-            e.synchronize()
-            ts.append(cp.cuda.get_elapsed_time(s, e) / calls)
-        return float(np.median(ts))
+        return 1e3 * statistics.median(gpu_queued(f, 0.005 / calls) for _ in range(rounds))
 
     rng = cp.random.default_rng(0)
     for dt in (cp.float32, cp.float64):
