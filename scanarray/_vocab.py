@@ -244,18 +244,14 @@ def normalize_axis(axis, ndim, name, shape):
     return _normalize_axis(axis, ndim, f"{name} of shape {tuple(shape)}")
 
 
-def check_scalar(value, name, lo=None, hi=None, lo_open=False, hi_open=False):
-    """A real Python/NumPy scalar within [lo, hi] (open ends where asked); returns a float."""
+def check_scalar(value, name, lo=None, hi=None):
+    """A real Python/NumPy scalar within [lo, hi]; returns a float."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
     v = float(value)
-    bad = v != v or (lo is not None and (v < lo or (lo_open and v == lo))) or \
-        (hi is not None and (v > hi or (hi_open and v == hi)))
-    if bad:
-        lo_s = "(" if lo_open else "["
-        hi_s = ")" if hi_open else "]"
-        rng = f"{lo_s}{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}{hi_s}"
-        raise ValueError(f"{name} must be in {rng}; got {value!r}")
+    if v != v or (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise ValueError(f"{name} must be in [{'-inf' if lo is None else lo}, {'inf' if hi is None else hi}]; "
+                         f"got {value!r}")
     return v
 
 
