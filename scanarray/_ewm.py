@@ -526,8 +526,8 @@ class _Ewm:
             numpy = _vocab.is_numpy(self.x)
             m = self._probe(False) if numpy and not _vocab.ewm_loop_first(self.x, self.axis, "var") else None
             if m is None:
-                tiny = float(np.finfo(self.dtype).smallest_normal) * 2.0 ** 52
-                return kernel(self.x, self.axis, self.f, nw, p["ignore_na"], adjust, max(minp, 1), p["bias"], tiny)
+                return kernel(self.x, self.axis, self.f, nw, p["ignore_na"], adjust, max(minp, 1), p["bias"],
+                              self._tiny())
             self._cache[("mean", False)] = m
         if _vocab.is_eager_buffer(self.x) and not _vocab.is_array(self.g):
             self._var_vectors(nw)  # host work before the mean's look at the data waits for the device
@@ -569,12 +569,19 @@ class _Ewm:
             num = S * S
             # Where D is 0 (one observation so far) or S*S subnormal (deep in a gap), pandas'
             # S*S - S2 is rounding noise, and so is its result: reproduced as pandas computes it
-            tiny = float(xp.finfo(self.dtype).smallest_normal) * 2.0 ** 52
             den = num - S2
-            accurate = (num > tiny) & (D > 0)
+            accurate = (num > self._tiny()) & (D > 0)
             fac = num / self.where(accurate, D, self.where(den > 0, den, 1.0))
             out = self.where(den > 0, fac * cov, xp.nan)
         return self.where(self.nobs() >= max(minp, 1), out, xp.nan)
+
+    def _tiny(self):
+        """The S**2 below which the variance takes pandas' own ``S**2 - S2`` (its rounding noise,
+        reproduced) instead of the accurate factor: in float64, where pandas' own S**2 is subnormal.
+        float32 deep in a gap (decay below about 1e-20) has subnormal sums where pandas' float64 has
+        not: there the accurate factor, wherever S**2 has not underflowed."""
+        fi = self.xp.finfo(self.dtype)
+        return float(fi.smallest_normal) * 2.0 ** 52 if fi.bits == 64 else 0.0
 
     def _var_vectors(self, nw):
         """(c, w, fix): the NaN-free variance is ``fix * scan(c, w * (x[t] - m[t-1])**2)``, time
