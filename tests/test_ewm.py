@@ -454,7 +454,7 @@ def _views(cp, xd, x):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_cupy_one_pass_kernel(rng, dtype):
+def test_cupy_one_pass_kernel(rng, dtype, monkeypatch):
     # ewm_mean(adjust=True) on CuPy: one kernel (backends/cupy/ewm.py), time-major (the lanes
     # kernel) and contiguous steps (the rows kernel), strided and 3-D views, against pandas
     cp = pytest.importorskip("cupy")
@@ -486,16 +486,19 @@ def test_cupy_one_pass_kernel(rng, dtype):
                     assert isinstance(got, cp.ndarray) and got.dtype == v.dtype and got.shape == v.shape
                     got = cp.moveaxis(got, axis, 0).get()
                     assert_view_var(got[:, :, 1] if got.ndim == 3 else got, ref_x, dtype, bias, **kw)
-    # time-major with enough lanes for the variance's lanes kernel (fewer are copied to rows)
+    # time-major, both routes of the variance: the lanes kernel, and the copy to rows first that
+    # tuning's ewm_var_lanes_min picks for fewer lanes (70 lanes: three groups of 32, one partial)
     from scanarray.backends.cupy.tuning import TUNING
 
-    w = rng.standard_normal((700, TUNING["ewm_var_lanes_min"] + 40)) + 3.0
+    w = rng.standard_normal((700, 70)) + 3.0
     w[rng.random(w.shape) < 0.1] = np.nan
     w[200:260, ::3] = np.nan
-    for kw in (dict(alpha=0.1), dict(span=20.5, ignore_na=True)):
-        for bias in (False, True):
-            got = ewm_var(cp.asarray(w.astype(dtype)), bias=bias, **kw)
-            assert_view_var(got.get(), w, dtype, bias, **kw)
+    for lanes_min in (0, 1 << 40):
+        monkeypatch.setitem(TUNING, "ewm_var_lanes_min", {4: lanes_min, 8: lanes_min})
+        for kw in (dict(alpha=0.1), dict(span=20.5, ignore_na=True)):
+            for bias in (False, True):
+                got = ewm_var(cp.asarray(w.astype(dtype)), bias=bias, **kw)
+                assert_view_var(got.get(), w, dtype, bias, **kw)
     cp.testing.assert_array_equal(xd, before)
     # one long row: hundreds of tiles chained by look-back; bit-identical when run again
     y = rng.standard_normal(2**21) + 3.0

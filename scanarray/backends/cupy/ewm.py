@@ -79,13 +79,13 @@ def _run(x, axis, stat, g, tiny, ignore_na, bias, min_periods, tuning):
     L = lanes[0] if lanes else 1
     lsx, lsy = (lx[0], ly[0]) if lanes else (0, 0)
     tsx, tsy = sx[-1], sy[-1]
-    time_major = L > 1 and abs(lsx) < abs(tsx)
-    if len(lanes) > 1 or (stat == "var" and time_major and L < tuning["ewm_var_lanes_min"]):
+    time_major = L > 1 and T > 1 and abs(lsx) < abs(tsx)  # (one step: any strides are contiguous)
+    item = x.dtype.itemsize
+    if len(lanes) > 1 or (stat == "var" and time_major and L < tuning["ewm_var_lanes_min"][item]):
         # lane axes that no one stride walks, or few time-major lanes (Var's look-back from tile to
         # tile is slow on them): one copy makes them rows
         y = _run(cupy.ascontiguousarray(xm), -1, stat, g, tiny, ignore_na, bias, min_periods, tuning)
         return cupy.moveaxis(y, -1, axis)
-    item = x.dtype.itemsize
     C = np.float32 if item == 4 else np.float64
     # TileStatus<A, true>::BYTES (cuda/lookback.cuh): twice the aggregate, of 4 (mean) or 8 numbers
     rec = 2 * item * (4 if stat == "mean" else 8)

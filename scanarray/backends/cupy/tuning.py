@@ -57,7 +57,7 @@ TUNING = {
     "ewm_mean_lanes": {4: (16, 32, 2), 8: (16, 16, 1)},  # (warps, steps a warp, min blocks) of 32 lanes, time-major; (2**20, 64)
     "ewm_var_rows": {4: (512, 16, 2), 8: (512, 8, 1)},  # as ewm_mean_rows; (64, 2**20), one row of 2**26
     "ewm_var_lanes": {4: (16, 32, 1), 8: (8, 16, 1)},  # as ewm_mean_lanes (float64: the most warps that fit); (2**20, 64)
-    "ewm_var_lanes_min": 1024,  # fewer time-major lanes are copied to rows first; (2**20, 64) float64: lanes 7.6 ms, rows 1.47 ms (the copy not timed; the bound not swept)
+    "ewm_var_lanes_min": {4: 0, 8: 1 << 15},  # time-major lanes fewer than this are copied to rows first; 2**26 elements, 32 to 16384 lanes: float32 lanes kernel faster at every count (1.14 vs 2.14 ms at 64), float64 the copy (3.25 vs 7.59 ms at 64, 1.80 vs 2.22 at 16384)
     # ---- matmulscan (cuda/matmulscan.cu)
     "matmulscan_radix": 16,  # MatMulScan radix inside a 16-step tile: fastest or tied in every row measured
     "matmulscan_prefetch_half": False,  # next chunk's loads in flight for float16/bfloat16 (float32: on); (512,256,16,64)
