@@ -306,7 +306,7 @@ def gpu_ewm_device_time(rounds=7, calls=20):
                       flush=True)
 
 
-def gpu_all(quick, repeat):
+def gpu_all(quick, repeat, groups):
     import cupy as cp
 
     sync = cp.cuda.get_current_stream().synchronize
@@ -320,105 +320,115 @@ def gpu_all(quick, repeat):
             cp.copyto(y, x)
         sync()
     del y
-    csig = optional("cupyx.scipy.signal")
-    from scipy import signal
+    n = 1 << 26
+    if "filters" in groups:
+        csig = optional("cupyx.scipy.signal")
+        from scipy import signal
 
-    b, a = [0.1], [1.0, -0.9]
-    impls = {"scanarray": lambda: ssignal.lfilter(b, a, x)}
-    if csig is not None:
-        import cupyx.scipy.signal as cs
-
-        impls["cupyx"] = lambda: cs.lfilter(cp.asarray(b, cp.float32), cp.asarray(a, cp.float32), x)
-    paired("gpu lfilter order 1 64x2**20 f32", impls, repeat, sync, queued=gpu_queued)
-    gpu_parts(x, repeat, sync, queued=gpu_queued)
-    for order in (4, 8):
-        sos = signal.butter(order, 0.05, output="sos")
-        impls = {"scanarray": lambda s=sos: ssignal.sosfilt(s, x),  # the cascade kernel
-                 "scanarray diagonal": lambda s=sos: ssignal.sosfilt(s, x, method="diagonal")}
+        b, a = [0.1], [1.0, -0.9]
+        impls = {"scanarray": lambda: ssignal.lfilter(b, a, x)}
         if csig is not None:
             import cupyx.scipy.signal as cs
 
-            sos_d = cp.asarray(sos, cp.float32)
-            impls["cupyx"] = lambda s=sos_d: cs.sosfilt(s, x)
-        paired(f"gpu sosfilt order {order} 64x2**20 f32", impls, repeat, sync, queued=gpu_queued)
-    del x
+            impls["cupyx"] = lambda: cs.lfilter(cp.asarray(b, cp.float32), cp.asarray(a, cp.float32), x)
+        paired("gpu lfilter order 1 64x2**20 f32", impls, repeat, sync, queued=gpu_queued)
+        gpu_parts(x, repeat, sync, queued=gpu_queued)
+        for order in (4, 8):
+            sos = signal.butter(order, 0.05, output="sos")
+            impls = {"scanarray": lambda s=sos: ssignal.sosfilt(s, x),  # the cascade kernel
+                     "scanarray diagonal": lambda s=sos: ssignal.sosfilt(s, x, method="diagonal")}
+            if csig is not None:
+                import cupyx.scipy.signal as cs
 
-    # EWM bandwidth: read x, write the result: 2 * 4 bytes per element, against a copy
-    n = 1 << 26
-    for shape, axis in (((64, 1 << 20), -1), ((1 << 20, 64), 0)):
-        x = rng.standard_normal(shape, dtype=cp.float32)
-        xn = x.copy()
-        xn[rng.random(shape) < 0.05] = cp.nan
-        out = cp.empty_like(x)
-        nbytes = 2 * x.nbytes
-        for stat in ("mean", "var"):
-            impls = {"scanarray": lambda s=stat: getattr(scanarray, f"ewm_{s}")(x, alpha=0.05, axis=axis),
-                     "copy": lambda: cp.copyto(out, x)}
-            if stat == "mean":  # the one-pass kernel takes missing values in its stride
-                impls["scanarray, 5% NaN"] = lambda: scanarray.ewm_mean(xn, alpha=0.05, axis=axis)
-            cudf = optional("cudf") if axis == 0 and stat == "mean" else None
-            if cudf is not None:
-                try:
-                    s_ = cudf.Series(cp.ascontiguousarray(x[:, 0]))
-                    s_.ewm(alpha=0.05).mean()
-                    impls["cudf (1 column of 64)"] = lambda: s_.ewm(alpha=0.05).mean()
-                except Exception as exc:  # a cuDF without ewm, or another CUDA build
-                    print(f"# cuDF left out: {type(exc).__name__}: {exc}")
-            paired(f"gpu ewm_{stat} {shape[0]}x{shape[1]} axis {axis} f32", impls, repeat, sync, nbytes=nbytes,
-                   reference="scanarray", queued=gpu_queued)
-        del x, xn, out
+                sos_d = cp.asarray(sos, cp.float32)
+                impls["cupyx"] = lambda s=sos_d: cs.sosfilt(s, x)
+            paired(f"gpu sosfilt order {order} 64x2**20 f32", impls, repeat, sync, queued=gpu_queued)
+        del x
 
-    gpu_rl_parts(repeat, sync, queued=gpu_queued)
-    # GAE bandwidth: read rewards, values (4 B), dones (1 B); write advantages (4 B)
-    T, N = 2048, n // 2048
-    r = rng.standard_normal((T, N), dtype=cp.float32)
-    v = rng.standard_normal((T, N), dtype=cp.float32)
-    d = rng.random((T, N), dtype=cp.float32) < 0.01
-    boot = rng.standard_normal(N, dtype=cp.float32)
-    nbytes = r.nbytes + v.nbytes + d.nbytes + r.nbytes
-    src = cp.empty(nbytes // 2, dtype=cp.uint8)  # a copy moving as many bytes as GAE must
-    dst = cp.empty_like(src)
-    impls = {"scanarray": lambda: rl.gae(r, v, d, 0.99, 0.95, boot),
-             "copy": lambda: cp.copyto(dst, src)}
-    torch = optional("torch")
-    if torch is not None and torch.cuda.is_available():
-        rt, vt, dt, bt = (torch.from_dlpack(z) for z in (r, v, d.astype(cp.float32), boot))
+    if "ewm" in groups:
+        # EWM bandwidth: read x, write the result: 2 * 4 bytes per element, against a copy
+        for shape, axis in (((64, 1 << 20), -1), ((1 << 20, 64), 0)):
+            x = rng.standard_normal(shape, dtype=cp.float32)
+            xn = x.copy()
+            xn[rng.random(shape) < 0.05] = cp.nan
+            out = cp.empty_like(x)
+            nbytes = 2 * x.nbytes
+            for stat in ("mean", "var"):
+                impls = {"scanarray": lambda s=stat: getattr(scanarray, f"ewm_{s}")(x, alpha=0.05, axis=axis),
+                         "copy": lambda: cp.copyto(out, x)}
+                if stat == "mean":  # the one-pass kernel takes missing values in its stride
+                    impls["scanarray, 5% NaN"] = lambda: scanarray.ewm_mean(xn, alpha=0.05, axis=axis)
+                cudf = optional("cudf") if axis == 0 and stat == "mean" else None
+                if cudf is not None:
+                    try:
+                        s_ = cudf.Series(cp.ascontiguousarray(x[:, 0]))
+                        s_.ewm(alpha=0.05).mean()
+                        impls["cudf (1 column of 64)"] = lambda: s_.ewm(alpha=0.05).mean()
+                    except Exception as exc:  # a cuDF without ewm, or another CUDA build
+                        print(f"# cuDF left out: {type(exc).__name__}: {exc}")
+                paired(f"gpu ewm_{stat} {shape[0]}x{shape[1]} axis {axis} f32", impls, repeat, sync, nbytes=nbytes,
+                       reference="scanarray", queued=gpu_queued)
+            del x, xn, out
 
-        def torch_loop():
-            last = torch.zeros_like(bt)
-            adv = torch.empty_like(rt)
-            for t in range(T - 1, -1, -1):
-                nv = vt[t + 1] if t < T - 1 else bt
-                nonterminal = 1.0 - dt[t]
-                delta = rt[t] + 0.99 * nv * nonterminal - vt[t]
-                last = delta + 0.99 * 0.95 * nonterminal * last
-                adv[t] = last
-            return adv
+    if "rl" in groups:
+        gpu_rl_parts(repeat, sync, queued=gpu_queued)
+        # GAE bandwidth: read rewards, values (4 B), dones (1 B); write advantages (4 B)
+        T, N = 2048, n // 2048
+        r = rng.standard_normal((T, N), dtype=cp.float32)
+        v = rng.standard_normal((T, N), dtype=cp.float32)
+        d = rng.random((T, N), dtype=cp.float32) < 0.01
+        boot = rng.standard_normal(N, dtype=cp.float32)
+        nbytes = r.nbytes + v.nbytes + d.nbytes + r.nbytes
+        src = cp.empty(nbytes // 2, dtype=cp.uint8)  # a copy moving as many bytes as GAE must
+        dst = cp.empty_like(src)
+        from scanarray.backends.cupy import elementwise
 
-        impls["torch loop"] = torch_loop
-        impls["scanarray (torch)"] = lambda: rl.gae(rt, vt, dt, 0.99, 0.95, bt)
-    jax = optional("jax")
-    if jax is not None and any(dv.platform == "gpu" for dv in jax.devices()):
-        import jax.numpy as jnp
+        def two_passes():  # GAE's path before its one kernel: the fused pass, then the core's scan
+            delta, a = elementwise.gae_terms(r, v, d, 0.99, 0.95, boot, 0)
+            return scanarray.linear_recurrence(a, delta, axis=0, reverse=True, out=delta)
 
-        rj, vj, dj, bj = (jnp.asarray(z.get()) for z in (r, v, d.astype(cp.float32), boot))
+        impls = {"scanarray": lambda: rl.gae(r, v, d, 0.99, 0.95, boot),
+                 "copy": lambda: cp.copyto(dst, src),
+                 "scanarray, fused pass + scan": two_passes}
+        torch = optional("torch")
+        if torch is not None and torch.cuda.is_available():
+            rt, vt, dt, bt = (torch.from_dlpack(z) for z in (r, v, d.astype(cp.float32), boot))
 
-        @jax.jit
-        def jax_gae(rj, vj, dj, bj):
-            nv = jnp.concatenate([vj[1:], bj[None]], axis=0)
-            nonterminal = 1.0 - dj
-            delta = rj + 0.99 * nv * nonterminal - vj
+            def torch_loop():
+                last = torch.zeros_like(bt)
+                adv = torch.empty_like(rt)
+                for t in range(T - 1, -1, -1):
+                    nv = vt[t + 1] if t < T - 1 else bt
+                    nonterminal = 1.0 - dt[t]
+                    delta = rt[t] + 0.99 * nv * nonterminal - vt[t]
+                    last = delta + 0.99 * 0.95 * nonterminal * last
+                    adv[t] = last
+                return adv
 
-            def step(last, inp):
-                de, nt = inp
-                last = de + 0.99 * 0.95 * nt * last
-                return last, last
+            impls["torch loop"] = torch_loop
+            impls["scanarray (torch)"] = lambda: rl.gae(rt, vt, dt, 0.99, 0.95, bt)
+        jax = optional("jax")
+        if jax is not None and any(dv.platform == "gpu" for dv in jax.devices()):
+            import jax.numpy as jnp
 
-            _, adv = jax.lax.scan(step, jnp.zeros_like(bj), (delta, nonterminal), reverse=True)
-            return adv
+            rj, vj, dj, bj = (jnp.asarray(z.get()) for z in (r, v, d.astype(cp.float32), boot))
 
-        impls["jax.lax.scan jit"] = lambda: jax_gae(rj, vj, dj, bj).block_until_ready()
-    paired(f"gpu gae {T}x{N} f32 axis 0", impls, repeat, sync, nbytes=nbytes, queued=gpu_queued)
+            @jax.jit
+            def jax_gae(rj, vj, dj, bj):
+                nv = jnp.concatenate([vj[1:], bj[None]], axis=0)
+                nonterminal = 1.0 - dj
+                delta = rj + 0.99 * nv * nonterminal - vj
+
+                def step(last, inp):
+                    de, nt = inp
+                    last = de + 0.99 * 0.95 * nt * last
+                    return last, last
+
+                _, adv = jax.lax.scan(step, jnp.zeros_like(bj), (delta, nonterminal), reverse=True)
+                return adv
+
+            impls["jax.lax.scan jit"] = lambda: jax_gae(rj, vj, dj, bj).block_until_ready()
+        paired(f"gpu gae {T}x{N} f32 axis 0", impls, repeat, sync, nbytes=nbytes, queued=gpu_queued)
 
 
 def gpu_parts(x, repeat, sync, queued=gpu_queued):
@@ -492,13 +502,14 @@ def main(argv=None):
     ap.add_argument("--ewm-device-time", action="store_true",
                     help="with --gpu: the EWM kernels' device time only, float32 and float64, three layouts")
     ap.add_argument("--repeat", type=int, default=None, help="rounds per case (default 7, --quick 3)")
-    ap.add_argument("--only", default="", help="comma-separated groups: ewm, filters, rl (CPU)")
+    ap.add_argument("--only", default="", help="comma-separated groups: ewm, filters, rl")
     ap.add_argument("--skip", default="", help="comma-separated peers left out of the process (e.g. polars, whose "
                     "buffers slowed the NumPy path's new arrays on a 2-core VM: docs/guide/ewm.md)")
     args = ap.parse_args(argv)
     _SKIP.update(filter(None, args.skip.split(",")))
     repeat = args.repeat or (3 if args.quick else 7)
     print(f"# {machine()}")
+    groups = set(args.only.split(",")) if args.only else {"ewm", "filters", "rl"}
     if args.gpu:
         import cupy as cp
 
@@ -507,10 +518,9 @@ def main(argv=None):
         if args.ewm_device_time:
             gpu_ewm_device_time()
             return
-        gpu_all(args.quick, repeat)
+        gpu_all(args.quick, repeat, groups)
     else:
         print("# CPU timings: on a shared machine they move with the load; ratios of paired runs hold better")
-        groups = set(args.only.split(",")) if args.only else {"ewm", "filters", "rl"}
         if "ewm" in groups:
             cpu_ewm(args.quick, repeat)
         if "filters" in groups:

@@ -110,6 +110,17 @@ def ewm_kernel(x, stat="mean", adjust=True, quirk=False):
     return lambda x, axis, g, nw, ignore_na, adjust, minp, bias, tiny: ewm.var(x, axis, g, ignore_na, minp, bias, tiny)
 
 
+def gae_kernel(x):
+    """:mod:`scanarray.backends.cupy.rl`'s one-pass GAE when ``x`` is a CuPy array (its ``gae``
+    returns None for the layouts and dtypes it does not take), else None."""
+    cupy = sys.modules.get("cupy")
+    if cupy is None or not isinstance(x, cupy.ndarray):
+        return None
+    from .backends.cupy import rl
+
+    return rl.gae
+
+
 def ewm_loop_first(x, axis, stat):
     """Whether numba's one-pass loop of EWM statistic ``stat`` (:func:`ewm_kernel`'s) takes NumPy
     array ``x`` (time along ``axis``) before the NaN-free path's scans are tried: small data, and

@@ -252,7 +252,12 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
     ew = _vocab.fused(r)
     if ew is not None and nv is None and d is not None and term is None and not _vocab.is_array(g) and \
             not _vocab.is_array(lm) and v.shape == r.shape == d.shape:
-        # delta and the coefficient in one pass (r, v, dones read once), then the scan over delta itself
+        # time-major: one kernel; else delta and the coefficient in one pass (r, v, dones read
+        # once), then the scan over delta itself
+        one = _vocab.gae_kernel(r)
+        adv = None if one is None else one(r, v, d, g, lm, boot, axis)
+        if adv is not None:
+            return labels.wrap(adv)
         delta, a = ew.gae_terms(r, v, d, g, lm, boot, axis)
         return labels.wrap(linear_recurrence(a, delta, axis=axis, reverse=True, out=delta))
     d = _as_float(xp, d, dt)

@@ -243,6 +243,72 @@ def test_cupy(rng):
 
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_cupy_one_pass_kernel(rng, dtype, monkeypatch):
+    # time-major CuPy data: one kernel (backends/cupy/rl.py, cuda/rl.cu); tiles chained along time
+    # by look-back (3000 steps span many), lanes in partial groups (of 32 lanes, or of 32 threads'
+    # vectors of lanes where they are contiguous), strided lanes, every flag dtype it reads,
+    # the bootstrap per lane, broadcast or absent; non-finite rewards as the loop gives them
+    cp = pytest.importorskip("cupy")
+    from scanarray.backends.cupy import rl as one_pass
+
+    from scanarray.backends.cupy.tuning import TUNING
+
+    monkeypatch.setitem(TUNING, "gae_lanes_max_steps", {4: 3000, 8: 3000})  # (whatever the tuned bound)
+    took = []
+    kernel = one_pass.gae
+    monkeypatch.setattr(one_pass, "gae", lambda *a, **k: took.append(kernel(*a, **k)) or took[-1])
+    tol = 1e-12 if dtype == "float64" else 1e-4
+
+    def check(got, ref, kernel_took=True):
+        assert isinstance(got, cp.ndarray) and got.dtype == dtype and got.shape == ref.shape
+        assert (took.pop() is not None) == kernel_took
+        got = got.get()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+        np.testing.assert_array_equal(np.isposinf(got), np.isposinf(ref))
+        ok = np.isfinite(ref)
+        np.testing.assert_allclose(got[ok], ref[ok], rtol=tol, atol=tol * np.abs(ref[ok]).max())
+
+    T, n = 3000, 136
+    r, v, d, _, _, boot = episode_data(rng, T, n, p_done=0.01)
+    r32, v32 = (z.astype(dtype).astype(np.float64) for z in (r, v))  # the data the device holds
+    for flags in (bool, np.int8, np.uint8, dtype):
+        for b in (None, boot):
+            got = gae(cp.asarray(r, dtype=dtype), cp.asarray(v, dtype=dtype), cp.asarray(d.astype(flags)), 0.99,
+                      0.95, None if b is None else cp.asarray(b, dtype=dtype))
+            check(got, loop_gae(r32, v32, d, 0.99, 0.95, None if b is None else b.astype(dtype)))
+    # batch-major memory with time on axis 1 (Fortran order): still time-major in memory
+    got = gae(cp.asfortranarray(cp.asarray(r.T, dtype=dtype)), cp.asfortranarray(cp.asarray(v.T, dtype=dtype)),
+              cp.asfortranarray(cp.asarray(d.T)), 0.99, 0.95, cp.asarray(boot, dtype=dtype), axis=1)
+    check(got, loop_gae(r32, v32, d, 0.99, 0.95, boot.astype(dtype)).T)
+    # rows (steps contiguous), and more steps than the bound: the fused pass and the core's scan
+    got = gae(*(cp.ascontiguousarray(cp.asarray(z.T, dtype=z.dtype if z is d else dtype)) for z in (r, v, d)),
+              0.99, 0.95, axis=1)
+    check(got, loop_gae(r32, v32, d, 0.99, 0.95).T, kernel_took=False)
+    monkeypatch.setitem(TUNING, "gae_lanes_max_steps", {4: 2999, 8: 2999})
+    got = gae(cp.asarray(r, dtype=dtype), cp.asarray(v, dtype=dtype), cp.asarray(d), 0.99, 0.95)
+    check(got, loop_gae(r32, v32, d, 0.99, 0.95), kernel_took=False)
+    monkeypatch.setitem(TUNING, "gae_lanes_max_steps", {4: 3000, 8: 3000})
+    # 3-D, lanes strided (every other environment of a larger buffer), a bootstrap broadcast
+    big = cp.asarray(np.stack([r, r], axis=2).reshape(T, 8, 34), dtype=dtype)[:, :, ::2]
+    vb = cp.asarray(np.stack([v, v], axis=2).reshape(T, 8, 34), dtype=dtype)[:, :, ::2]
+    db = cp.asarray(np.stack([d, d], axis=2).reshape(T, 8, 34))[:, :, ::2]
+    got = gae(big, vb, db, 0.9, 0.8, cp.asarray(boot[:17], dtype=dtype))
+    ref = loop_gae(big.get().astype(np.float64), vb.get().astype(np.float64), db.get(), 0.9, 0.8,
+                   np.broadcast_to(boot[:17].astype(dtype), (8, 17)))
+    check(got, ref)
+    # non-finite rewards: inf and NaN where the loop has them (a lane replays its tile exactly)
+    rn = r32.copy()
+    rn[2000, 3], rn[1500, 40], rn[10, 5], rn[2500, 6], rn[2500, 7] = np.inf, np.nan, -np.inf, np.inf, np.inf
+    rn[2499, 7] = -np.inf
+    for lanes in (slice(None), slice(None, None, 2)):  # vectors of lanes, and strided lanes
+        got = gae(cp.asarray(rn, dtype=dtype)[:, lanes], cp.asarray(v, dtype=dtype)[:, lanes],
+                  cp.asarray(d)[:, lanes], 0.99, 0.95)
+        with np.errstate(invalid="ignore"):
+            check(got, loop_gae(rn[:, lanes], v32[:, lanes], d[:, lanes], 0.99, 0.95))
+
+
 def test_torch_values_and_gradients(rng):
     torch = pytest.importorskip("torch")
     r, v, d, term, nv, boot = episode_data(rng, 40, 3)

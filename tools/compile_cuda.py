@@ -4,7 +4,7 @@
 Usage: python tools/compile_cuda.py [--arch sm_90] [--nvrtc] [--jobs N] [--verbose]
 
 The instantiations come from the drivers themselves (``scan.instantiations``, ``dense.instantiations``,
-``matmulscan.instantiations``, ``iir.instantiations``, ``ewm.instantiations``), for every dtype of the dtype table (scanarray/_dtypes.py) and the
+``matmulscan.instantiations``, ``iir.instantiations``, ``ewm.instantiations``, ``rl.instantiations``), for every dtype of the dtype table (scanarray/_dtypes.py) and the
 tile shapes of the tuning table (backends/cupy/tuning.py), and the diagonal kernels writing the
 adjoint's product (``Problem.mul``, and the adjoint's shifted scan) for each storage dtype, and those
 scaling what they store (``Problem.scale``) for real dtypes stored as computed. With ``--nvrtc`` each unit is the source
@@ -35,7 +35,7 @@ sys.path.insert(0, ROOT)
 sys.modules.setdefault("cupy", types.ModuleType("cupy"))
 
 from scanarray import _dtypes  # noqa: E402
-from scanarray.backends.cupy import _common, dense, ewm, iir, matmulscan, scan  # noqa: E402
+from scanarray.backends.cupy import _common, dense, ewm, iir, matmulscan, rl, scan  # noqa: E402
 
 H200 = (232448, 132, 90)  # (opt-in shared memory per block, SMs, compute capability)
 
@@ -77,6 +77,7 @@ def units():
     out.append(("matmulscan.cu", "matmulscan.cu", dict.fromkeys(matmulscan.instantiations(), ())))
     out.append(("iir.cu", "iir.cu", dict.fromkeys(iir.instantiations(), ())))
     out.append(("ewm.cu", "ewm.cu", dict.fromkeys(ewm.instantiations(), ())))
+    out.append(("rl.cu", "rl.cu", dict.fromkeys(rl.instantiations(), ())))
     for source, names in dense.instantiations(H200).items():
         by_opts = {}
         for name, opts in names.items():

@@ -58,6 +58,10 @@ TUNING = {
     "ewm_var_rows": {4: (512, 16, 2), 8: (512, 8, 1)},  # as ewm_mean_rows; (64, 2**20), one row of 2**26
     "ewm_var_lanes": {4: (16, 32, 1), 8: (8, 16, 1)},  # as ewm_mean_lanes (float64: the most warps that fit); (2**20, 64)
     "ewm_var_lanes_min": {4: 0, 8: 1 << 15},  # time-major lanes fewer than this are copied to rows first; 2**26 elements, 32 to 16384 lanes: float32 lanes kernel faster at every count (1.14 vs 2.14 ms at 64), float64 the copy (3.25 vs 7.59 ms at 64, 1.80 vs 2.22 at 16384)
+    # ---- GAE (cuda/rl.cu)
+    "gae_lanes": {4: (16, 8, 1, 2), 8: (16, 8, 1, 1)},  # (warps, steps a warp, lanes a thread, min blocks), time-major, lanes strided or unaligned; (2048, 32768): of 6 float32, 5 float64
+    "gae_lanes_vec": {4: (16, 4, 4, 2), 8: (16, 8, 1, 1)},  # as gae_lanes, lanes contiguous and aligned (a thread's lanes one vector access); 2**26 elements, T 128 to 2**20: of 7 float32, 6 float64 (float64 2 lanes: 0.77 against 0.52 ms at T = 128)
+    "gae_lanes_max_steps": {4: 1 << 15, 8: 1 << 12},  # longer time axes take the fused pass and the core's scan (a lane's chain of tiles is long): float32 0.48 against 0.54 ms at 2**15 steps, 0.97 against 0.60 at 2**20; float64 0.97 against 0.97 at 2**13
     # ---- matmulscan (cuda/matmulscan.cu)
     "matmulscan_radix": 16,  # MatMulScan radix inside a 16-step tile: fastest or tied in every row measured
     "matmulscan_prefetch_half": False,  # next chunk's loads in flight for float16/bfloat16 (float32: on); (512,256,16,64)

@@ -1,0 +1,103 @@
+"""The one-pass GAE kernel (``cuda/rl.cu``): :func:`scanarray.rl.gae` of CuPy arrays laid out
+time-major (environments closer in memory than steps, as RL rollout buffers are).
+
+One launch reads rewards, values and flags once and writes the advantages once; the TD residual
+and the reset-aware coefficient are formed as the steps are loaded. Other layouts take the fused
+elementwise pass and the core's reverse scan (:mod:`.elementwise`).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ... import _dtypes
+from .._layout import element_strides, merge_axes
+from . import _common
+from .tuning import TUNING
+
+__all__ = ["gae", "instantiations"]
+
+_REAL = ("float32", "float64")
+# the flags' dtypes the kernel reads as they are (others are converted by the caller's path)
+_FLAGS = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "float32": "float", "float64": "double"}
+
+
+@functools.lru_cache(maxsize=None)
+def _kernels(dtype, lanes, lanes_vec):
+    """{(flags dtype, kind): instantiation} for data of ``dtype`` and the two tuning entries'
+    tuples (each call would otherwise format them again)."""
+    ct = _dtypes.ctype(dtype)
+    out = {}
+    for kind, (nw, items, q, minb) in (("lanes", lanes), ("lanes_vec", lanes_vec)):
+        for f, fc in _FLAGS.items():
+            out[(f, kind)] = f"scanarray::rl::gae_lanes<{ct}, {fc}, {ct}, {nw}, {items}, {q}, {minb}>"
+    return out
+
+
+def _names(dtype, tuning):
+    item = np.dtype(dtype).itemsize
+    return _kernels(np.dtype(dtype).name, tuning["gae_lanes"][item], tuning["gae_lanes_vec"][item])
+
+
+def instantiations(dtype=None, tuning=TUNING):
+    """Every kernel the driver can name, for ``dtype`` (default: both real dtypes; for
+    tools/compile_cuda.py)."""
+    return list(dict.fromkeys(n for d in ((dtype,) if dtype else _REAL) for n in _names(d, tuning).values()))
+
+
+def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING):
+    """GAE's advantages in one kernel, or None where it does not take the arrays.
+
+    ``r``, ``v``: float32/float64 CuPy arrays of one shape and dtype; ``d``: the flags, of that
+    shape (bool, int8, uint8 or a float dtype, read as they are); ``boot``: None or an array
+    broadcastable to the lanes (the shape without ``axis``); ``gamma``, ``lam``: Python floats.
+    Takes time-major data (one lane axis after merging, its stride smaller than the time
+    stride's in ``r``) of at most ``tuning["gae_lanes_max_steps"]`` steps (each lane's tiles
+    chain along time: a long chain is slower than the two passes); returns a new array of
+    ``r``'s shape.
+    """
+    import cupy
+
+    from .scan import _workspace
+
+    if r.dtype.name not in _REAL or d.dtype.name not in _FLAGS or r.ndim < 2:
+        return None
+    T = r.shape[axis]
+    rm, vm, dm = (cupy.moveaxis(z, axis, -1) for z in (r, v, d))
+    y = cupy.empty_like(r)
+    ym = cupy.moveaxis(y, axis, -1)
+    strides = [element_strides(z) for z in (rm, vm, dm, ym)]
+    lanes, ls = merge_axes(list(rm.shape[:-1]), [s[:-1] for s in strides], drop_ones=True)
+    item = r.dtype.itemsize
+    time_major = len(lanes) == 1 and abs(ls[0][0]) < abs(strides[0][-1])
+    if not time_major or not 2 <= T <= tuning["gae_lanes_max_steps"][item]:
+        return None
+    L = lanes[0]
+    if boot is None:
+        b, lb = cupy.zeros(1, dtype=r.dtype), 0
+    else:
+        b = cupy.ascontiguousarray(cupy.broadcast_to(cupy.asarray(boot, dtype=r.dtype), rm.shape[:-1])).reshape(-1)
+        lb = 1
+    # lanes a thread as one vector access: lanes contiguous in every array, and aligned
+    q = tuning["gae_lanes_vec"][item][2]
+    vec = (L % q == 0 and all(z[0] == 1 for z in ls) and all(s[-1] % q == 0 for s in strides)
+           and all(z.data.ptr % (q * z.itemsize) == 0 for z in (rm, vm, dm, ym)))
+    kind = "lanes_vec" if vec else "lanes"
+    nw, items, q, _ = tuning[f"gae_{kind}"][item]
+    kt = -(-T // (nw * items))
+    groups = -(-L // (32 * q))
+    names = _names(r.dtype, tuning)
+    fn = _common.get_function("rl.cu", names[(d.dtype.name, kind)], group=tuple(dict.fromkeys(names.values())))
+    C = np.float32 if item == 4 else np.float64
+    (lr, lv, ld, ly), (tr, tv, td, ty) = (z[0] for z in ls), (s[-1] for s in strides)
+    # TileStatus<Pair<C>, true>::BYTES (cuda/lookback.cuh): twice the pair
+    ws = _workspace(cupy, 4 * item, groups * kt * 32 * q)
+    with ws.launching():
+        _common.launch(cupy, fn, groups * kt, nw * 32,
+                       (rm, vm, dm, b, ym, np.int64(T), np.int64(L), np.int64(lr), np.int64(tr), np.int64(lv),
+                        np.int64(tv), np.int64(ld), np.int64(td), np.int64(lb), np.int64(ly), np.int64(ty),
+                        np.int32(boot is not None), np.int32(kt), C(gamma), C(gamma * lam), ws.ptr,
+                        np.uint32(ws.epoch)))
+    return y
