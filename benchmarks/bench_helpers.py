@@ -372,6 +372,7 @@ def gpu_all(quick, repeat, groups):
 
     if "rl" in groups:
         gpu_rl_parts(repeat, sync, queued=gpu_queued)
+        gpu_gae_shapes(repeat, sync)
         # GAE bandwidth: read rewards, values (4 B), dones (1 B); write advantages (4 B)
         T, N = 2048, n // 2048
         r = rng.standard_normal((T, N), dtype=cp.float32)
@@ -452,6 +453,36 @@ def gpu_parts(x, repeat, sync, queued=gpu_queued):
              "numerator over Re(c h) (fused)": lambda: elementwise.fir(h, 1, [1.0, 2.0, 1.0], c=0.5 - 2j),
              "real part Re(c h) (fused)": lambda: elementwise.fir(h, 1, [1.0], c=0.5 - 2j)}
     paired("gpu parts 64x2**20 f32 axis -1", impls, repeat, sync, reference="copy", queued=gpu_queued)
+
+
+def gpu_gae_shapes(repeat, sync):
+    """GAE's one kernel against the fused pass and the core's scan (its path before the kernel, and
+    still past the tuned number of steps) on 2**26 elements, float32 and float64, by time-axis
+    length, against a copy of the bytes GAE must move."""
+    import cupy as cp
+
+    from scanarray.backends.cupy import elementwise
+
+    rng = cp.random.default_rng(5)
+    for dt in (cp.float32, cp.float64):
+        for T in (128, 2048, 32768):
+            N = (1 << 26) // T
+            r, v = (rng.standard_normal((T, N), dtype=dt) for _ in range(2))
+            d = rng.random((T, N)) < 0.01
+            boot = rng.standard_normal(N, dtype=dt)
+            nbytes = 3 * r.nbytes + d.nbytes
+            src = cp.empty(nbytes // 2, dtype=cp.uint8)
+            dst = cp.empty_like(src)
+
+            def two_passes(r=r, v=v, d=d, boot=boot):
+                delta, a = elementwise.gae_terms(r, v, d, 0.99, 0.95, boot, 0)
+                return scanarray.linear_recurrence(a, delta, axis=0, reverse=True, out=delta)
+
+            impls = {"scanarray": lambda r=r, v=v, d=d, boot=boot: rl.gae(r, v, d, 0.99, 0.95, boot),
+                     "fused pass + scan": two_passes, "copy": lambda src=src, dst=dst: cp.copyto(dst, src)}
+            paired(f"gpu gae {T}x{N} {np.dtype(dt).name} axis 0", impls, repeat, sync, nbytes=nbytes,
+                   queued=gpu_queued)
+            del r, v, d, src, dst
 
 
 def gpu_rl_parts(repeat, sync, queued=gpu_queued):
