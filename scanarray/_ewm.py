@@ -66,7 +66,7 @@ _COMMON_DOC = """
 """
 
 
-@_vocab.cpu_tensors_as_numpy
+@_vocab.tensors_as_arrays
 def ewm_mean(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, ignore_na=False,
              min_periods=0, times=None, axis=0):
     r"""Exponentially weighted mean, equal to pandas' ``ewm(...).mean()``.
@@ -136,7 +136,7 @@ def ewm_mean(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, 
     return labels.wrap(m)
 
 
-@_vocab.cpu_tensors_as_numpy
+@_vocab.tensors_as_arrays
 def ewm_var(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, ignore_na=False,
             min_periods=0, bias=False, axis=0):
     r"""Exponentially weighted variance, equal to pandas' ``ewm(...).var(bias=...)``.
@@ -184,7 +184,7 @@ def ewm_var(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, i
     return labels.wrap(v)
 
 
-@_vocab.cpu_tensors_as_numpy
+@_vocab.tensors_as_arrays
 def ewm_std(x, *, com=None, span=None, halflife=None, alpha=None, adjust=True, ignore_na=False,
             min_periods=0, bias=False, axis=0):
     r"""Exponentially weighted standard deviation, pandas' ``ewm(...).std(bias=...)``.

@@ -9,6 +9,7 @@ array library that the caller's arrays do not already come from.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import numbers
 import sys
@@ -151,20 +152,22 @@ def scan(a, b, axis, *, initial=None, scale=None, out=None):
     return h if scale is None else h * scale
 
 
-def cpu_tensors_as_numpy(fn=None, *, host=()):
-    """``fn`` where torch CPU tensors that need no gradient run as NumPy views of their memory and
-    its arrays come back as tensors viewing NumPy's results. ``host``: the names of parameters
-    that may hold NumPy arrays beside tensors (a filter's coefficients), by position or keyword.
+def tensors_as_arrays(fn=None, *, host=()):
+    """``fn`` where torch tensors that need no gradient run as views of their memory, NumPy's on a
+    CPU and CuPy's on a GPU (CuPy then runs on torch's current stream), and its arrays come back
+    as tensors viewing the results. ``host``: the names of parameters that may hold NumPy arrays
+    beside tensors (a filter's coefficients), by position or keyword.
 
     torch tensors otherwise take the generic path: torch's elementwise operations around the scans,
-    which keeps autograd, ``torch.compile`` and ``torch.func`` working, but on a CPU runs the
-    vocabulary several times slower than on NumPy arrays (no NaN-free shortcuts, a pass per
-    operation). Tensors that want a gradient, wrapped or subclassed tensors, traced calls, other
-    devices, dtypes NumPy lacks, integer data (whose default float differs: float32 in torch) and
-    calls mixing array libraries keep that path.
+    which keeps autograd, ``torch.compile`` and ``torch.func`` working, but runs the vocabulary
+    several times slower than on NumPy or CuPy arrays (no NaN-free shortcuts and no fused kernels,
+    a pass per operation). Tensors that want a gradient, wrapped or subclassed tensors, traced
+    calls, tensors on several devices, dtypes NumPy lacks, integer data (whose default float
+    differs: float32 in torch), GPU tensors without CuPy or given as host coefficients, and calls
+    mixing array libraries keep that path.
     """
     if fn is None:
-        return functools.partial(cpu_tensors_as_numpy, host=host)
+        return functools.partial(tensors_as_arrays, host=host)
     import inspect
 
     names = list(inspect.signature(fn).parameters)
@@ -174,16 +177,19 @@ def cpu_tensors_as_numpy(fn=None, *, host=()):
     def call(*args, **kwargs):
         torch = sys.modules.get("torch")
         if torch is not None:
-            views = _numpy_views(torch, args, kwargs, positions, host)
+            views = _array_views(torch, args, kwargs, positions, host)
             if views is not None:
-                return _as_tensors(torch, fn(*views[0], **views[1]))
+                args, kwargs, context = views
+                with context:  # (CuPy's results handed to torch on torch's stream)
+                    return _as_tensors(torch, fn(*args, **kwargs))
         return fn(*args, **kwargs)
 
     return call
 
 
-def _numpy_views(torch, args, kwargs, positions=frozenset(), host=()):
-    """(args, kwargs) with every torch tensor a NumPy view, or None where the torch path applies."""
+def _array_views(torch, args, kwargs, positions=frozenset(), host=()):
+    """(args, kwargs, context) with every torch tensor a NumPy view (CPU) or a CuPy view (CUDA;
+    ``context`` makes torch's current stream CuPy's), or None where the torch path applies."""
     values = list(args) + list(kwargs.values())
     tensors = [v for v in values if isinstance(v, torch.Tensor)]
     if not tensors:
@@ -199,7 +205,7 @@ def _numpy_views(torch, args, kwargs, positions=frozenset(), host=()):
     grad = torch.is_grad_enabled()
     floating = False
     for t in tensors:
-        if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.device.type != "cpu" or (grad and t.requires_grad):
+        if type(t) not in (torch.Tensor, torch.nn.Parameter) or (grad and t.requires_grad):
             return None
         if t.dtype.is_floating_point or t.dtype.is_complex:
             if t.dtype == torch.bfloat16:  # (NumPy has no bfloat16)
@@ -207,18 +213,37 @@ def _numpy_views(torch, args, kwargs, positions=frozenset(), host=()):
             floating = True
         elif t.dtype != torch.bool:
             return None
-    if not floating:
+    device = tensors[0].device
+    if not floating or any(t.device != device for t in tensors):
         return None
+    if device.type == "cpu":
+        def view(v):
+            return v.detach().resolve_conj().resolve_neg().numpy() if isinstance(v, torch.Tensor) else v
 
-    def view(v):
-        return v.detach().resolve_conj().resolve_neg().numpy() if isinstance(v, torch.Tensor) else v
+        context = contextlib.nullcontext()
+    elif device.type == "cuda":
+        from . import _registry
 
-    return [view(v) for v in args], {k: view(v) for k, v in kwargs.items()}
+        on_host = [v for i, v in enumerate(args) if i in positions] + [kwargs.get(h) for h in host]
+        if any(isinstance(v, torch.Tensor) for v in on_host) or _registry.unavailable_reason("cupy") is not None:
+            return None
+        from . import _torch
+
+        def view(v):
+            return _torch._cupy(v) if isinstance(v, torch.Tensor) else v
+
+        context = _torch._on_torch_stream(device)
+    else:
+        return None
+    return [view(v) for v in args], {k: view(v) for k, v in kwargs.items()}, context
 
 
 def _as_tensors(torch, out):
     if isinstance(out, np.ndarray):
         return torch.from_numpy(out if out.flags.writeable else out.copy())
+    cupy = sys.modules.get("cupy")
+    if cupy is not None and isinstance(out, cupy.ndarray):
+        return torch.from_dlpack(out)
     if isinstance(out, tuple):
         return tuple(_as_tensors(torch, o) for o in out)
     if isinstance(out, list):

@@ -28,7 +28,7 @@ from ._api import linear_recurrence
 __all__ = ["discounted_returns", "gae"]
 
 
-@_vocab.cpu_tensors_as_numpy
+@_vocab.tensors_as_arrays
 def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated=None,
                        next_values=None, axis=0):
     r"""Discounted returns ``G[t] = rewards[t] + gamma * (1 - dones[t]) * G[t+1]``, backwards in time.
@@ -147,7 +147,7 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
     return labels.wrap(_reverse_scan(xp, a, b, boot, axis, dt))
 
 
-@_vocab.cpu_tensors_as_numpy
+@_vocab.tensors_as_arrays
 def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=None,
         next_values=None, axis=0):
     r"""Generalized advantage estimates (Schulman et al. 2016) with episode boundaries.

@@ -53,7 +53,7 @@ _METHODS = ("auto", "diagonal", "dense")
 # --------------------------------------------------------------------------- public functions
 
 
-@_vocab.cpu_tensors_as_numpy(host=("b", "a"))
+@_vocab.tensors_as_arrays(host=("b", "a"))
 def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
     r"""Filter `x` with the IIR filter ``b / a``, as :func:`scipy.signal.lfilter`.
 
@@ -175,7 +175,7 @@ def lfilter(b, a, x, axis=-1, zi=None, *, method="auto"):
     return _labelled(labels, y if zi is None else (y, zf))
 
 
-@_vocab.cpu_tensors_as_numpy(host=("sos",))
+@_vocab.tensors_as_arrays(host=("sos",))
 def sosfilt(sos, x, axis=-1, zi=None, *, method="auto"):
     r"""Filter `x` with a cascade of second-order sections, as :func:`scipy.signal.sosfilt`.
 
@@ -488,7 +488,7 @@ def sosfilt_zi(sos):
     return zi
 
 
-@_vocab.cpu_tensors_as_numpy(host=("b", "a"))
+@_vocab.tensors_as_arrays(host=("b", "a"))
 def filtfilt(b, a, x, axis=-1, padtype="odd", padlen=None):
     """Zero-phase filtering: forward and backward :func:`lfilter`, as ``scipy.signal.filtfilt``.
 
@@ -526,7 +526,7 @@ def filtfilt(b, a, x, axis=-1, padtype="odd", padlen=None):
                              3 * ntaps if padlen is None else padlen, sections=False)
 
 
-@_vocab.cpu_tensors_as_numpy(host=("sos",))
+@_vocab.tensors_as_arrays(host=("sos",))
 def sosfiltfilt(sos, x, axis=-1, padtype="odd", padlen=None):
     """Zero-phase filtering with second-order sections, as ``scipy.signal.sosfiltfilt``.
 

@@ -1,6 +1,7 @@
-"""torch CPU tensors in the vocabulary (EWM, filters, returns, GAE): without a gradient they run as
-NumPy views (``_vocab.cpu_tensors_as_numpy``) and come back as tensors; the results equal the
-oracles (pandas, SciPy, the RL loop), and every case where the torch path must stay takes it."""
+"""torch tensors in the vocabulary (EWM, filters, returns, GAE): without a gradient they run as
+NumPy views (CPU) or CuPy views on torch's stream (GPU; ``_vocab.tensors_as_arrays``) and come back
+as tensors; the results equal the oracles (pandas, SciPy, the RL loop), and every case where the
+torch path must stay takes it."""
 
 from __future__ import annotations
 
@@ -21,14 +22,14 @@ from test_rl import loop_gae, loop_returns  # noqa: E402  (the RL libraries' loo
 def numpy_path(monkeypatch):
     """Counts the calls that ran as NumPy views."""
     calls = []
-    real = _vocab._numpy_views
+    real = _vocab._array_views
 
     def spy(*args):
         views = real(*args)
         calls.append(views is not None)
         return views
 
-    monkeypatch.setattr(_vocab, "_numpy_views", spy)
+    monkeypatch.setattr(_vocab, "_array_views", spy)
     return calls
 
 
@@ -68,6 +69,52 @@ def test_cpu_tensors_take_the_numpy_path(i, rng, numpy_path):
         kw = {"ewm_mean": dict(span=6), "ewm_var": dict(span=6, bias=True),
               "ewm_std": dict(com=3, ignore_na=True)}[name]
         assert_pandas(got.numpy(), ref(), stat, **kw)
+
+
+def _cuda():
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    pytest.importorskip("cupy")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("i", range(9))
+def test_cuda_tensors_take_the_cupy_path(i, rng, numpy_path):
+    _cuda()
+    name, call, ref, stat = _cases(rng)[i]
+    got = call(lambda z: torch.from_numpy(np.asarray(z)).cuda())
+    assert isinstance(got, torch.Tensor) and got.is_cuda and got.dtype == torch.float64, (name, type(got))
+    assert numpy_path and numpy_path[0], name  # (the outer call: CuPy views)
+    got = got.cpu().numpy()
+    if stat is None:
+        want = ref()
+        scale = np.max(np.abs(want))
+        assert np.max(np.abs(got - want)) <= 1e-10 * scale, name
+    else:
+        kw = {"ewm_mean": dict(span=6), "ewm_var": dict(span=6, bias=True),
+              "ewm_std": dict(com=3, ignore_na=True)}[name]
+        assert_pandas(got, ref(), stat, **kw)
+
+
+@pytest.mark.gpu
+def test_cuda_tensors_run_on_torchs_current_stream(rng):
+    """Inputs written on a side stream behind a long kernel: CuPy not on that stream would read
+    them before they exist."""
+    _cuda()
+    r, v = (torch.randn(512, 256, device="cuda", dtype=torch.float64) for _ in range(2))
+    d = torch.rand(512, 256, device="cuda") < 0.05
+    ref = loop_gae(r.cpu().numpy(), v.cpu().numpy(), d.cpu().numpy(), 0.99, 0.95, None)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        late = torch.empty_like(r)
+        torch.cuda._sleep(50_000_000)  # tens of ms
+        late.copy_(r)
+        adv = rl.gae(late, v, d, 0.99, 0.95)
+        x = scanarray.ewm_mean(late, alpha=0.1, axis=0)
+    s.synchronize()
+    np.testing.assert_allclose(adv.cpu().numpy(), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+    assert_pandas(x.cpu().numpy(), r.cpu().numpy(), "mean", alpha=0.1)
 
 
 def test_float32_tensors_and_a_tuple_result(rng):
