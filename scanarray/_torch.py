@@ -175,7 +175,9 @@ def _repeat(entry, a, b, initial):
         h = _forward(None if a_scalar is not None else a, a_scalar, b, initial, *args)
         return h if store is work else h.to(store)
     if idx is None:  # a CPU: the bound call skips the core's validation, which the signature fixed
-        h = raw(a_scalar if a_scalar is not None else _numpy(a), _numpy(b),
+        # (the signature holds no conjugate or negative views: a tensor's numpy() is its view)
+        h = raw(a_scalar if a_scalar is not None else (a.detach() if a.requires_grad else a).numpy(),
+                (b.detach() if b.requires_grad else b).numpy(),
                 None if initial is None else _numpy(initial), None)
         if h is None:
             return None
