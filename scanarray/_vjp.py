@@ -403,7 +403,8 @@ def vjp_into(xp, a, h, grad, initial, axis, chunk, reverse, dense, conjugate, ba
         if fused:
             if T >= 2 and not shifted:
                 xp.multiply(lam_last, tm.vec(hc, tm.step(T - 2)), out=tm.vec(gac, last))
-            xp.multiply(lam0, hprev0, out=tm.vec(gac, first))
+            if h0 is not None or not shifted:  # (the shifted launch wrote zero there)
+                xp.multiply(lam0, hprev0, out=tm.vec(gac, first))
             if gac is not ga_c:
                 _store(ga_c, gac)
         else:
@@ -429,7 +430,8 @@ _ADJOINT: dict = {}
 
 def _shifted_adjoint(xp, backend, method, ac, gc, lc, hc, gac, reverse):
     """Whether the backend ran the whole adjoint scan in one launch (``BackendSpec.shifted_adjoint``):
-    ``lc`` (grad_b) at every step and ``gac`` (grad_a) at every step but the forward's first. True
+    ``lc`` (grad_b) and ``gac`` (grad_a) at every step, zero at the forward's first step for grad_a
+    (its term from an initial state is the caller's). True
     as the backend's launch on raw pointers (see ``BackendSpec.shifted_adjoint``), else False."""
     key = (xp, backend)
     mod = _ADJOINT.get(key, 0)

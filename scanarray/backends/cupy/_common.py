@@ -184,12 +184,13 @@ class PackedLauncher:
         at = sum(struct.calcsize("<" + p) for p in self._pieces[:first])
         return struct.Struct("<" + "".join(self._pieces[first:stop])).pack_into, at
 
-    def bind(self, grid, threads, template, b_at=None, shared_mem=0, workspace=None, tail=0):
-        """``go(stream_ptr, pa, pb, po, ph0)``: this launch with the arguments of ``template``
-        (a sample argument list holding no arrays) but its first five replaced by the pointers
-        and a flag (``ph0`` None: pass ``pb`` and 0) and, at ``b_at``, by ``pb`` again (a
-        pointer argument that only needs to be valid). For calls bound to a signature, where
-        the rest of the arguments never change.
+    def bind(self, grid, threads, template, b_at=None, shared_mem=0, workspace=None, tail=0, tail_ptrs=0):
+        """``go(stream_ptr, pa, pb, po, ph0, *extra)``: this launch with the arguments of
+        ``template`` (a sample argument list holding no arrays) but its first five replaced by the
+        pointers and a flag (``ph0`` None: pass ``pb`` and 0), at ``b_at`` by ``pb`` again (a
+        pointer argument that only needs to be valid), and the first ``tail_ptrs`` of its ``tail``
+        trailing arguments by ``extra`` (pointers). For calls bound to a signature, where the rest
+        of the arguments never change.
 
         A look-back launch passes ``workspace``: ``workspace(stream_ptr)`` gives the launch's
         workspace (``scan._Workspace``), whose pointer and epoch replace the template's last
@@ -205,6 +206,8 @@ class PackedLauncher:
         head, _ = self._packer(0, 5)
         one, zero = np.int32(1), np.int32(0)
         local = threading.local()
+        n = len(template) - tail
+        x_pack, x_at = self._packer(n, n + tail_ptrs) if tail_ptrs else (None, 0)
 
         def buffers():
             bufs = getattr(local, "bufs", None)
@@ -214,10 +217,9 @@ class PackedLauncher:
             return bufs
 
         if workspace is not None:
-            n = len(template) - tail
             ws_pack, ws_at = self._packer(n - 3, n - 1)
 
-            def go(stream_ptr, pa, pb, po, ph0):
+            def go(stream_ptr, pa, pb, po, ph0, *extra):
                 ws = workspace(stream_ptr)
                 buf, _, params = buffers()
                 with ws.launching():
@@ -226,13 +228,15 @@ class PackedLauncher:
                     else:
                         head(buf, 0, pa, pb, po, ph0, one)
                     ws_pack(buf, ws_at, ws.ptr, ws.epoch)
+                    if extra:
+                        x_pack(buf, x_at, *extra)
                     launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, params, 0)
 
             return go
 
         b_pack, b_off = self._packer(b_at, b_at + 1) if b_at is not None else (None, 0)
 
-        def go(stream_ptr, pa, pb, po, ph0):
+        def go(stream_ptr, pa, pb, po, ph0, *extra):
             buf, _, params = buffers()
             if ph0 is None:
                 head(buf, 0, pa, pb, po, pb, zero)
@@ -240,6 +244,8 @@ class PackedLauncher:
                 head(buf, 0, pa, pb, po, ph0, one)
             if b_pack is not None:
                 b_pack(buf, b_off, pb)
+            if extra:
+                x_pack(buf, x_at, *extra)
             launch(fptr, grid, 1, 1, threads, 1, 1, shared_mem, stream_ptr, params, 0)
 
         return go

@@ -125,8 +125,8 @@ def adjoint(a, g, lam, h, ga, reverse, method="auto"):
 
     Canonical arrays ``(*lanes, T)`` of one storage dtype, ``T >= 2``: the forward call's ``a`` and
     result ``h``, the incoming gradient ``g``. Writes ``lam`` (``grad_b``) at every step and ``ga =
-    lam * h_prev`` at every step but the forward's first (whose ``h_prev`` is the initial state: the
-    caller's). The scan runs against the forward's direction (``reverse``: the forward's); the
+    lam * h_prev`` at every step, zero at the forward's first (whose ``h_prev`` is the initial state:
+    a caller with one writes that step). The scan runs against the forward's direction (``reverse``: the forward's); the
     coefficient of each step is the forward's next ``a`` and its product the forward's previous
     ``h``. Those shifts happen inside the kernels (``SH`` in cuda/scan.cu, ``MulOutS`` in
     cuda/scan.cuh), so every array is read where it lies, with the vector accesses of its own
@@ -165,12 +165,23 @@ def _shifted_launch(plan_, offs, vec_m, dev):
 
     set_device = cupy.cuda.runtime.setDevice
 
-    def launch(*ptrs):
+    go = None
+
+    def launch(*ptrs, stream_ptr=None):
+        nonlocal go
         pa, pb, po, pm, pmo = (p + o for p, o in zip(ptrs, offs))
         # the launch goes to the driver directly: make the device's context current in this thread
         # (torch runs backward passes on threads of its own, where no CuPy call has done so yet)
         set_device(dev)
-        plan_.launch_ptrs(cupy, pa, pb, po, None, dev, epi=(pm, pmo, vec_m, _ONE))
+        if stream_ptr is None:  # CuPy's current stream
+            plan_.launch_ptrs(cupy, pa, pb, po, None, dev, epi=(pm, pmo, vec_m, _ONE))
+            return True
+        if go is None:  # (the kernel is compiled: the first launch went through launch_ptrs)
+            go = plan_.direct(dev, (0, 0, vec_m, _ONE), epi_ptrs=2)
+            if go is None:
+                return False
+        go(stream_ptr, pa, pb, po, None, pm, pmo)
+        return True
 
     launch.plan = plan_  # (what tests read: the kernel that runs it)
     return launch
@@ -348,11 +359,12 @@ class _Plan:
             return head + vec + lane_args + tail
         return head + lane_args + [np.int64(self.nlanes), np.int64(self.ng)] + tail
 
-    def direct(self, dev, epi=()):
-        """For bound calls: ``go(stream_ptr, pa, pb, po, ph0)`` launching this plan's kernel with
-        the arguments packed from a template (a look-back launch also takes its stream's
-        workspace; ``epi``: the fused scale's argument, after the rest), or None where that does
-        not apply (a kernel launched through CuPy's call)."""
+    def direct(self, dev, epi=(), epi_ptrs=0):
+        """For bound calls: ``go(stream_ptr, pa, pb, po, ph0, *ptrs)`` launching this plan's kernel
+        with the arguments packed from a template (a look-back launch also takes its stream's
+        workspace; ``epi``: the epilogue's arguments, after the rest, of which the first
+        ``epi_ptrs`` are pointers given as ``ptrs`` on each call), or None where that does not
+        apply (a kernel launched through CuPy's call)."""
         entry = self.fns.get(dev)
         if entry is None or entry[1] is None:
             return None
@@ -360,10 +372,10 @@ class _Plan:
         template = base + list(epi)
         if self.kt > 1:
             rec_size, slots = self.rec_size, self.slots
-            return entry[1].bind(self.grid, self.threads, template, tail=len(epi),
+            return entry[1].bind(self.grid, self.threads, template, tail=len(epi), tail_ptrs=epi_ptrs,
                                  workspace=lambda stream_ptr: _workspace_at(dev, stream_ptr, rec_size, slots))
         ws_at = len(base) - 3 if self.kind in ("rows_tiles", "lanes_tiles") else None
-        return entry[1].bind(self.grid, self.threads, template, ws_at)
+        return entry[1].bind(self.grid, self.threads, template, ws_at, tail=len(epi), tail_ptrs=epi_ptrs)
 
     def _call(self, cupy, args, dev=None):
         # the compiled kernel and its packed launcher (None: CuPy's call) per device, per plan: one

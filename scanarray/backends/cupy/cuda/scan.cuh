@@ -210,8 +210,9 @@ template <class TO, int G> __device__ __forceinline__ void vput(Scaled<TO> p, Ve
 // The adjoint of h[t] = a[t] h[t-1] + b[t] (scanarray/_vjp.py) runs over the caller's whole arrays
 // with its two shifts inside the kernels, so that every vector access stays aligned: in scan order,
 // the coefficient of step u is a at step u - 1 (zero at u = 0, whose entering state is zero: the
-// loaders' SH paths in scan.cu) and the product written at u is out[u] * mul[u + 1] (none at the
-// last step, which the driver writes). The kernels take it as a fourth epilogue argument (`shift`,
+// loaders' SH paths in scan.cu) and the product written at u is out[u] * mul[u + 1], zero at the
+// last step (the forward's first, whose state before is zero unless the driver has an initial one,
+// which it writes). The kernels take it as a fourth epilogue argument (`shift`,
 // unused at run time: the kernels test the pack's length, shifted_epi).
 template <class TO, class C> struct MulOutS {
   TO* p;
@@ -227,8 +228,8 @@ __device__ __forceinline__ MulOutS<TO, C> out_at(TO* out, TO* po, const TO* mul,
 }
 template <class... EPI> __host__ __device__ constexpr bool shifted_epi() { return sizeof...(EPI) == 4; }
 
-// out as store_group writes it, and mul_out[t] = out[t] * mul[t + 1] for t + 1 < T: on the vector
-// path the group's aligned vector of mul and one element past it.
+// out as store_group writes it, and mul_out[t] = out[t] * mul[t + 1] for t + 1 < T (0 at T - 1):
+// on the vector path the group's aligned vector of mul and one element past it.
 template <class S, class C, int G, class TO, class C2>
 __device__ __forceinline__ void store_group(MulOutS<TO, C2> p, i64 st, i64 t0, i64 T, bool vec, const C (&x)[G]) {
   store_group<S, C, G>(p.p, st, t0, T, vec, x);
@@ -249,7 +250,10 @@ __device__ __forceinline__ void store_group(MulOutS<TO, C2> p, i64 st, i64 t0, i
 #pragma unroll
     for (int g = 0; g < G; ++g) {
       const i64 t = t0 + g;
-      if (t + 1 < T) p.mo[t * st] = product<TO, C2>(y[g], p.m[(t + 1) * st]);
+      if (t + 1 < T)
+        p.mo[t * st] = product<TO, C2>(y[g], p.m[(t + 1) * st]);
+      else if (t + 1 == T)
+        p.mo[t * st] = conv_out(C(0), (TO*)nullptr);
     }
   }
 }
