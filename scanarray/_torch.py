@@ -118,23 +118,25 @@ def linear_recurrence(a, b, axis=-1, chunk=64, *, initial=None, reverse=False, d
         h = torch.ops.scanarray.linear_recurrence(a, a_scalar, b, initial, *args)
     elif _transformed():
         h = _ScanTransformed.apply(a, b, initial, a_scalar, args)
-    elif torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        h = _Scan.apply(a, b, initial, a_scalar, args)
     else:
         bound = []
-        h = _forward(a, a_scalar, b, initial, *args, bound=bound)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+            h = _Scan.apply(a, b, initial, (a_scalar, args, bound))
+        else:
+            h = _forward(a, a_scalar, b, initial, *args, bound=bound)
         if fast_key is not None and (bound or device.type == "cpu") and not bf16:
             if len(_FAST) >= 1024:
                 _FAST.clear()
             _FAST[fast_key] = (tuple(h.shape), tuple(h.shape) == tuple(b.shape), work, store, b.device.index,
-                               bound[0] if bound else None, a_scalar, args)
+                               bound[0] if bound else None, a_scalar, args, {})
     return h.to(store) if store != work else h
 
 
 #: repeated eager calls: signature -> (result shape, b's shape?, dtypes, device index (None on a
 #: CPU), bound launch (on a CPU, the call the core bound on NumPy views; None where it bound none:
-#: the core's entry on NumPy views), arguments); one dictionary lookup instead of the checks,
-#: plans and views of the full path
+#: the core's entry on NumPy views), arguments, the backward launches bound to it
+#: (``_backward_bound``)); one dictionary lookup instead of the checks, plans and views of the
+#: full path, with or without gradients
 _FAST: dict = {}
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or \
     (lambda idx: torch.cuda.current_stream(idx).cuda_stream)
@@ -167,27 +169,38 @@ def _repeat(entry, a, b, initial):
     """The bound launch of ``entry`` on these tensors (on a CPU, the bound call on NumPy views, or
     the core's own entry on them): h, or None for the full path (autograd, or a pointer of another
     alignment, or a bound call that declines)."""
-    shape, like_b, work, store, idx, raw, a_scalar, args = entry
-    if torch.is_grad_enabled() and (b.requires_grad or (a_scalar is None and a.requires_grad)
+    _, _, work, store, _, raw, a_scalar, args, _ = entry
+    if a_scalar is not None:
+        a = None
+    if torch.is_grad_enabled() and (b.requires_grad or (a is not None and a.requires_grad)
                                     or (initial is not None and initial.requires_grad)):
-        return None
-    if raw is None:
-        h = _forward(None if a_scalar is not None else a, a_scalar, b, initial, *args)
-        return h if store is work else h.to(store)
-    if idx is None:  # a CPU: the bound call skips the core's validation, which the signature fixed
-        # (the signature holds no conjugate or negative views: a tensor's numpy() is its view)
-        h = raw(a_scalar if a_scalar is not None else (a.detach() if a.requires_grad else a).numpy(),
-                (b.detach() if b.requires_grad else b).numpy(),
-                None if initial is None else _numpy(initial), None)
+        if raw is None:
+            return None
+        h = _Scan.apply(a, b, initial, (a_scalar, args, entry))
+    elif raw is None:
+        h = _forward(a, a_scalar, b, initial, *args)
+    else:
+        h = _launch(entry, a, b, initial)
         if h is None:
             return None
-        h = torch.from_numpy(h)
-        return h if store is work else h.to(store)
+    return h if store is work else h.to(store)
+
+
+def _launch(entry, a, b, initial):
+    """h by the bound launch of ``entry`` (``a`` None: its scalar), or None where the bound call
+    declines (a pointer of another alignment; on a CPU, tunables changed since)."""
+    shape, like_b, work, _, idx, raw, a_scalar, _, _ = entry
+    if idx is None:  # a CPU: the bound call skips the core's validation, which the signature fixed
+        # (the signature holds no conjugate or negative views: a tensor's numpy() is its view)
+        h = raw(a_scalar if a is None else (a.detach() if a.requires_grad else a).numpy(),
+                (b.detach() if b.requires_grad else b).numpy(),
+                None if initial is None else _numpy(initial), None)
+        return None if h is None else torch.from_numpy(h)
     h = torch.empty_like(b, dtype=work) if like_b else b.new_empty(shape, dtype=work)
-    if not raw(_raw_stream(idx), 0 if a_scalar is not None else a.data_ptr(), b.data_ptr(),
+    if not raw(_raw_stream(idx), 0 if a is None else a.data_ptr(), b.data_ptr(),
                None if initial is None else initial.data_ptr(), h.data_ptr()):
         return None
-    return h if store is work else h.to(store)
+    return h
 
 
 #: call signature -> what ``_plan`` made of it
@@ -450,7 +463,8 @@ def _backward(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backen
     False): the adjoint scan of :mod:`scanarray._vjp` on views of torch's memory."""
     dev = h.device
     if dev.type == "cuda" and need[0] and not dense and a is not None:
-        outs = _backward_bound(grad, a, h, initial, axis % h.ndim, reverse, backend, method, shapes, dtypes, need)
+        outs = _backward_bound(grad, a, h, initial, axis % h.ndim, reverse, backend, method, (shapes[1], dtypes[1]),
+                               need)
         if outs is not None:
             return outs
     outs = tuple(torch.empty(s, dtype=d, device=dev) if n else None for s, d, n in zip(shapes, dtypes, need))
@@ -488,49 +502,56 @@ def _backward(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backen
 _BWD: dict = {}
 
 
-def _backward_bound(grad, a, h, initial, ax, reverse, backend, method, shapes, dtypes, need):
-    """:func:`_backward` where ``a`` and ``b`` have the result's shape and real dtype: one launch
-    writing grad_b and grad_a (bound to the signature after its first call), then grad_a's first
-    step and grad_initial by torch. None for the full path."""
-    if type(grad) not in _PLAIN or grad.is_conj() or grad.is_neg() or a.is_conj() or a.is_neg():
+def _backward_bound(grad, a, h, initial, ax, reverse, backend, method, b_meta, need, cache=None):
+    """:func:`_backward` where ``a`` and ``b`` (``b_meta``: its shape and dtype) have the result's
+    shape and real dtype and ``need[0]``: one launch writing grad_b and grad_a (bound to the
+    signature after its first call), then grad_initial and grad_a's first step from ``initial`` by
+    torch. None for the full path. ``cache``: the launches bound to the forward's signature (which
+    fixes the layouts of ``a``, ``h`` and ``initial`` and the arguments), else the signature is the
+    key in ``_BWD``."""
+    if type(grad) not in _PLAIN or grad.is_conj() or grad.is_neg():
         return None
-    key = (_sig(grad), grad.data_ptr() % 16, _sig(a), a.data_ptr() % 16, _sig(h), h.data_ptr() % 16, _sig(initial),
-           ax, reverse, backend, method, tuple(shapes[1]), dtypes, need)
-    launch = _BWD.get(key)
+    key = (grad.shape, grad.stride(), grad.dtype, grad.data_ptr() % 16, a.data_ptr() % 16, h.data_ptr() % 16, need)
+    if cache is None:  # (a forward's signature holds no conjugate or negative views)
+        if a.is_conj() or a.is_neg():
+            return None
+        cache = _BWD
+        key += (_sig(a), _sig(h), _sig(initial), ax, reverse, backend, method, tuple(b_meta[0]), b_meta[1])
+    launch = cache.get(key)
     if launch is False:
         return None
     dev, dt, shape = h.device, h.dtype, tuple(h.shape)
     if launch is None and (dt.is_complex or not dt.is_floating_point or tuple(a.shape) != shape
-                           or tuple(shapes[1]) != shape or dtypes[0] != dt or dtypes[1] != dt or grad.dtype != dt
+                           or tuple(b_meta[0]) != shape or a.dtype != dt or b_meta[1] != dt or grad.dtype != dt
                            or (initial is not None and initial.dtype != dt) or shape[ax] < 2
                            or h.numel() == 0):
-        _BWD[key] = False
+        cache[key] = False
         return None
-    ga, gb = torch.empty(shape, dtype=dt, device=dev), torch.empty(shape, dtype=dt, device=dev)
-    with _on_torch_stream(dev):
-        if launch is not None:
-            launch(a.data_ptr(), grad.data_ptr(), gb.data_ptr(), h.data_ptr(), ga.data_ptr())
-        else:
-            import cupy
+    ga, gb = torch.empty_like(h), torch.empty_like(h)  # (h: a new tensor, dense)
+    ptrs = (a.data_ptr(), grad.data_ptr(), gb.data_ptr(), h.data_ptr(), ga.data_ptr())
+    if launch is None or not launch(*ptrs, stream_ptr=_raw_stream(dev.index)):  # (else on torch's stream)
+        with _on_torch_stream(dev):
+            if launch is not None:  # its kernel launched through CuPy's call
+                launch(*ptrs)
+            else:
+                import cupy
 
-            views = (_vjp._canonical(cupy, _cupy(t), ax, len(shape), False) for t in (a, grad, gb, h, ga))
-            launch = _vjp._shifted_adjoint(cupy, backend, method, *views, reverse)
-            if len(_BWD) >= 1024:
-                _BWD.clear()
-            _BWD[key] = launch or False
-            if not launch:
-                return None
-    first = shape[ax] - 1 if reverse else 0
-    lam0, ga0 = gb.select(ax, first), ga.select(ax, first)
-    if initial is None:
-        ga0.zero_()
-    else:
-        torch.mul(lam0, initial, out=ga0)
+                views = (_vjp._canonical(cupy, _cupy(t), ax, len(shape), False) for t in (a, grad, gb, h, ga))
+                launch = _vjp._shifted_adjoint(cupy, backend, method, *views, reverse)
+                if len(cache) >= 1024:
+                    cache.clear()
+                cache[key] = launch or False
+                if not launch:
+                    return None
     gi = None
-    if need[2] and initial is not None:
-        gi = a.select(ax, first) * lam0
-        if tuple(gi.shape) != tuple(shapes[2]):
-            gi = gi.sum_to_size(shapes[2])
+    if initial is not None:  # (without it, the launch wrote grad_a's first step: zero)
+        first = shape[ax] - 1 if reverse else 0
+        lam0 = gb.select(ax, first)
+        torch.mul(lam0, initial, out=ga.select(ax, first))
+        if need[2]:
+            gi = a.select(ax, first) * lam0
+            if gi.shape != initial.shape:
+                gi = gi.sum_to_size(initial.shape)
     return ga, gb if need[1] else None, gi
 
 
@@ -542,12 +563,20 @@ def _save(ctx, a, b, initial, a_scalar, args, h):
     ctx.a_scalar, ctx.args, ctx.b_meta = a_scalar, args, (list(b.shape), b.dtype)
 
 
-@torch.autograd.function.once_differentiable
 def _scan_backward(ctx, grad):
     a, initial, h = ctx.saved_tensors
+    need = ctx.needs_input_grad
+    nones = (None,) * (len(need) - 3)
+    need = need[:3]
+    if ctx.bwd is not None and need[0] and type(grad) in _PLAIN and _peek() is None:
+        # a repeated CUDA call: the adjoint launch bound to its signature, without the general path
+        axis, _, reverse, _, _, backend, method = ctx.args
+        outs = _backward_bound(grad, a, h, initial, axis % h.ndim, reverse, backend, method, ctx.b_meta, need,
+                               ctx.bwd)
+        if outs is not None:
+            return outs + nones
     axis, chunk, reverse, dense, _, backend, method = ctx.args
     b_shape, b_dtype = ctx.b_meta
-    need = tuple(bool(n) for n in ctx.needs_input_grad[:3])
     shapes = ([] if a is None else list(a.shape), b_shape, [] if initial is None else list(initial.shape))
     if _plain([grad, h]):
         dtypes = (None if a is None else a.dtype, b_dtype, None if initial is None else initial.dtype)
@@ -556,7 +585,19 @@ def _scan_backward(ctx, grad):
     else:  # under vmap (per-example gradients): the op has the vmap rule
         ga, gb, gi = torch.ops.scanarray.linear_recurrence_vjp(
             grad, a, ctx.a_scalar, h, initial, axis, chunk, reverse, dense, backend, method, *shapes, b_dtype, *need)
-    return (ga if need[0] else None, gb if need[1] else None, gi if need[2] else None, None, None)
+    return (ga if need[0] else None, gb if need[1] else None, gi if need[2] else None) + nones
+
+
+_scan_backward_once = torch.autograd.function.once_differentiable(_scan_backward)
+
+
+def _backward_once(ctx, grad):
+    """The backward of the eager Functions, differentiable once: with ``create_graph=True`` (grad
+    mode on here) ``once_differentiable``'s wrapper, which makes a second backward an error;
+    otherwise the backward itself (the wrapper's ``no_grad`` costs microseconds a call)."""
+    if torch.is_grad_enabled():
+        return _scan_backward_once(ctx, grad)
+    return _scan_backward(ctx, grad)
 
 
 class _Scan(torch.autograd.Function):
@@ -565,12 +606,20 @@ class _Scan(torch.autograd.Function):
     ``inspect.signature`` on every call (tens of microseconds)."""
 
     @staticmethod
-    def forward(ctx, a, b, initial, a_scalar, args):
-        h = _forward(a, a_scalar, b, initial, *args)
+    def forward(ctx, a, b, initial, call):
+        """``call``: ``(a_scalar, args, entry)``, ``entry`` the ``_FAST`` entry of the call's
+        signature or a list to which ``_forward`` appends what it bound."""
+        a_scalar, args, entry = call
+        fast = type(entry) is tuple
+        h = _launch(entry, a, b, initial) if fast and entry[5] is not None else None
+        if h is None:
+            h = _forward(a, a_scalar, b, initial, *args, bound=None if fast else entry)
         _save(ctx, a, b, initial, a_scalar, args, h)
+        # a CUDA call's backward launches, bound to the signature (_backward_bound)
+        ctx.bwd = entry[8] if fast and entry[4] is not None and a is not None and not args[3] else None
         return h
 
-    backward = staticmethod(_scan_backward)
+    backward = staticmethod(_backward_once)
 
 
 class _ScanTransformed(torch.autograd.Function):
@@ -583,8 +632,9 @@ class _ScanTransformed(torch.autograd.Function):
     @staticmethod
     def setup_context(ctx, inputs, output):
         _save(ctx, *inputs, output)
+        ctx.bwd = None
 
-    backward = staticmethod(_scan_backward)
+    backward = staticmethod(_backward_once)
 
     @staticmethod
     def vmap(info, in_dims, a, b, initial, a_scalar, args):

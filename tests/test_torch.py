@@ -5,6 +5,8 @@ the CPU here and on CUDA (``-m gpu``), in eager mode, through the custom op, und
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -375,6 +377,20 @@ def test_vmap_of_the_op_with_a_scalar_and_dense(rng):
 # --------------------------------------------------------------------------- CUDA streams
 
 
+@contextlib.contextmanager
+def written_late_on_a_side_stream(src):
+    """A copy of ``src`` written on a side stream behind a long kernel; the body runs on that
+    stream (work not on it would read the copy before it exists), which is synchronised after."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        late = torch.empty_like(src)
+        torch.cuda._sleep(50_000_000)  # tens of ms
+        late.copy_(src)
+        yield late
+    s.synchronize()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")
 def test_runs_on_torchs_current_stream(rng):
@@ -383,14 +399,8 @@ def test_runs_on_torchs_current_stream(rng):
     a = torch.full((64, 4096), 0.99, device="cuda")
     src = torch.randn(64, 4096, device="cuda")
     ref = linear_recurrence(a, src)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        b = torch.empty_like(src)
-        torch.cuda._sleep(50_000_000)  # tens of ms
-        b.copy_(src)
+    with written_late_on_a_side_stream(src) as b:
         h = linear_recurrence(a, b)
-    s.synchronize()
     torch.testing.assert_close(h, ref)
 
 
@@ -427,6 +437,55 @@ def test_repeated_cpu_calls_take_the_one_lookup_path(rng, a_kind):
         acc = 1.0 + (av[:, t + 1] * acc if t + 1 < 200 else 0.0)
         want[:, t] = acc
     np.testing.assert_allclose(b.grad.numpy(), 2 * want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not CUDA, reason="no CUDA device")])])
+@pytest.mark.parametrize("layout", ["rows", "rows, initial, reverse", "time-major", "scalar a, one row"])
+def test_repeated_calls_with_gradients_take_the_bound_launch(device, layout):
+    """Eager calls with gradients after the first of their signature launch what it bound (the
+    forward's ``_FAST`` entry; on a GPU the backward's adjoint bound to that entry): new data each
+    call, gradients of a plain torch loop."""
+    from scanarray import _torch
+
+    make, _ = CPU_LAYOUTS[layout]
+    _torch._FAST.clear()
+    taken = []
+    for k in range(4):
+        a, b, i0, axis, reverse = make(torch.float64)
+        ins = [x.to(device).requires_grad_() for x in (a, b, i0) if isinstance(x, torch.Tensor)]
+        a, b, i0 = (ins.pop(0) if isinstance(x, torch.Tensor) else x for x in (a, b, i0))
+        leaves = [x for x in (a, b, i0) if isinstance(x, torch.Tensor)]
+        w = torch.randn(b.shape, dtype=torch.float64, device=device)
+        if k == 2:  # a spy on the bound launch
+            ((key, entry),) = _torch._FAST.items()
+            assert entry[5] is not None
+
+            def spy(*args, raw=entry[5]):
+                taken.append(1)
+                return raw(*args)
+
+            _torch._FAST[key] = entry[:5] + (spy,) + entry[6:]
+        got = torch.autograd.grad((linear_recurrence(a, b, axis=axis, initial=i0, reverse=reverse) * w).sum(), leaves)
+        a_ref = torch.tensor(a, dtype=torch.float64, device=device) if isinstance(a, float) else a
+        ref = torch.autograd.grad((torch_loop(a_ref, b, i0, axis=axis, reverse=reverse) * w).sum(), leaves)
+        for x, y in zip(got, ref):
+            torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-10 * float(y.abs().max()))
+    assert len(taken) == 2, "calls with gradients did not take the bound launch"
+
+
+def test_a_second_derivative_is_refused_not_wrong():
+    """The backward is differentiable once: with ``create_graph=True`` the first gradients are
+    right, and differentiating them again raises instead of returning a partial graph's result."""
+    a = torch.rand(2, 50, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(2, 50, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(2, 50, dtype=torch.float64, requires_grad=True)  # (so that the gradients have a graph)
+    for _ in range(2):  # the full path, then the signature's bound one
+        (gb,) = torch.autograd.grad(linear_recurrence(a, b), (b,), w, create_graph=True)
+        (ref,) = torch.autograd.grad(torch_loop(a, b), (b,), w)
+        torch.testing.assert_close(gb, ref)
+        with pytest.raises(RuntimeError, match="differentiate twice"):
+            gb.sum().backward()
 
 
 def _strided(shape, dtype, every=2):
@@ -622,8 +681,9 @@ def test_repeated_backward_passes_reuse_the_bound_adjoint(rng, monkeypatch, axis
         ref = torch.autograd.grad((torch_loop(a, b, i0, axis=axis, reverse=reverse) * w).sum(), ins)
         for x, y in zip(got, ref):
             torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-10 * float(y.abs().max()))
-    if axis == -1:  # rows: the one-launch adjoint
-        assert any(_torch._BWD.values()), "no backward pass took the bound adjoint"
+    if axis == -1:  # rows: the one-launch adjoint (bound to the forward's signature after its first call)
+        caches = [_torch._BWD] + [e[8] for e in _torch._FAST.values()]
+        assert any(v for c in caches for v in c.values()), "no backward pass took the bound adjoint"
 
 
 @pytest.mark.gpu

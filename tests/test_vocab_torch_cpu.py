@@ -16,6 +16,7 @@ torch = pytest.importorskip("torch")
 scipy_signal = pytest.importorskip("scipy.signal")
 from test_ewm import assert_pandas, gappy  # noqa: E402  (the pandas oracle)
 from test_rl import loop_gae, loop_returns  # noqa: E402  (the RL libraries' loops)
+from test_torch import written_late_on_a_side_stream  # noqa: E402
 
 
 @pytest.fixture
@@ -104,15 +105,9 @@ def test_cuda_tensors_run_on_torchs_current_stream(rng):
     r, v = (torch.randn(512, 256, device="cuda", dtype=torch.float64) for _ in range(2))
     d = torch.rand(512, 256, device="cuda") < 0.05
     ref = loop_gae(r.cpu().numpy(), v.cpu().numpy(), d.cpu().numpy(), 0.99, 0.95, None)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        late = torch.empty_like(r)
-        torch.cuda._sleep(50_000_000)  # tens of ms
-        late.copy_(r)
+    with written_late_on_a_side_stream(r) as late:
         adv = rl.gae(late, v, d, 0.99, 0.95)
         x = scanarray.ewm_mean(late, alpha=0.1, axis=0)
-    s.synchronize()
     np.testing.assert_allclose(adv.cpu().numpy(), ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
     assert_pandas(x.cpu().numpy(), r.cpu().numpy(), "mean", alpha=0.1)
 
