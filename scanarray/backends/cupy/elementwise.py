@@ -252,7 +252,7 @@ def gae_terms(r, v, d, gamma, lam, boot, axis):
 
     lanes = tuple(r.shape[:axis]) + tuple(r.shape[axis + 1:])
     if boot is None:
-        b = cupy.zeros(1, dtype=r.dtype)
+        b = r  # (never read: any array of r's dtype stands in)
     else:
         b = cupy.ascontiguousarray(cupy.broadcast_to(cupy.asarray(boot, dtype=r.dtype), lanes))
     delta = cupy.empty(r.shape, dtype=r.dtype)

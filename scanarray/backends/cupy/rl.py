@@ -76,7 +76,7 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING):
         return None
     L = lanes[0]
     if boot is None:
-        b, lb = cupy.zeros(1, dtype=r.dtype), 0
+        b, lb = rm, 0  # (never read: any array of r's dtype stands in)
     else:
         b = cupy.ascontiguousarray(cupy.broadcast_to(cupy.asarray(boot, dtype=r.dtype), rm.shape[:-1])).reshape(-1)
         lb = 1
