@@ -379,7 +379,7 @@ def table(rows):
 
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="fewer rounds (about 4 minutes on an H200)")
+    ap.add_argument("--quick", action="store_true", help="fewer rounds (about half a minute on an H200 once the peers are built)")
     ap.add_argument("--only", default=None, help="shapes whose label contains one of these ;-separated strings")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--cpu", action="store_true", help="host overhead through torch on the CPU only")
