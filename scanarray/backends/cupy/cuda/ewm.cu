@@ -26,6 +26,12 @@ template <class T> __device__ __forceinline__ T nan_of() {
   return v;
 }
 
+// The mean N / W: in float32 by the fast reciprocal (__fdividef, within 2 ulp, W < 2**126 always:
+// at most 1 / alpha), which the output pass's many divisions are measured to gain by
+// (docs/guide/ewm.md); in float64 exactly.
+__device__ __forceinline__ float quotient(float n, float w) { return __fdividef(n, w); }
+__device__ __forceinline__ double quotient(double n, double w) { return n / w; }
+
 // ------------------------------------------------------------------------------------------ mean
 template <class C> struct MeanAgg {
   C N, W, D, P;
@@ -61,7 +67,7 @@ template <class C_, bool IGNORE_NA> struct Mean {
       } else if (!IGNORE_NA) {
         s.P *= g;
       }
-      if (OUT) x[i] = s.W > C(0) ? s.N / s.W : nan_of<C>();
+      if (OUT) x[i] = s.W > C(0) ? quotient(s.N, s.W) : nan_of<C>();
     }
   }
 };
@@ -182,6 +188,18 @@ template <class C_, bool IGNORE_NA, bool BIAS> struct Var {
 // a thread reads at once (LANES; two rounds for Var, whose aggregates' shared memory would pass
 // the 48 KB a block may declare)
 constexpr int ROUNDS = 4, WIN = 4;
+
+// h with the aggregates get(found - 1), ..., get(0) applied in that order (SERIAL statistics), four
+// shared-memory loads in flight at a time as in scan.cu's look-back: the same order, the same bits
+template <class Op, class A, class Get> __device__ __forceinline__ A fold_in_order(A h, int found, Get get) {
+  int i = found - 1;
+  for (; i >= 3; i -= 4) {
+    const A p0 = get(i), p1 = get(i - 1), p2 = get(i - 2), p3 = get(i - 3);
+    h = Op::combine(Op::combine(Op::combine(Op::combine(h, p0), p1), p2), p3);
+  }
+  for (; i >= 0; --i) h = Op::combine(h, get(i));
+  return h;
+}
 template <class Op> struct LaneRounds { static constexpr int value = Op::SERIAL ? ROUNDS : 2; };
 
 // every aggregate travels with its flags (TileStatus' packed form, lookback.cuh), at any size
@@ -276,8 +294,7 @@ __global__ void __launch_bounds__(NT, MINB) rows(const TS* x, TS* y, i64 T, i64 
         if (lane == 0) {
           // the aggregates in order from the one found, as each tile applies its own: the state is
           // bit-identical to the one tile k - 1 publishes, whichever was found
-          h = lb[found];
-          for (int i = found - 1; i >= 0; --i) h = Op::combine(h, lb[i]);
+          h = fold_in_order<Op>(lb[found], found, [&](int i) { return lb[i]; });
         }
       } else {
         // 32 at a time, oldest first, by a tree across the warp (see Var::SERIAL)
@@ -362,8 +379,7 @@ __global__ void __launch_bounds__(NW * 32, MINB) lanes(const TS* x, TS* y, i64 T
           l, ST_X, [&](int j, A& p) { return read_pred<Op>(st, base, step, k, j, epoch, p); },
           [&](int j, const A& p) { lb[j][l] = p; });
       if constexpr (Op::SERIAL) {
-        h = lb[found][l];
-        for (int i = found - 1; i >= 0; --i) h = Op::combine(h, lb[i][l]);
+        h = fold_in_order<Op>(lb[found][l], found, [&](int i) { return lb[i][l]; });
       } else {
         // a tree, level by level (a level's combines are independent), oldest (lb[found]) first
 #pragma unroll
