@@ -416,11 +416,12 @@ def launcher(fn, args=None):
     """The :class:`PackedLauncher` of compiled kernel ``fn``, made from ``args`` on first use (the
     arguments of every launch of ``fn`` then keep their kinds: device arrays, pointers as Python
     ints, NumPy scalars); None where it does not apply, or before a first use without ``args``."""
-    entry = _packed.get(id(fn))  # (compiled kernels live as long as the process: ids are not reused)
+    entry = _packed.get(id(fn))
     if entry is None:
         if args is None:
             return None
-        entry = _packed[id(fn)] = (PackedLauncher.create(fn, args),)
+        # (the entry holds fn, so its id is not reused while the launcher is kept)
+        entry = _packed[id(fn)] = (PackedLauncher.create(fn, args), fn)
     return entry[0]
 
 
