@@ -399,11 +399,12 @@ def vjp_into(xp, a, h, grad, initial, axis, chunk, reverse, dense, conjugate, ba
             lam0 += tm.vec(gc, first)
 
     if need_a:
-        hprev0 = h0 if h0 is not None else xp.zeros(lanes_c, dt)
+        # (the shifted launch wrote grad_a's first step, zero, where there is no initial state)
+        hprev0 = h0 if h0 is not None or (fused and shifted) else xp.zeros(lanes_c, dt)
         if fused:
             if T >= 2 and not shifted:
                 xp.multiply(lam_last, tm.vec(hc, tm.step(T - 2)), out=tm.vec(gac, last))
-            if h0 is not None or not shifted:  # (the shifted launch wrote zero there)
+            if hprev0 is not None:
                 xp.multiply(lam0, hprev0, out=tm.vec(gac, first))
             if gac is not ga_c:
                 _store(ga_c, gac)
