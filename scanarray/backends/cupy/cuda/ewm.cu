@@ -31,6 +31,10 @@ template <class T> __device__ __forceinline__ T nan_of() {
 // (docs/guide/ewm.md); in float64 exactly.
 __device__ __forceinline__ float quotient(float n, float w) { return __fdividef(n, w); }
 __device__ __forceinline__ double quotient(double n, double w) { return n / w; }
+// 1 / x for the variance's step: in float32 the fast reciprocal where x is well inside the normal
+// range (a weight product always is, but after a gap that underflows), else the division
+__device__ __forceinline__ float recip(float x) { return x > 1e-30f && x < 1e30f ? __fdividef(1.0f, x) : 1.0f / x; }
+__device__ __forceinline__ double recip(double x) { return 1.0 / x; }
 
 // ------------------------------------------------------------------------------------------ mean
 template <class C> struct MeanAgg {
@@ -104,29 +108,42 @@ template <class C_, bool IGNORE_NA, bool BIAS> struct Var {
     return A{dm != C(0) ? fmadd(b, dm, s.m) : s.m, fmadd(a, s.M, b * r.M) + (a * b) * (dm * dm), w,
              fmadd(d2, s.E, r.E) + (ws + ws) * r.W, fmadd(d2, s.S2, r.S2), s.D * d, r.P, r.Q};
   }
-  // pandas' update (ewmcov, new weight 1), one division a step: with r = 1 / (wo + 1) the mean moves
-  // by r (x - m) and the variance term c k (x - m)**2 is c r (x - m)**2, one square (c = wo r)
+  // pandas' update (ewmcov, new weight 1): with r = 1 / w, w = wo + 1, the mean moves by r (x - m)
+  // and the variance term c k (x - m)**2 is c r (x - m)**2, one square (c = wo r). One reciprocal a
+  // step, of w E, gives both r and the bias factor w**2 / E (E > 0 exactly when wo > 0; at wo = 0,
+  // r = 1): the instructions bound this kernel, not its bytes (docs/guide/ewm.md, "On the GPU").
   template <bool OUT, int ITEMS> __device__ __forceinline__ void walk(C (&x)[ITEMS], A& s) const {
     if constexpr (!OUT) {
       aggregate(x, s);
       return;
     }
-    C fac = C(0);  // the bias factor W**2 / E, which changes at observations only
+    C fac = BIAS || !(s.E > C(0)) ? C(0) : (s.W * s.W) / s.E;  // the bias factor W**2 / E
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
       const C v = x[i];
-      const bool o = v == v;
-      if (o) {
+      if (v == v) {
         const C d = s.P * g;
         if (s.W > C(0)) {
-          const C wo = d * s.W, r = C(1) / (wo + C(1)), c = wo * r, dx = v - s.m, d2 = d * d;
+          const C wo = d * s.W, w = wo + C(1), d2 = d * d, dx = v - s.m, E = fmadd(d2, s.E, wo + wo);
+          C r = C(1);
+          if (BIAS) {
+            r = recip(w);
+          } else if (E > C(0)) {
+            const C iwe = recip(w * E);
+            r = E * iwe;
+            fac = (w * w) * (w * iwe);
+          } else {
+            fac = C(0);
+          }
+          const C c = wo * r;
           if (s.m != v) s.m = fmadd(r, dx, s.m);
           s.M = c * fmadd(r * dx, dx, s.M);
-          s.E = fmadd(d2, s.E, wo + wo);
+          s.E = E;
           s.S2 = fmadd(d2, s.S2, C(1));
-          s.W = wo + C(1);
+          s.W = w;
         } else {
           s = A{v, C(0), C(1), C(0), C(1), s.D, C(1), C(1)};
+          fac = C(0);
         }
         s.D *= d;
         s.P = s.Q = C(1);
@@ -134,10 +151,7 @@ template <class C_, bool IGNORE_NA, bool BIAS> struct Var {
         s.P *= g;
         s.Q *= g * g;
       }
-      if (OUT) {
-        if (!BIAS && (o || i == 0)) fac = s.E > C(0) ? (s.W * s.W) / s.E : C(0);
-        x[i] = value(s, fac);
-      }
+      x[i] = value(s, fac);
     }
   }
   // A thread's aggregate (s the identity), one division: the weighted sums of x - x0 and of its
