@@ -19,9 +19,22 @@ __all__ = ["Shaped", "bound_launch", "check_flags", "cupy_view", "external_strea
 _STREAMS: dict = {}
 
 
+class _Handle:
+    """A raw CUDA stream handle offered through the CUDA stream protocol (``__cuda_stream__``)."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __cuda_stream__(self):
+        return (0, self.ptr)
+
+
 def external_stream(ptr: int, device: int):
-    """``cupy.cuda.ExternalStream`` for the raw stream ``ptr`` of ``device`` (memoised: a training
-    loop asks for the same stream on every call)."""
+    """A CuPy stream for the raw stream ``ptr`` of ``device`` (memoised: a training loop asks for
+    the same stream on every call): ``cupy.cuda.Stream.from_external``, which CuPy 14 has in place
+    of the deprecated ``ExternalStream``, else ``ExternalStream``."""
     key = (ptr, device)
     s = _STREAMS.get(key)
     if s is None:
@@ -29,7 +42,13 @@ def external_stream(ptr: int, device: int):
 
         if len(_STREAMS) >= 64:  # streams come and go with the framework's pools
             _STREAMS.clear()
-        s = _STREAMS[key] = cupy.cuda.ExternalStream(ptr, device)
+        from_external = getattr(cupy.cuda.Stream, "from_external", None)
+        if from_external is not None:
+            with cupy.cuda.Device(device):
+                s = from_external(_Handle(ptr))
+        else:
+            s = cupy.cuda.ExternalStream(ptr, device)
+        _STREAMS[key] = s
     return s
 
 

@@ -5,7 +5,7 @@ never by ``import scanarray``. The scan is a ``jax.custom_vjp`` function whose f
 backward passes are ``jax.experimental.buffer_callback`` calls: XLA hands the callback its own
 device buffers (inputs, and the outputs to fill in place) and, on the GPU, its compute stream.
 The callback wraps them as NumPy arrays (CPU) or CuPy arrays (GPU, on
-``cupy.cuda.ExternalStream(ctx.stream)``) and runs scanarray's backends on them: no copy, no host
+a CuPy stream made of ``ctx.stream``) and runs scanarray's backends on them: no copy, no host
 round trip, no synchronisation, and the same code on both platforms. ``pure_callback`` would copy
 every result on the CPU and cannot take device buffers; the XLA FFI would need a compiled handler
 per backend. ``buffer_callback`` exists from JAX 0.7.
