@@ -333,7 +333,8 @@ def _bound_adjoint(cfg, ctx, a, g, gb, h, ga):
     with _OnStream(ctx, dev):
         launch = _vjp._shifted_adjoint(xp, cfg.backend, cfg.method,
                                        *(_vjp._canonical(xp, v, cfg.axis % nb, nb, False) for v in views), cfg.reverse)
-    _remember(key, launch or False)
+    if xp is not np or not launch:  # (a CPU launch repeats on views, not pointers: not kept)
+        _remember(key, launch or False)
     return bool(launch)
 
 

@@ -50,7 +50,8 @@ class BackendSpec:
     #: whether its module has ``adjoint(a, g, lam, h, ga, reverse, method)``: the adjoint's scan
     #: over the whole arrays with its one-step shifts of ``a`` and ``h`` inside one launch
     #: (scanarray/_vjp.py); it returns False where it does not take the layout, else a function
-    #: repeating that launch on raw pointers (the torch front-end's bound backward)
+    #: repeating that launch (CuPy: on raw pointers; numba: on new views of the same layout) for
+    #: the torch front-end's bound backward
     shifted_adjoint: bool = False
     #: whether the public function looks up repeated calls of its arrays' signature (scanarray/_bound.py),
     #: which skip validation and planning for the work the backend bound (``Problem.bind``)
@@ -71,6 +72,7 @@ BACKENDS: dict[str, BackendSpec] = {
             requires=("numba",),
             extra="numba",
             fuses_scale=True,
+            shifted_adjoint=True,
             fast_call=True,
         ),
         BackendSpec(

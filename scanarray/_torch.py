@@ -462,7 +462,7 @@ def _backward(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backen
     """(grad_a, grad_b, grad_initial) tensors of ``shapes`` and ``dtypes`` (None where ``need`` is
     False): the adjoint scan of :mod:`scanarray._vjp` on views of torch's memory."""
     dev = h.device
-    if dev.type == "cuda" and need[0] and not dense and a is not None:
+    if need[0] and not dense and a is not None:
         outs = _backward_bound(grad, a, h, initial, axis % h.ndim, reverse, backend, method, (shapes[1], dtypes[1]),
                                need)
         if outs is not None:
@@ -502,6 +502,14 @@ def _backward(grad, a, a_scalar, h, initial, axis, chunk, reverse, dense, backen
 _BWD: dict = {}
 
 
+def _bind_adjoint(cache, key, launch):
+    """Keep the adjoint's launch for ``key`` (False: that backward takes the full path); whether it ran."""
+    if len(cache) >= 1024:
+        cache.clear()
+    cache[key] = launch or False
+    return bool(launch)
+
+
 def _backward_bound(grad, a, h, initial, ax, reverse, backend, method, b_meta, need, cache=None):
     """:func:`_backward` where ``a`` and ``b`` (``b_meta``: its shape and dtype) have the result's
     shape and real dtype and ``need[0]``: one launch writing grad_b and grad_a (bound to the
@@ -528,21 +536,25 @@ def _backward_bound(grad, a, h, initial, ax, reverse, backend, method, b_meta, n
         cache[key] = False
         return None
     ga, gb = torch.empty_like(h), torch.empty_like(h)  # (h: a new tensor, dense)
-    ptrs = (a.data_ptr(), grad.data_ptr(), gb.data_ptr(), h.data_ptr(), ga.data_ptr())
-    if launch is None or not launch(*ptrs, stream_ptr=_raw_stream(dev.index)):  # (else on torch's stream)
-        with _on_torch_stream(dev):
-            if launch is not None:  # its kernel launched through CuPy's call
-                launch(*ptrs)
-            else:
-                import cupy
+    if dev.type == "cpu":  # the loop on NumPy views (numba_backend.adjoint)
+        views = [_vjp._canonical(np, _numpy(t), ax, len(shape), False) for t in (a, grad, gb, h, ga)]
+        if launch is not None:
+            if not launch(*views):
+                return None
+        elif not _bind_adjoint(cache, key, _vjp._shifted_adjoint(np, backend, method, *views, reverse)):
+            return None
+    else:
+        ptrs = (a.data_ptr(), grad.data_ptr(), gb.data_ptr(), h.data_ptr(), ga.data_ptr())
+        if launch is None or not launch(*ptrs, stream_ptr=_raw_stream(dev.index)):  # (else on torch's stream)
+            with _on_torch_stream(dev):
+                if launch is not None:  # its kernel launched through CuPy's call
+                    launch(*ptrs)
+                else:
+                    import cupy
 
-                views = (_vjp._canonical(cupy, _cupy(t), ax, len(shape), False) for t in (a, grad, gb, h, ga))
-                launch = _vjp._shifted_adjoint(cupy, backend, method, *views, reverse)
-                if len(cache) >= 1024:
-                    cache.clear()
-                cache[key] = launch or False
-                if not launch:
-                    return None
+                    views = (_vjp._canonical(cupy, _cupy(t), ax, len(shape), False) for t in (a, grad, gb, h, ga))
+                    if not _bind_adjoint(cache, key, _vjp._shifted_adjoint(cupy, backend, method, *views, reverse)):
+                        return None
     gi = None
     if initial is not None:  # (without it, the launch wrote grad_a's first step: zero)
         first = shape[ax] - 1 if reverse else 0
@@ -615,8 +627,8 @@ class _Scan(torch.autograd.Function):
         if h is None:
             h = _forward(a, a_scalar, b, initial, *args, bound=None if fast else entry)
         _save(ctx, a, b, initial, a_scalar, args, h)
-        # a CUDA call's backward launches, bound to the signature (_backward_bound)
-        ctx.bwd = entry[8] if fast and entry[4] is not None and a is not None and not args[3] else None
+        # the call's backward launches, bound to the signature (_backward_bound)
+        ctx.bwd = entry[8] if fast and a is not None and not args[3] else None
         return h
 
     backward = staticmethod(_backward_once)

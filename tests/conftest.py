@@ -92,3 +92,29 @@ def on_streams():
         return out
 
     return run
+
+
+def _cuda_device() -> bool:
+    """Whether a CUDA device is usable here (CuPy's or torch's view of it; no import fails)."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        pass
+    try:
+        import torch
+
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``gpu`` (pyproject.toml: "needs a CUDA device") skip where there is none, also
+    where CuPy or torch is installed without a device."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
+    if gpu_items and not _cuda_device():
+        skip = pytest.mark.skip(reason="no CUDA device")
+        for item in gpu_items:
+            item.add_marker(skip)

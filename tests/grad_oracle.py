@@ -100,9 +100,17 @@ def assert_grad_close(got, ref, rtol, what=""):
 
 def zero_the_vjp(monkeypatch):
     """Make scanarray's adjoint write zeros into every gradient (it still runs): for the tests that
-    show a wrong gradient fails the checks."""
+    show a wrong gradient fails the checks. The front-ends' bound one-pass adjoints are switched
+    off, so that every backward goes through ``vjp_into``."""
+    import sys
+
     from scanarray import _vjp
 
+    monkeypatch.setattr(_vjp, "_shifted_adjoint", lambda *args: False)
+    for name, tables in (("scanarray._torch", ("_FAST", "_BWD")), ("scanarray._jax", ("_RAW",))):
+        mod = sys.modules.get(name)
+        for t in tables if mod is not None else ():
+            monkeypatch.setattr(mod, t, {})
     real = _vjp.vjp_into
 
     def zero(*args, **kw):

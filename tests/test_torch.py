@@ -444,8 +444,8 @@ def test_repeated_cpu_calls_take_the_one_lookup_path(rng, a_kind):
 @pytest.mark.parametrize("layout", ["rows", "rows, initial, reverse", "time-major", "scalar a, one row"])
 def test_repeated_calls_with_gradients_take_the_bound_launch(device, layout):
     """Eager calls with gradients after the first of their signature launch what it bound (the
-    forward's ``_FAST`` entry; on a GPU the backward's adjoint bound to that entry): new data each
-    call, gradients of a plain torch loop."""
+    forward's ``_FAST`` entry, and with a tensor ``a`` the backward's one-pass adjoint bound to that
+    entry): new data each call, gradients of a plain torch loop."""
     from scanarray import _torch
 
     make, _ = CPU_LAYOUTS[layout]
@@ -472,6 +472,9 @@ def test_repeated_calls_with_gradients_take_the_bound_launch(device, layout):
         for x, y in zip(got, ref):
             torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-10 * float(y.abs().max()))
     assert len(taken) == 2, "calls with gradients did not take the bound launch"
+    if isinstance(a, torch.Tensor):
+        ((entry),) = _torch._FAST.values()
+        assert any(entry[8].values()), "the backward did not bind its one-pass adjoint"
 
 
 def test_a_second_derivative_is_refused_not_wrong():

@@ -329,6 +329,44 @@ def sequential_blocks(a, b, out, h, lb, c):
         h[l0:l0 + n] = s
 
 
+@_kernel("r2 r2 w2 r2 w2", parallel=True)
+def adjoint_rows(a, g, lam, h, ga):
+    """The adjoint of the scan along ``t = 0..T-1`` of ``(lanes, T)`` views, in one pass backwards:
+    ``lam[t] = g[t] + a[t+1] lam[t+1]`` from ``lam[T-1] = g[T-1]`` (grad_b), and ``ga[t] = lam[t]
+    h[t-1]`` with ``ga[0] = 0`` (grad_a; the initial state's term is the caller's). A reversed
+    scan passes reversed views."""
+    L, T = lam.shape
+    for l in prange(L):
+        al, gl, ll, hl, gal = a[l], g[l], lam[l], h[l], ga[l]
+        s = gl[T - 1]
+        ll[T - 1] = s
+        for t in range(T - 2, -1, -1):
+            gal[t + 1] = s * hl[t]
+            s = al[t + 1] * s + gl[t]
+            ll[t] = s
+        gal[0] = 0
+
+
+@_kernel("r2 r2 w2 r2 w2 i", parallel=True)
+def adjoint_blocks(a, g, lam, h, ga, lb):
+    """:func:`adjoint_rows` on ``(T, lanes)`` views (time-major data), blocks of ``lb`` lanes
+    stepped together backwards through time (as :func:`sequential_blocks`)."""
+    T, L = lam.shape
+    for k in prange((L + lb - 1) // lb):
+        l0 = k * lb
+        l1 = min(L, l0 + lb)
+        for j in range(l0, l1):
+            lam[T - 1, j] = g[T - 1, j]
+        for t in range(T - 2, -1, -1):
+            a1, g0, l0_, l1_, h0, ga1 = a[t + 1], g[t], lam[t], lam[t + 1], h[t], ga[t + 1]
+            for j in range(l0, l1):
+                s = l1_[j]
+                ga1[j] = s * h0[j]
+                l0_[j] = a1[j] * s + g0[j]
+        for j in range(l0, l1):
+            ga[0, j] = 0
+
+
 @njit(**_OPTS)
 def _scan_lanes(a, b, out, s, c):
     """One step of independent lanes: ``s = a * s + b``, ``c * s`` written to ``out``."""

@@ -45,7 +45,7 @@ import numpy as np
 from .. import _dense
 from ._layout import compact, lanes_contiguous, merge_axes
 
-__all__ = ["TUNING", "auto_method", "linear_recurrence", "unavailable_reason"]
+__all__ = ["TUNING", "adjoint", "auto_method", "linear_recurrence", "unavailable_reason"]
 
 #: The numba backend's tunables, one line each with where it comes from (the measurements:
 #: docs/guide/cpu.md). Tests and benchmarks patch entries with ``monkeypatch.setitem``. (The
@@ -378,6 +378,43 @@ def _chunked(k, a, b, out, h):
     nt = scheme == "fixup" and _non_temporal(b, out)
     direct = not nt and not np.may_share_memory(b, out)
     k.compiled("chunked", dt)(a, b, out, h, ng, TUNING["superblock"], unit, tiny, scheme == "fixup", nt, direct)
+
+
+def adjoint(a, g, lam, h, ga, reverse, method="auto"):
+    """The adjoint's scan in one pass (``BackendSpec.shifted_adjoint``, scanarray/_vjp.py) on the
+    canonical views ``(*lanes, T)``: ``lam`` (grad_b) and ``ga`` (grad_a, zero at the forward's
+    first step) written, ``a[t+1]`` and ``h[t-1]`` read one step away. Returns a function that
+    repeats it on new views of the same layout, or False where it does not take them (mixed
+    dtypes, fewer than two steps, lanes that no one stride walks, and where ``method`` is or
+    ``auto`` would be ``chunked``: few long rows, which the threads share along time)."""
+    dt = lam.dtype
+    if any(x.dtype != dt for x in (a, g, h, ga)) or lam.shape[-1] < 2 or not ga.flags.writeable:
+        return False
+    if method == "chunked" or (method == "auto" and _diagonal_auto_method(lam.shape) == "chunked"):
+        return False  # few long rows: the chunked scan's threads, as the forward call's
+    if not _adjoint(a, g, lam, h, ga, reverse):
+        return False
+    return lambda a_, g_, lam_, h_, ga_: _adjoint(a_, g_, lam_, h_, ga_, reverse)
+
+
+def _adjoint(a, g, lam, h, ga, reverse):
+    views = [np.broadcast_to(a, lam.shape), g, lam, h, ga]
+    if reverse:
+        views = [x[..., ::-1] for x in views]
+    if lam.ndim == 1:
+        views = [x[None] for x in views]
+    views = _merge_lanes(views, max(1, lam.ndim - 1))
+    if views is None:
+        return False
+    a2, g2, l2, h2, ga2 = views
+    k = _k()
+    if lanes_contiguous(l2):
+        lb = _lane_block(l2)
+        k.compiled("adjoint_blocks", l2.dtype, _parallel(-(-l2.shape[0] // lb), l2.size))(
+            a2.T, g2.T, l2.T, h2.T, ga2.T, lb)
+    else:
+        k.compiled("adjoint_rows", l2.dtype, _parallel(l2.shape[0], l2.size))(a2, g2, l2, h2, ga2)
+    return True
 
 
 # --------------------------------------------------------------------------- dense
