@@ -178,18 +178,18 @@ def _first_step_here(cfg, a, h):
 
 def _first_step(cfg, a, initial, ga, gb):
     """(grad_a, grad_b, grad_initial) from the callback's: grad_a at the forward's first step is
-    ``grad_b * initial`` there (zero without one), grad_initial ``a * grad_b`` there, summed to
-    the initial state's shape."""
+    ``grad_b * initial`` there (without one, the callback's zero stands: no XLA update of it),
+    grad_initial ``a * grad_b`` there, summed to the initial state's shape."""
+    if initial is None:  # the callback wrote grad_a's first step: zero
+        return ga, gb, None
     ax = cfg.axis
     first = gb.shape[ax] - 1 if cfg.reverse else 0
     lam0 = jax.lax.index_in_dim(gb, first, ax)
-    h0 = jnp.zeros((), gb.dtype) if initial is None else jnp.expand_dims(initial, ax)
+    h0 = jnp.expand_dims(initial, ax)
     ga = jax.lax.dynamic_update_index_in_dim(ga, (lam0 * h0).astype(ga.dtype), first, ax)
-    gi = None
-    if initial is not None:
-        x = jax.lax.index_in_dim(a, first, ax) * lam0
-        axes = tuple(i for i, (n, m) in enumerate(zip(h0.shape, x.shape)) if n == 1 and m != 1)
-        gi = jnp.sum(x, axis=axes, keepdims=True).reshape(initial.shape).astype(initial.dtype)
+    x = jax.lax.index_in_dim(a, first, ax) * lam0
+    axes = tuple(i for i, (n, m) in enumerate(zip(h0.shape, x.shape)) if n == 1 and m != 1)
+    gi = jnp.sum(x, axis=axes, keepdims=True).reshape(initial.shape).astype(initial.dtype)
     return ga, gb, gi
 
 

@@ -472,7 +472,8 @@ def test_repeated_calls_with_gradients_take_the_bound_launch(device, layout):
         for x, y in zip(got, ref):
             torch.testing.assert_close(x, y, rtol=1e-10, atol=1e-10 * float(y.abs().max()))
     assert len(taken) == 2, "calls with gradients did not take the bound launch"
-    if isinstance(a, torch.Tensor):
+    if isinstance(a, torch.Tensor) and (device == "cpu" or layout != "time-major"):
+        # (on the GPU, time-major lanes take the adjoint's general path: docs/guide/gpu.md)
         ((entry),) = _torch._FAST.values()
         assert any(entry[8].values()), "the backward did not bind its one-pass adjoint"
 
