@@ -818,7 +818,9 @@ def ewm_mean_rows(x, out, g, ignore_na, adjust, quirk, minp):
     observations. ``adjust=False`` weighs an observation ``1 - g`` against the last mean's weight
     1, decayed (pandas' ``old_wt`` reset at each observation): ``N, W = d m + (1 - g) v, d + 1 - g``;
     with ``quirk`` (pandas' ``com == 1`` rule, ``_ewm._Ewm.mean``) the observation weighs ``1 - d``.
-    Lanes are shared by the threads."""
+    Lanes are shared by the threads. In a long gap ``P`` sinks to a subnormal number that ``g`` no
+    longer moves (or to zero), where each product costs a hundred normal ones on x86: from there
+    on the gap's steps skip it (``stuck``), the same bits."""
     L, T = x.shape
     one = np.ones(1, x.dtype)[0]
     zero = one - one
@@ -831,6 +833,7 @@ def ewm_mean_rows(x, out, g, ignore_na, adjust, quirk, minp):
         P = one
         cnt = 0
         m = nan
+        stuck = False
         for t in range(T):
             v = xr[t]
             if v == v:
@@ -843,10 +846,13 @@ def ewm_mean_rows(x, out, g, ignore_na, adjust, quirk, minp):
                     N = d * (N / W) + w * v
                     W = d + w
                 P = one
+                stuck = False
                 cnt += 1
                 m = N / W if cnt >= minp else nan
-            elif not ignore_na:
-                P = P * g
+            elif not (ignore_na or stuck):
+                q = P * g
+                stuck = q == P
+                P = q
             orow[t] = m
 
 
@@ -947,9 +953,18 @@ def ewm_var_rows(x, out, g, nw, ignore_na, adjust, minp, bias, tiny):
         m = cov = D = one - one
         S = S2 = Wo = one
         cnt = 0
+        y = nan
+        stuck = False  # a missing step left the state as it was: so will every one after it
         for t in range(T):
-            m, cov, S, S2, Wo, D, cnt, out[l, t] = _var_step(x[l, t], m, cov, S, S2, Wo, D, cnt, g, nw, ignore_na,
-                                                             adjust, minp, bias, tiny, one, nan)
+            v = x[l, t]
+            if v != v and stuck:  # (long gaps: their decays at subnormal fixed points cost x86 dearly)
+                out[l, t] = y
+                continue
+            S0, S20, Wo0, D0 = S, S2, Wo, D
+            m, cov, S, S2, Wo, D, cnt, y = _var_step(v, m, cov, S, S2, Wo, D, cnt, g, nw, ignore_na, adjust, minp,
+                                                     bias, tiny, one, nan)
+            out[l, t] = y
+            stuck = v != v and S == S0 and S2 == S20 and Wo == Wo0 and D == D0
 
 
 @_kernel("r2 w2 i s s b b i b s", parallel=True)
