@@ -388,7 +388,8 @@ def adjoint(a, g, lam, h, ga, reverse, method="auto"):
     dtypes, fewer than two steps, lanes that no one stride walks, and where ``method`` is or
     ``auto`` would be ``chunked``: few long rows, which the threads share along time)."""
     dt = lam.dtype
-    if any(x.dtype != dt for x in (a, g, h, ga)) or lam.shape[-1] < 2 or not ga.flags.writeable:
+    writable = ga.flags.writeable and lam.flags.writeable
+    if any(x.dtype != dt for x in (a, g, h, ga)) or lam.shape[-1] < 2 or not writable:
         return False
     if method == "chunked" or (method == "auto" and _diagonal_auto_method(lam.shape) == "chunked"):
         return False  # few long rows: the chunked scan's threads, as the forward call's
