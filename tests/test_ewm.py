@@ -216,15 +216,17 @@ def test_gap_past_subnormal_decays(rng):
     # gaps long enough for the decays to sink to subnormal numbers that 1 - alpha no longer moves
     # (alpha 0.05: after about 14000 steps) or to zero (alpha 0.5), where the loops stop
     # multiplying them; pandas' results all the same
-    x = rng.standard_normal(40000) * 3 + 1
-    x[rng.random(x.size) < 0.05] = np.nan
-    x[1000:30000] = np.nan
-    x[31000:39990] = np.nan
+    x = rng.standard_normal((40000, 3)) * 3 + 1
+    x[rng.random(x.shape) < 0.05] = np.nan
+    x[1000:30000, 0] = np.nan
+    x[31000:39990, 0] = np.nan
+    x[5000:38000, 2] = np.nan
     for kw in (dict(alpha=0.05), dict(alpha=0.5), dict(alpha=0.05, adjust=False), dict(alpha=0.3, min_periods=3),
                dict(alpha=0.05, ignore_na=True)):
-        assert_pandas(ewm_mean(x, **kw), x, "mean", **kw)
-        for bias in (False, True):
-            assert_pandas(ewm_var(x, bias=bias, **kw), x, "var", bias, **kw)
+        for data in (x[:, 0], x):  # one series (the loop over rows), time-major columns (blocks of lanes)
+            assert_pandas(ewm_mean(data, **kw), data, "mean", **kw)
+            for bias in (False, True):
+                assert_pandas(ewm_var(data, bias=bias, **kw), data, "var", bias, **kw)
 
 
 def test_constant_series_and_one_step():

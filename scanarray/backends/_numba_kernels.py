@@ -970,7 +970,8 @@ def ewm_var_rows(x, out, g, nw, ignore_na, adjust, minp, bias, tiny):
 @_kernel("r2 w2 i s s b b i b s", parallel=True)
 def ewm_var_blocks(x, out, lb, g, nw, ignore_na, adjust, minp, bias, tiny):
     """:func:`ewm_var_rows` on time-major ``(T, L)`` views, blocks of ``lb`` lanes stepped together
-    through time (each step one contiguous run of ``x`` and ``out``)."""
+    through time (each step one contiguous run of ``x`` and ``out``); a lane in a long gap skips
+    its stuck decays as there."""
     T, L = x.shape
     nblk = (L + lb - 1) // lb
     one = np.ones(1, x.dtype)[0]
@@ -981,10 +982,20 @@ def ewm_var_blocks(x, out, lb, g, nw, ignore_na, adjust, minp, bias, tiny):
         st = np.zeros((6, n), x.dtype)  # m, cov, D, S, S2, Wo
         st[3:] = one
         cnt = np.zeros(n, np.int64)
+        last = np.full(n, nan, x.dtype)
+        stuck = np.zeros(n, np.bool_)
         for t in range(T):
             xr = x[t, l0:l0 + n]
             orow = out[t, l0:l0 + n]
             for j in range(n):
-                st[0, j], st[1, j], st[3, j], st[4, j], st[5, j], st[2, j], cnt[j], orow[j] = _var_step(
-                    xr[j], st[0, j], st[1, j], st[3, j], st[4, j], st[5, j], st[2, j], cnt[j], g, nw, ignore_na,
-                    adjust, minp, bias, tiny, one, nan)
+                v = xr[j]
+                if v != v and stuck[j]:
+                    orow[j] = last[j]
+                    continue
+                D0, S0, S20, Wo0 = st[2, j], st[3, j], st[4, j], st[5, j]
+                st[0, j], st[1, j], st[3, j], st[4, j], st[5, j], st[2, j], cnt[j], y = _var_step(
+                    v, st[0, j], st[1, j], S0, S20, Wo0, D0, cnt[j], g, nw, ignore_na, adjust, minp, bias, tiny,
+                    one, nan)
+                orow[j] = y
+                last[j] = y
+                stuck[j] = v != v and st[2, j] == D0 and st[3, j] == S0 and st[4, j] == S20 and st[5, j] == Wo0
