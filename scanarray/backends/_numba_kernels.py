@@ -809,7 +809,7 @@ def dense_sequential(A, b, out, h):
 # --------------------------------------------------------------------------- exponentially weighted mean
 
 
-@_kernel("r2 w2 s b b b i", parallel=True)
+@_kernel("r2 w2 s b b b i", parallel=True, fastmath={"contract"})
 def ewm_mean_rows(x, out, g, ignore_na, adjust, quirk, minp):
     """pandas' ``ewm(adjust=...).mean()`` along each lane of ``x (L, T)``, one pass: the weighted
     sum ``N`` and weight sum ``W`` at the last observation, the decay ``P`` of the steps since it
@@ -818,9 +818,11 @@ def ewm_mean_rows(x, out, g, ignore_na, adjust, quirk, minp):
     observations. ``adjust=False`` weighs an observation ``1 - g`` against the last mean's weight
     1, decayed (pandas' ``old_wt`` reset at each observation): ``N, W = d m + (1 - g) v, d + 1 - g``;
     with ``quirk`` (pandas' ``com == 1`` rule, ``_ewm._Ewm.mean``) the observation weighs ``1 - d``.
-    Lanes are shared by the threads. In a long gap ``P`` sinks to a subnormal number that ``g`` no
-    longer moves (or to zero), where each product costs a hundred normal ones on x86: from there
-    on the gap's steps skip it (``stuck``), the same bits."""
+    Lanes are shared by the threads; multiply-adds are fused (``contract``: the sums' chain of a
+    multiply and an add a step is the loop's latency; docs/guide/ewm.md). In a long gap ``P``
+    sinks to a subnormal number that ``g`` no longer moves (or to zero), where each product costs
+    a hundred normal ones on x86: from there on the gap's steps skip it (``stuck``), the same
+    bits."""
     L, T = x.shape
     one = np.ones(1, x.dtype)[0]
     zero = one - one
