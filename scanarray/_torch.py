@@ -581,7 +581,7 @@ def _scan_backward(ctx, grad):
     nones = (None,) * (len(need) - 3)
     need = need[:3]
     if ctx.bwd is not None and need[0] and type(grad) in _PLAIN and _peek() is None:
-        # a repeated CUDA call: the adjoint launch bound to its signature, without the general path
+        # a repeated call: the adjoint bound to its signature (CUDA launch or numba loop), no general path
         axis, _, reverse, _, _, backend, method = ctx.args
         outs = _backward_bound(grad, a, h, initial, axis % h.ndim, reverse, backend, method, ctx.b_meta, need,
                                ctx.bwd)
