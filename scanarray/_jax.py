@@ -7,8 +7,9 @@ device buffers (inputs, and the outputs to fill in place) and, on the GPU, its c
 The callback wraps them as NumPy arrays (CPU) or CuPy arrays (GPU, on
 a CuPy stream made of ``ctx.stream``) and runs scanarray's backends on them: no copy, no host
 round trip, no synchronisation, and the same code on both platforms. ``pure_callback`` would copy
-every result on the CPU and cannot take device buffers; the XLA FFI would need a compiled handler
-per backend. ``buffer_callback`` exists from JAX 0.7.
+every result on the CPU and cannot take device buffers; an XLA FFI custom call measured no
+cheaper than the callback, whose cost is under JAX's own dispatch (docs/guide/frameworks.md).
+``buffer_callback`` exists from JAX 0.7.
 
 On the GPU a callback whose buffers repeat an earlier call's signature launches what that call
 bound to it (the forward's kernel launch, the backward's one-launch adjoint) on XLA's device
