@@ -655,3 +655,38 @@ def test_results_freed_without_the_garbage_collector(method):
             assert r() is None
     finally:
         gc.enable()
+
+
+def test_fault_in_while_a_one_core_loop_writes(monkeypatch, rng):
+    # a loop on one core writing a new result while another thread faults its pages in
+    # (MADV_POPULATE_WRITE): the EWM and filter loops' results as the oracles give them
+    pd = pytest.importorskip("pandas")
+    signal = pytest.importorskip("scipy.signal")
+    from scanarray.signal import lfilter, sosfilt
+
+    madvise = nb._populate_write()
+    if madvise is None or nb._threads() < 2:
+        pytest.skip("no MADV_POPULATE_WRITE here, or one thread")
+    calls = []
+
+    def counted(*args):
+        calls.append(args[1])
+        return madvise(*args)
+
+    monkeypatch.setattr(nb, "_populate_write", lambda: counted)
+    monkeypatch.setitem(nb.TUNING, "fault_in_min_bytes", 1)
+    x = rng.standard_normal(200_000)
+    xn = x.copy()
+    xn[rng.random(x.size) < 0.05] = np.nan
+
+    def close(got, want):  # relative to the data's scale (a mean crossing zero has no digits there)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12 * np.nanmax(np.abs(want)))
+
+    close(scanarray.ewm_mean(xn, alpha=0.05), pd.Series(xn).ewm(alpha=0.05).mean().to_numpy())
+    cols = np.ascontiguousarray(np.stack([xn, x], axis=1))  # time-major, one block of lanes
+    close(scanarray.ewm_var(cols, alpha=0.05, axis=0), pd.DataFrame(cols).ewm(alpha=0.05).var().to_numpy())
+    sos = signal.butter(4, 0.05, output="sos")
+    np.testing.assert_allclose(sosfilt(sos, x), signal.sosfilt(sos, x), rtol=0, atol=1e-12)
+    b, a = signal.butter(2, 0.05)
+    np.testing.assert_allclose(lfilter(b, a, x), signal.lfilter(b, a, x), rtol=0, atol=1e-12)
+    assert len(calls) >= 4 and min(calls) >= x.nbytes

@@ -39,6 +39,8 @@ from __future__ import annotations
 
 import functools
 import math
+import sys
+import threading
 
 import numpy as np
 
@@ -81,6 +83,10 @@ TUNING = {
     # thread gets lanes: (2**20, 32) float64, 5% NaN, mean 152 to 116 ms, var 220 to 145 against
     # 4 KiB blocks; float32 92/111 against 102/175; 8 lanes slower), 2-core VM
     "ewm_block_lanes": 16,
+    # a kernel on one core writing a new result of at least this many bytes has its pages faulted
+    # in by another thread meanwhile (_fault_in: one series of 2**24 float64, EWM mean with NaN,
+    # 56-58 to 34 ms; a new array's first writes cost as much as the loop on this VM), 2-core VM
+    "fault_in_min_bytes": 1 << 24,
     # dense auto: the compiled loop's ns per lane and step, a + b n^2 (float64, one thread)
     "dense_seq_ns": (40.0, 0.135),
     # dense auto: cyclic reduction's ns per lane and step, a + b n^2 (its vectors: GEMMs with a
@@ -478,16 +484,59 @@ def _dense_recurrence(p):
 
 def sos_cascade(sos, x, z, y):
     """:func:`scanarray.signal.sosfilt`'s loop (``_numba_kernels.sos_cascade``) on ``x (L, T)``
-    into ``y``, the delays ``z (L, n, 2)`` updated in place; all of ``sos``'s dtype."""
-    units, work = x.shape[0], x.size * sos.shape[0] * 5
-    _k().compiled("sos_cascade", sos.dtype, _parallel(units, work))(sos, x, z, y)
+    into ``y`` (a new array), the delays ``z (L, n, 2)`` updated in place; all of ``sos``'s dtype."""
+    par = _parallel(x.shape[0], x.size * sos.shape[0] * 5)
+    _fault_in(y, not par, _k().compiled("sos_cascade", sos.dtype, par), sos, x, z, y)
 
 
 def lfilter_df2t(b, a, x, z, y):
     """:func:`scanarray.signal.lfilter`'s loop (``_numba_kernels.lfilter_df2t``) on ``x (L, T)``
-    into ``y``, the delays ``z (L, K)`` updated in place; all of ``b``'s dtype."""
-    units, work = x.shape[0], x.size * z.shape[1] * 2
-    _k().compiled("lfilter_df2t", b.dtype, _parallel(units, work))(b, a, x, z, y)
+    into ``y`` (a new array), the delays ``z (L, K)`` updated in place; all of ``b``'s dtype."""
+    par = _parallel(x.shape[0], x.size * z.shape[1] * 2)
+    _fault_in(y, not par, _k().compiled("lfilter_df2t", b.dtype, par), b, a, x, z, y)
+
+
+@functools.lru_cache(maxsize=None)
+def _populate_write():
+    """libc's ``madvise`` where Linux's ``MADV_POPULATE_WRITE`` (5.14 and later) works, else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+        import mmap
+
+        f = ctypes.CDLL(None, use_errno=True).madvise
+        f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+        probe = np.empty(3 * mmap.PAGESIZE, np.uint8)
+        return f if f(-(-probe.ctypes.data // mmap.PAGESIZE) * mmap.PAGESIZE, mmap.PAGESIZE, 23) == 0 else None
+    except (OSError, AttributeError):
+        return None
+
+
+def _fault_in(out, serial, kernel, *args):
+    """``kernel(*args)``; where it runs on one core (``serial``) and writes ``out``, a new array of
+    at least ``fault_in_min_bytes``, another thread faults ``out``'s pages in meanwhile
+    (``MADV_POPULATE_WRITE``, which leaves the memory's contents alone), ahead of the kernel's
+    writes: a new array's first writes cost about as much as a one-pass loop (docs/guide/cpu.md)."""
+    madvise = _populate_write() if serial and out.nbytes >= TUNING["fault_in_min_bytes"] and _threads() > 1 else None
+    if madvise is None:
+        return kernel(*args)
+    import mmap
+
+    lo = out.ctypes.data // mmap.PAGESIZE * mmap.PAGESIZE
+    started = threading.Event()
+
+    def populate():
+        started.set()
+        madvise(lo, out.ctypes.data + out.nbytes - lo, 23)
+
+    helper = threading.Thread(target=populate, name="scanarray-fault-in", daemon=True)
+    helper.start()
+    started.wait()
+    try:
+        return kernel(*args)
+    finally:
+        helper.join()
 
 
 # --------------------------------------------------------------------------- exponentially weighted mean
@@ -524,10 +573,12 @@ def _ewm_pass(x, axis, name, *args):
         out = np.empty(xt.shape, x.dtype)
         x2, o2 = xt.reshape(T, -1), out.reshape(T, -1)
         lb = _lane_block(o2.T, TUNING["ewm_block_lanes"])
-        k.compiled(name + "_blocks", x.dtype, _parallel(-(-o2.shape[1] // lb), x.size))(x2, o2, lb, *args)
+        par = _parallel(-(-o2.shape[1] // lb), x.size)
+        _fault_in(out, not par, k.compiled(name + "_blocks", x.dtype, par), x2, o2, lb, *args)
         return np.moveaxis(out, 0, axis)
     xt = np.moveaxis(x, axis, -1)
     out = np.empty(xt.shape, x.dtype)
     x2, o2 = xt.reshape(-1, T), out.reshape(-1, T)
-    k.compiled(name + "_rows", x.dtype, _parallel(o2.shape[0], x.size))(x2, o2, *args)
+    par = _parallel(o2.shape[0], x.size)
+    _fault_in(out, not par, k.compiled(name + "_rows", x.dtype, par), x2, o2, *args)
     return np.moveaxis(out, -1, axis)
