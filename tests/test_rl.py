@@ -244,18 +244,21 @@ def test_cupy(rng):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("walk", [False, True], ids=["tiles", "walk"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_cupy_one_pass_kernel(rng, dtype, monkeypatch):
-    # time-major CuPy data: one kernel (backends/cupy/rl.py, cuda/rl.cu); tiles chained along time
+def test_cupy_one_pass_kernel(rng, dtype, walk, monkeypatch):
+    # time-major CuPy data: one kernel (backends/cupy/rl.py, cuda/rl.cu): tiles chained along time
     # by look-back (3000 steps span many), lanes in partial groups (of 32 lanes, or of 32 threads'
-    # vectors of lanes where they are contiguous), strided lanes, every flag dtype it reads,
-    # the bootstrap per lane, broadcast or absent; non-finite rewards as the loop gives them
+    # vectors of lanes where they are contiguous), or each thread walking its lanes' time axis
+    # (whatever the number of lanes here); strided lanes, every flag dtype it reads, the bootstrap
+    # per lane, broadcast or absent; non-finite rewards as the loop gives them
     cp = pytest.importorskip("cupy")
     from scanarray.backends.cupy import rl as one_pass
 
     from scanarray.backends.cupy.tuning import TUNING
 
     monkeypatch.setitem(TUNING, "gae_lanes_max_steps", {4: 3000, 8: 3000})  # (whatever the tuned bound)
+    monkeypatch.setitem(TUNING, "gae_walk_min_lanes", {4: 1, 8: 1} if walk else {4: 1 << 62, 8: 1 << 62})
     took = []
     kernel = one_pass.gae
     monkeypatch.setattr(one_pass, "gae", lambda *a, **k: took.append(kernel(*a, **k)) or took[-1])
@@ -286,9 +289,9 @@ def test_cupy_one_pass_kernel(rng, dtype, monkeypatch):
     got = gae(*(cp.ascontiguousarray(cp.asarray(z.T, dtype=z.dtype if z is d else dtype)) for z in (r, v, d)),
               0.99, 0.95, axis=1)
     check(got, loop_gae(r32, v32, d, 0.99, 0.95).T, kernel_took=False)
-    monkeypatch.setitem(TUNING, "gae_lanes_max_steps", {4: 2999, 8: 2999})
+    monkeypatch.setitem(TUNING, "gae_lanes_max_steps", {4: 2999, 8: 2999})  # (the walk has no bound)
     got = gae(cp.asarray(r, dtype=dtype), cp.asarray(v, dtype=dtype), cp.asarray(d), 0.99, 0.95)
-    check(got, loop_gae(r32, v32, d, 0.99, 0.95), kernel_took=False)
+    check(got, loop_gae(r32, v32, d, 0.99, 0.95), kernel_took=walk)
     monkeypatch.setitem(TUNING, "gae_lanes_max_steps", {4: 3000, 8: 3000})
     # 3-D, lanes strided (every other environment of a larger buffer), a bootstrap broadcast
     big = cp.asarray(np.stack([r, r], axis=2).reshape(T, 8, 34), dtype=dtype)[:, :, ::2]

@@ -1,9 +1,11 @@
-"""The one-pass GAE kernel (``cuda/rl.cu``): :func:`scanarray.rl.gae` of CuPy arrays laid out
+"""The one-pass GAE kernels (``cuda/rl.cu``): :func:`scanarray.rl.gae` of CuPy arrays laid out
 time-major (environments closer in memory than steps, as RL rollout buffers are).
 
 One launch reads rewards, values and flags once and writes the advantages once; the TD residual
-and the reset-aware coefficient are formed as the steps are loaded. Other layouts take the fused
-elementwise pass and the core's reverse scan (:mod:`.elementwise`).
+and the reset-aware coefficient are formed as the steps are loaded. With many lanes a thread walks
+one lane's whole time axis (``gae_walk``); with fewer, tiles of steps chain along time by
+look-back (``gae_lanes``). Other layouts take the fused elementwise pass and the core's reverse
+scan (:mod:`.elementwise`).
 """
 
 from __future__ import annotations
@@ -25,20 +27,22 @@ _FLAGS = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "floa
 
 
 @functools.lru_cache(maxsize=None)
-def _kernels(dtype, lanes, lanes_vec):
-    """{(flags dtype, kind): instantiation} for data of ``dtype`` and the two tuning entries'
-    tuples (each call would otherwise format them again)."""
+def _kernels(dtype, lanes, lanes_vec, walk):
+    """{(flags dtype, kind): instantiation} for data of ``dtype`` and the tuning entries' tuples
+    (each call would otherwise format them again)."""
     ct = _dtypes.ctype(dtype)
     out = {}
-    for kind, (nw, items, q, minb) in (("lanes", lanes), ("lanes_vec", lanes_vec)):
-        for f, fc in _FLAGS.items():
+    for f, fc in _FLAGS.items():
+        for kind, (nw, items, q, minb) in (("lanes", lanes), ("lanes_vec", lanes_vec)):
             out[(f, kind)] = f"scanarray::rl::gae_lanes<{ct}, {fc}, {ct}, {nw}, {items}, {q}, {minb}>"
+        out[(f, "walk")] = f"scanarray::rl::gae_walk<{ct}, {fc}, {ct}, {walk[1]}>"
     return out
 
 
 def _names(dtype, tuning):
     item = np.dtype(dtype).itemsize
-    return _kernels(np.dtype(dtype).name, tuning["gae_lanes"][item], tuning["gae_lanes_vec"][item])
+    return _kernels(np.dtype(dtype).name, tuning["gae_lanes"][item], tuning["gae_lanes_vec"][item],
+                    tuning["gae_walk"][item])
 
 
 def instantiations(dtype=None, tuning=TUNING):
@@ -54,9 +58,9 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING):
     shape (bool, int8, uint8 or a float dtype, read as they are); ``boot``: None or an array
     broadcastable to the lanes (the shape without ``axis``); ``gamma``, ``lam``: Python floats.
     Takes time-major data (one lane axis after merging, its stride smaller than the time
-    stride's in ``r``) of at most ``tuning["gae_lanes_max_steps"]`` steps (each lane's tiles
-    chain along time: a long chain is slower than the two passes); returns a new array of
-    ``r``'s shape.
+    stride's in ``r``) of at least ``tuning["gae_walk_min_lanes"]`` lanes, or else of at most
+    ``tuning["gae_lanes_max_steps"]`` steps (each lane's tiles chain along time: a long chain is
+    slower than the two passes); returns a new array of ``r``'s shape.
     """
     import cupy
 
@@ -72,9 +76,12 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING):
     lanes, ls = merge_axes(list(rm.shape[:-1]), [s[:-1] for s in strides], drop_ones=True)
     item = r.dtype.itemsize
     time_major = len(lanes) == 1 and abs(ls[0][0]) < abs(strides[0][-1])
-    if not time_major or not 2 <= T <= tuning["gae_lanes_max_steps"][item]:
+    if not time_major or T < 2:
         return None
     L = lanes[0]
+    walk = L >= tuning["gae_walk_min_lanes"][item]
+    if not walk and T > tuning["gae_lanes_max_steps"][item]:
+        return None
     if boot is None:
         b, lb = rm, 0  # (never read: any array of r's dtype stands in)
     else:
@@ -84,20 +91,23 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING):
     q = tuning["gae_lanes_vec"][item][2]
     vec = (L % q == 0 and all(z[0] == 1 for z in ls) and all(s[-1] % q == 0 for s in strides)
            and all(z.data.ptr % (q * z.itemsize) == 0 for z in (rm, vm, dm, ym)))
-    kind = "lanes_vec" if vec else "lanes"
-    nw, items, q, _ = tuning[f"gae_{kind}"][item]
-    kt = -(-T // (nw * items))
-    groups = -(-L // (32 * q))
+    kind = "walk" if walk else "lanes_vec" if vec else "lanes"
     names = _names(r.dtype, tuning)
     fn = _common.get_function("rl.cu", names[(d.dtype.name, kind)], group=tuple(dict.fromkeys(names.values())))
     C = np.float32 if item == 4 else np.float64
     (lr, lv, ld, ly), (tr, tv, td, ty) = (z[0] for z in ls), (s[-1] for s in strides)
+    args = (rm, vm, dm, b, ym, np.int64(T), np.int64(L), np.int64(lr), np.int64(tr), np.int64(lv), np.int64(tv),
+            np.int64(ld), np.int64(td), np.int64(lb), np.int64(ly), np.int64(ty), np.int32(boot is not None))
+    if walk:
+        threads = tuning["gae_walk"][item][0]
+        _common.launch(cupy, fn, -(-L // threads), threads, args + (C(gamma), C(gamma * lam)))
+        return y
+    nw, items, q, _ = tuning[f"gae_{kind}"][item]
+    kt = -(-T // (nw * items))
+    groups = -(-L // (32 * q))
     # TileStatus<Pair<C>, true>::BYTES (cuda/lookback.cuh): twice the pair
     ws = _workspace(cupy, 4 * item, groups * kt * 32 * q)
     with ws.launching():
         _common.launch(cupy, fn, groups * kt, nw * 32,
-                       (rm, vm, dm, b, ym, np.int64(T), np.int64(L), np.int64(lr), np.int64(tr), np.int64(lv),
-                        np.int64(tv), np.int64(ld), np.int64(td), np.int64(lb), np.int64(ly), np.int64(ty),
-                        np.int32(boot is not None), np.int32(kt), C(gamma), C(gamma * lam), ws.ptr,
-                        np.uint32(ws.epoch)))
+                       args + (np.int32(kt), C(gamma), C(gamma * lam), ws.ptr, np.uint32(ws.epoch)))
     return y

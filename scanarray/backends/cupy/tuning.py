@@ -62,6 +62,8 @@ TUNING = {
     "gae_lanes": {4: (16, 8, 1, 2), 8: (16, 8, 1, 1)},  # (warps, steps a warp, lanes a thread, min blocks), time-major, lanes strided or unaligned; (2048, 32768): of 6 float32, 5 float64
     "gae_lanes_vec": {4: (16, 4, 4, 2), 8: (16, 8, 1, 1)},  # as gae_lanes, lanes contiguous and aligned (a thread's lanes one vector access); 2**26 elements, T 128 to 2**20: of 7 float32, 6 float64 (float64 2 lanes: 0.77 against 0.52 ms at T = 128)
     "gae_lanes_max_steps": {4: 1 << 15, 8: 1 << 12},  # longer time axes take the fused pass and the core's scan (a lane's chain of tiles is long): float32 0.48 against 0.54 ms at 2**15 steps, 0.97 against 0.60 at 2**20; float64 0.97 against 0.97 at 2**13
+    "gae_walk": {4: (256, 16), 8: (256, 16)},  # (threads, steps loaded ahead), a thread a lane: 2**26 elements, 128 to 2048 steps, of 8 float32 (4 lanes a thread as one vector: 97% of the copy at 128 steps, 28% at 2048), 6 float64
+    "gae_walk_min_lanes": {4: 1 << 15, 8: 1 << 13},  # time-major lanes from which the walk replaces the tiles: float32 0.26 against 0.37 ms at 32768 lanes, 0.76 against 0.41 at 8192; float64 0.91 against 0.96 at 8192, 3.2 against 1.0 at 2048
     # ---- matmulscan (cuda/matmulscan.cu)
     "matmulscan_radix": 16,  # MatMulScan radix inside a 16-step tile: fastest or tied in every row measured
     "matmulscan_prefetch_half": False,  # next chunk's loads in flight for float16/bfloat16 (float32: on); (512,256,16,64)

@@ -174,5 +174,39 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     st.publish((grp * KT) * LG + w * 32 + l + k * LG, ST_P, epoch, Pair<C>{C(0), tin[w * 32 + l]});
 }
 
+// The same advantages with no tiles: a thread walks one lane's whole time axis backwards, ITEMS
+// steps' loads issued before they are used. Each step's loads are coalesced across the warp's
+// lanes, nothing waits on another block, and the steps are the loop's own (inf and NaN included).
+// For many lanes (rollouts of many environments), where the threads alone fill the device.
+template <class TS, class TD, class C, int ITEMS>
+__global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, TS* y, i64 T, i64 L, i64 lr, i64 tr,
+                         i64 lv, i64 tv, i64 ld, i64 td, i64 lb, i64 ly, i64 ty, int has_boot, C g, C gl) {
+  const i64 c = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= L) return;
+  C h = C(0), vn = has_boot ? To<C>::f(boot[c * lb]) : C(0);  // the advantage and value after the step
+  for (i64 t1 = T; t1 > 0; t1 -= ITEMS) {  // steps t1 - 1 down to t1 - ITEMS
+    TS rr[ITEMS], vv[ITEMS];
+    TD dd[ITEMS];
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const i64 t = t1 - 1 - i;
+      if (t >= 0) {
+        rr[i] = r[c * lr + t * tr];
+        vv[i] = v[c * lv + t * tv];
+        dd[i] = d[c * ld + t * td];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < ITEMS; ++i) {
+      const i64 t = t1 - 1 - i;
+      if (t < 0) break;
+      const C nt = C(1) - static_cast<C>(dd[i]), vt = To<C>::f(vv[i]);
+      h = fmadd(nt * gl, h, (g * vn) * nt + To<C>::f(rr[i]) - vt);
+      vn = vt;
+      y[c * ly + t * ty] = conv_out(h, (TS*)nullptr);
+    }
+  }
+}
+
 }  // namespace rl
 }  // namespace scanarray
