@@ -496,6 +496,9 @@ def lfilter_df2t(b, a, x, z, y):
     _fault_in(y, not par, _k().compiled("lfilter_df2t", b.dtype, par), b, a, x, z, y)
 
 
+_MADV_POPULATE_WRITE = 23  # <linux/mman.h>
+
+
 @functools.lru_cache(maxsize=None)
 def _populate_write():
     """libc's ``madvise`` where Linux's ``MADV_POPULATE_WRITE`` (5.14 and later) works, else None."""
@@ -508,17 +511,21 @@ def _populate_write():
         f = ctypes.CDLL(None, use_errno=True).madvise
         f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
         probe = np.empty(3 * mmap.PAGESIZE, np.uint8)
-        return f if f(-(-probe.ctypes.data // mmap.PAGESIZE) * mmap.PAGESIZE, mmap.PAGESIZE, 23) == 0 else None
+        page = -(-probe.ctypes.data // mmap.PAGESIZE) * mmap.PAGESIZE
+        return f if f(page, mmap.PAGESIZE, _MADV_POPULATE_WRITE) == 0 else None
     except (OSError, AttributeError):
         return None
 
 
 def _fault_in(out, serial, kernel, *args):
-    """``kernel(*args)``; where it runs on one core (``serial``) and writes ``out``, a new array of
-    at least ``fault_in_min_bytes``, another thread faults ``out``'s pages in meanwhile
-    (``MADV_POPULATE_WRITE``, which leaves the memory's contents alone), ahead of the kernel's
-    writes: a new array's first writes cost about as much as a one-pass loop (docs/guide/cpu.md)."""
-    madvise = _populate_write() if serial and out.nbytes >= TUNING["fault_in_min_bytes"] and _threads() > 1 else None
+    """``kernel(*args)``; where it runs on one core (``serial``) and writes ``out``, a new
+    C-contiguous array of at least ``fault_in_min_bytes``, another thread faults ``out``'s pages
+    in meanwhile (``MADV_POPULATE_WRITE``, which leaves the memory's contents alone), ahead of the
+    kernel's writes: a new array's first writes cost about as much as a one-pass loop
+    (docs/guide/cpu.md)."""
+    madvise = None
+    if serial and out.nbytes >= TUNING["fault_in_min_bytes"] and out.flags.c_contiguous and _threads() > 1:
+        madvise = _populate_write()
     if madvise is None:
         return kernel(*args)
     import mmap
@@ -528,7 +535,7 @@ def _fault_in(out, serial, kernel, *args):
 
     def populate():
         started.set()
-        madvise(lo, out.ctypes.data + out.nbytes - lo, 23)
+        madvise(lo, out.ctypes.data + out.nbytes - lo, _MADV_POPULATE_WRITE)
 
     helper = threading.Thread(target=populate, name="scanarray-fault-in", daemon=True)
     helper.start()
