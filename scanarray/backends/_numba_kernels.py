@@ -898,12 +898,14 @@ def ewm_mean_blocks(x, out, lb, g, ignore_na, adjust, quirk, minp):
                 orow[j] = Nj / Wj if c >= minp else nan
 
 
-@njit(**_OPTS)
+@njit(**_OPTS, fastmath={"contract"})
 def _var_step(v, m, cov, S, S2, Wo, D, cnt, g, nw, ignore_na, adjust, minp, bias, tiny, one, nan):
     """One step of pandas' ``ewmcov`` update (``ewm(...).var()``) with scanarray's numerics
     (``_ewm._Ewm.var``): the new variance term ``c k (x - m_old)**2`` (one square, no cancellation)
     and ``S**2 - S2`` by its own recurrence ``D`` of non-negative terms. Returns the new state
-    ``(m, cov, S, S2, Wo, D, cnt)`` and the output."""
+    ``(m, cov, S, S2, Wo, D, cnt)`` and the output. The weights ``c``, ``k`` come from one
+    reciprocal, and the mean's update is ``c m + k x``: no division on the chain of dependent
+    steps, where pandas divides ``old_wt m + new_wt x`` (docs/guide/ewm.md)."""
     o = v == v
     if cnt > 0:
         if o or not ignore_na:
@@ -912,12 +914,12 @@ def _var_step(v, m, cov, S, S2, Wo, D, cnt, g, nw, ignore_na, adjust, minp, bias
             Wo = Wo * g
             D = D * (g * g)
         if o:
-            den = Wo + nw
-            c = Wo / den
-            k = nw / den
+            r = one / (Wo + nw)
+            c = Wo * r
+            k = nw * r
             dx = v - m
             if m != v:
-                m = (Wo * m + nw * v) / den
+                m = c * m + k * v
             cov = c * cov + (c * k) * (dx * dx)
             D = D + (nw + nw) * S
             S = S + nw
@@ -943,7 +945,7 @@ def _var_step(v, m, cov, S, S2, Wo, D, cnt, g, nw, ignore_na, adjust, minp, bias
     return m, cov, S, S2, Wo, D, cnt, (num / (D if num > tiny and D > 0 else den)) * cov
 
 
-@_kernel("r2 w2 s s b b i b s", parallel=True)
+@_kernel("r2 w2 s s b b i b s", parallel=True, fastmath={"contract"})
 def ewm_var_rows(x, out, g, nw, ignore_na, adjust, minp, bias, tiny):
     """pandas' ``ewm(...).var(bias=...)`` along each lane of ``x (L, T)`` in one pass
     (:func:`_var_step`; ``nw`` pandas' ``new_wt``, ``minp >= 1``; ``S**2`` below ``tiny`` takes
@@ -959,17 +961,20 @@ def ewm_var_rows(x, out, g, nw, ignore_na, adjust, minp, bias, tiny):
         stuck = False  # a missing step left the state as it was: so will every one after it
         for t in range(T):
             v = x[l, t]
-            if v != v and stuck:  # (long gaps: their decays at subnormal fixed points cost x86 dearly)
-                out[l, t] = y
-                continue
-            S0, S20, Wo0, D0 = S, S2, Wo, D
-            m, cov, S, S2, Wo, D, cnt, y = _var_step(v, m, cov, S, S2, Wo, D, cnt, g, nw, ignore_na, adjust, minp,
-                                                     bias, tiny, one, nan)
+            if v == v:
+                m, cov, S, S2, Wo, D, cnt, y = _var_step(v, m, cov, S, S2, Wo, D, cnt, g, nw, ignore_na, adjust, minp,
+                                                         bias, tiny, one, nan)
+                stuck = False
+            elif not stuck:  # (long gaps: their decays at subnormal fixed points cost x86 dearly)
+                # (a path of its own: the observed steps' loop keeps no copies of the state)
+                S0, S20, Wo0, D0 = S, S2, Wo, D
+                m, cov, S, S2, Wo, D, cnt, y = _var_step(v, m, cov, S, S2, Wo, D, cnt, g, nw, ignore_na, adjust, minp,
+                                                         bias, tiny, one, nan)
+                stuck = S == S0 and S2 == S20 and Wo == Wo0 and D == D0
             out[l, t] = y
-            stuck = v != v and S == S0 and S2 == S20 and Wo == Wo0 and D == D0
 
 
-@_kernel("r2 w2 i s s b b i b s", parallel=True)
+@_kernel("r2 w2 i s s b b i b s", parallel=True, fastmath={"contract"})
 def ewm_var_blocks(x, out, lb, g, nw, ignore_na, adjust, minp, bias, tiny):
     """:func:`ewm_var_rows` on time-major ``(T, L)`` views, blocks of ``lb`` lanes stepped together
     through time (each step one contiguous run of ``x`` and ``out``); a lane in a long gap skips
