@@ -538,7 +538,10 @@ def _fault_in(out, serial, kernel, *args):
         madvise(lo, out.ctypes.data + out.nbytes - lo, _MADV_POPULATE_WRITE)
 
     helper = threading.Thread(target=populate, name="scanarray-fault-in", daemon=True)
-    helper.start()
+    try:
+        helper.start()
+    except RuntimeError:  # no thread to be had: the kernel faults its pages in itself
+        return kernel(*args)
     started.wait()
     try:
         return kernel(*args)
