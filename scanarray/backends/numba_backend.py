@@ -85,7 +85,7 @@ TUNING = {
     "ewm_block_lanes": 16,
     # a kernel on one core writing a new result of at least this many bytes has its pages faulted
     # in by another thread meanwhile (_fault_in: one series of 2**24 float64, EWM mean with NaN,
-    # 56-58 to 34 ms; a new array's first writes cost as much as the loop on this VM), 2-core VM
+    # 56-64 to 33-37 ms; a new array's first writes cost as much as the loop on this VM), 2-core VM
     "fault_in_min_bytes": 1 << 24,
     # dense auto: the compiled loop's ns per lane and step, a + b n^2 (float64, one thread)
     "dense_seq_ns": (40.0, 0.135),

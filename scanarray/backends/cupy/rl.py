@@ -87,11 +87,13 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING):
     else:
         b = cupy.ascontiguousarray(cupy.broadcast_to(cupy.asarray(boot, dtype=r.dtype), rm.shape[:-1])).reshape(-1)
         lb = 1
-    # lanes a thread as one vector access: lanes contiguous in every array, and aligned
-    q = tuning["gae_lanes_vec"][item][2]
-    vec = (L % q == 0 and all(z[0] == 1 for z in ls) and all(s[-1] % q == 0 for s in strides)
-           and all(z.data.ptr % (q * z.itemsize) == 0 for z in (rm, vm, dm, ym)))
-    kind = "walk" if walk else "lanes_vec" if vec else "lanes"
+    if walk:
+        kind = "walk"
+    else:  # the tiles: a thread's lanes as one vector access where contiguous in every array, and aligned
+        q = tuning["gae_lanes_vec"][item][2]
+        vec = (L % q == 0 and all(z[0] == 1 for z in ls) and all(s[-1] % q == 0 for s in strides)
+               and all(z.data.ptr % (q * z.itemsize) == 0 for z in (rm, vm, dm, ym)))
+        kind = "lanes_vec" if vec else "lanes"
     names = _names(r.dtype, tuning)
     fn = _common.get_function("rl.cu", names[(d.dtype.name, kind)], group=tuple(dict.fromkeys(names.values())))
     C = np.float32 if item == 4 else np.float64
