@@ -112,8 +112,9 @@ def ewm_kernel(x, stat="mean", adjust=True, quirk=False):
 
 
 def gae_kernel(x):
-    """:mod:`scanarray.backends.cupy.rl`'s one-pass GAE when ``x`` is a CuPy array (its ``gae``
-    returns None for the layouts and dtypes it does not take), else None."""
+    """:mod:`scanarray.backends.cupy.rl`'s one-pass GAE (and discounted returns: no values,
+    ``lam = 1``) when ``x`` is a CuPy array (its ``gae`` returns None for the layouts and dtypes
+    it does not take), else None."""
     cupy = sys.modules.get("cupy")
     if cupy is None or not isinstance(x, cupy.ndarray):
         return None

@@ -129,7 +129,12 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
     labels = arrays["labels"]
     ew = _vocab.fused(r)
     if ew is not None and d is not None and term is None and not _vocab.is_array(g):
-        # one pass reads the dones as they are (bool: a byte each) and writes the coefficient
+        # time-major, many environments: GAE's kernel without values (lam = 1); else one pass reads
+        # the dones as they are (bool: a byte each) and writes the coefficient, then the scan
+        one = _vocab.gae_kernel(r) if d.shape == r.shape else None
+        out = None if one is None else one(r, None, d, g, 1.0, boot, axis, tiles=False)
+        if out is not None:
+            return labels.wrap(out)
         return labels.wrap(_reverse_scan(xp, ew.not_done(d, g, dt), r, boot, axis, dt))
     d = _as_float(xp, d, dt)
     # a = gamma * (1 - d): the loop's factor, computed as the loop computes it

@@ -281,6 +281,16 @@ def test_cupy_one_pass_kernel(rng, dtype, walk, monkeypatch):
             got = gae(cp.asarray(r, dtype=dtype), cp.asarray(v, dtype=dtype), cp.asarray(d.astype(flags)), 0.99,
                       0.95, None if b is None else cp.asarray(b, dtype=dtype))
             check(got, loop_gae(r32, v32, d, 0.99, 0.95, None if b is None else b.astype(dtype)))
+    # discounted returns: the walk without values (lam = 1), bootstrap given or not; with fewer lanes
+    # (the tiles' case), and rows (steps contiguous), the fused pass and the core's scan
+    for flags in (bool, dtype):
+        for b in (None, boot):
+            got = discounted_returns(cp.asarray(r, dtype=dtype), 0.99, cp.asarray(d.astype(flags)),
+                                     None if b is None else cp.asarray(b, dtype=dtype))
+            check(got, loop_returns(r32, 0.99, d, None if b is None else b.astype(dtype)), kernel_took=walk)
+    got = discounted_returns(cp.ascontiguousarray(cp.asarray(r.T, dtype=dtype)), 0.99,
+                             cp.ascontiguousarray(cp.asarray(d.T)), cp.asarray(boot, dtype=dtype), axis=1)
+    check(got, loop_returns(r32, 0.99, d, boot.astype(dtype)).T, kernel_took=False)
     # batch-major memory with time on axis 1 (Fortran order): still time-major in memory
     got = gae(cp.asfortranarray(cp.asarray(r.T, dtype=dtype)), cp.asfortranarray(cp.asarray(v.T, dtype=dtype)),
               cp.asfortranarray(cp.asarray(d.T)), 0.99, 0.95, cp.asarray(boot, dtype=dtype), axis=1)

@@ -1,8 +1,10 @@
-"""The one-pass GAE kernels (``cuda/rl.cu``): :func:`scanarray.rl.gae` of CuPy arrays laid out
-time-major (environments closer in memory than steps, as RL rollout buffers are).
+"""The one-pass GAE kernels (``cuda/rl.cu``): :func:`scanarray.rl.gae` and
+:func:`scanarray.rl.discounted_returns` of CuPy arrays laid out time-major (environments closer in
+memory than steps, as RL rollout buffers are).
 
 One launch reads rewards, values and flags once and writes the advantages once; the TD residual
-and the reset-aware coefficient are formed as the steps are loaded. With many lanes a thread walks
+and the reset-aware coefficient are formed as the steps are loaded. Discounted returns are the
+advantages of no values with ``lam = 1``, the values left unread. With many lanes a thread walks
 one lane's whole time axis (``gae_walk``); with fewer, tiles of steps chain along time by
 look-back (``gae_lanes``). Other layouts take the fused elementwise pass and the core's reverse
 scan (:mod:`.elementwise`).
@@ -51,27 +53,71 @@ def instantiations(dtype=None, tuning=TUNING):
     return list(dict.fromkeys(n for d in ((dtype,) if dtype else _REAL) for n in _names(d, tuning).values()))
 
 
-def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING):
+# plans by call signature (shapes, strides, dtypes, alignment, parameters and the tuning entries read):
+# a repeated call only allocates its result and launches
+_plans: dict = {}
+
+
+def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING, tiles=True):
     """GAE's advantages in one kernel, or None where it does not take the arrays.
 
-    ``r``, ``v``: float32/float64 CuPy arrays of one shape and dtype; ``d``: the flags, of that
+    ``r``, ``v``: float32/float64 CuPy arrays of one shape and dtype (``v`` None: no values, the
+    discounted returns when ``lam`` is 1); ``d``: the flags, of that
     shape (bool, int8, uint8 or a float dtype, read as they are); ``boot``: None or an array
     broadcastable to the lanes (the shape without ``axis``); ``gamma``, ``lam``: Python floats.
     Takes time-major data (one lane axis after merging, its stride smaller than the time
     stride's in ``r``) of at least ``tuning["gae_walk_min_lanes"]`` lanes, or else of at most
     ``tuning["gae_lanes_max_steps"]`` steps (each lane's tiles chain along time: a long chain is
-    slower than the two passes); returns a new array of ``r``'s shape.
+    slower than the two passes), the latter only with ``tiles`` (the discounted returns' two passes
+    move fewer bytes than GAE's, and measured faster than the tiles); returns a new array of
+    ``r``'s shape.
     """
     import cupy
 
     from .scan import _workspace
 
+    item = r.dtype.itemsize
+    key = (r.shape, r.strides, r.dtype, None if v is None else (v.shape, v.strides, v.dtype), d.shape, d.strides,
+           d.dtype, boot is not None, axis, gamma, lam, tiles,
+           (r.data.ptr | d.data.ptr | (0 if v is None else v.data.ptr)) % 16 == 0,
+           *(tuning[k].get(item) for k in ("gae_walk_min_lanes", "gae_lanes_max_steps", "gae_walk", "gae_lanes",
+                                            "gae_lanes_vec")))
+    plan = _plans.get(key, False)
+    if plan is False:
+        plan = _plan(r, v, d, gamma, lam, boot is not None, axis, tuning, tiles)
+        if len(_plans) >= 256:
+            _plans.clear()
+        _plans[key] = plan
+    if plan is None:
+        return None
+    fn, grid, threads, lanes, tail, ws_need = plan
+    y = cupy.empty_like(r)
+    b = r
+    if boot is not None:
+        b = boot
+        if not (isinstance(b, cupy.ndarray) and b.dtype == r.dtype and b.shape == lanes and b.flags.c_contiguous):
+            b = cupy.ascontiguousarray(cupy.broadcast_to(cupy.asarray(boot, dtype=r.dtype), lanes))
+    args = (r.data.ptr, r.data.ptr if v is None else v.data.ptr, d.data.ptr, b.data.ptr, y.data.ptr) + tail
+    if ws_need is None:
+        _common.launch(cupy, fn, grid, threads, args)
+        return y
+    ws = _workspace(cupy, *ws_need)
+    with ws.launching():
+        _common.launch(cupy, fn, grid, threads, args + (ws.ptr, np.uint32(ws.epoch)))
+    return y
+
+
+def _plan(r, v, d, gamma, lam, has_boot, axis, tuning, tiles):
+    """``(kernel, grid, threads, lanes shape, arguments after the five pointers, workspace (record
+    bytes, records) or None)`` of :func:`gae`'s call, or None where it does not take the arrays."""
+    import cupy
+
     if r.dtype.name not in _REAL or d.dtype.name not in _FLAGS or r.ndim < 2:
         return None
     T = r.shape[axis]
-    rm, vm, dm = (cupy.moveaxis(z, axis, -1) for z in (r, v, d))
-    y = cupy.empty_like(r)
-    ym = cupy.moveaxis(y, axis, -1)
+    has_v = v is not None
+    rm, vm, dm = (cupy.moveaxis(z, axis, -1) for z in (r, v if has_v else r, d))
+    ym = cupy.moveaxis(cupy.empty_like(r), axis, -1)  # (the layout of every call's result)
     strides = [element_strides(z) for z in (rm, vm, dm, ym)]
     lanes, ls = merge_axes(list(rm.shape[:-1]), [s[:-1] for s in strides], drop_ones=True)
     item = r.dtype.itemsize
@@ -80,13 +126,8 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING):
         return None
     L = lanes[0]
     walk = L >= tuning["gae_walk_min_lanes"][item]
-    if not walk and T > tuning["gae_lanes_max_steps"][item]:
+    if not walk and (not tiles or T > tuning["gae_lanes_max_steps"][item]):
         return None
-    if boot is None:
-        b, lb = rm, 0  # (never read: any array of r's dtype stands in)
-    else:
-        b = cupy.ascontiguousarray(cupy.broadcast_to(cupy.asarray(boot, dtype=r.dtype), rm.shape[:-1])).reshape(-1)
-        lb = 1
     if walk:
         kind = "walk"
     else:  # the tiles: a thread's lanes as one vector access where contiguous in every array, and aligned
@@ -98,18 +139,15 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING):
     fn = _common.get_function("rl.cu", names[(d.dtype.name, kind)], group=tuple(dict.fromkeys(names.values())))
     C = np.float32 if item == 4 else np.float64
     (lr, lv, ld, ly), (tr, tv, td, ty) = (z[0] for z in ls), (s[-1] for s in strides)
-    args = (rm, vm, dm, b, ym, np.int64(T), np.int64(L), np.int64(lr), np.int64(tr), np.int64(lv), np.int64(tv),
-            np.int64(ld), np.int64(td), np.int64(lb), np.int64(ly), np.int64(ty), np.int32(boot is not None))
+    tail = (np.int64(T), np.int64(L), np.int64(lr), np.int64(tr), np.int64(lv), np.int64(tv), np.int64(ld),
+            np.int64(td), np.int64(1 if has_boot else 0), np.int64(ly), np.int64(ty), np.int32(has_boot),
+            np.int32(has_v))
     if walk:
         threads = tuning["gae_walk"][item][0]
-        _common.launch(cupy, fn, -(-L // threads), threads, args + (C(gamma), C(gamma * lam)))
-        return y
+        return fn, -(-L // threads), threads, rm.shape[:-1], tail + (C(gamma), C(gamma * lam)), None
     nw, items, q, _ = tuning[f"gae_{kind}"][item]
     kt = -(-T // (nw * items))
     groups = -(-L // (32 * q))
     # TileStatus<Pair<C>, true>::BYTES (cuda/lookback.cuh): twice the pair
-    ws = _workspace(cupy, 4 * item, groups * kt * 32 * q)
-    with ws.launching():
-        _common.launch(cupy, fn, groups * kt, nw * 32,
-                       args + (np.int32(kt), C(gamma), C(gamma * lam), ws.ptr, np.uint32(ws.epoch)))
-    return y
+    return (fn, groups * kt, nw * 32, rm.shape[:-1], tail + (np.int32(kt), C(gamma), C(gamma * lam)),
+            (4 * item, groups * kt * 32 * q))

@@ -2,7 +2,9 @@
 // delta[t] = gamma * v[t+1] * (1 - d[t]) + r[t] - v[t] and the coefficient gamma * lam * (1 - d[t])
 // are formed as the steps are loaded, and the reverse scan adv[t] = a[t] * adv[t+1] + delta[t]
 // runs on them in registers: rewards, values and flags are read once and the advantages written
-// once (docs/guide/rl.md, "Speed"; the host side is backends/cupy/rl.py).
+// once (docs/guide/rl.md, "Speed"; the host side is backends/cupy/rl.py). Without values (has_v
+// 0: v is never read) and with lam = 1 this is scanarray.rl.discounted_returns, the bootstrap
+// entering as gamma * (1 - d[T-1]) * bootstrap.
 //
 // Block `id` is tile k of the group of 32 * Q lanes `grp` (KT tiles a group), tiles counted from
 // the last step: NW warps of ITEMS steps each; thread l of every warp holds lanes l * Q ... l * Q +
@@ -32,7 +34,8 @@ template <class T, int Q> __device__ __forceinline__ Vec<T, Q> load(const T* p, 
 template <class TS, class TD, class C, int NW, int ITEMS, int Q, int MINB>
 __global__ void __launch_bounds__(NW * 32, MINB)
     gae_lanes(const TS* r, const TS* v, const TD* d, const TS* boot, TS* y, i64 T, i64 L, i64 lr, i64 tr, i64 lv,
-              i64 tv, i64 ld, i64 td, i64 lb, i64 ly, i64 ty, int has_boot, int KT, C g, C gl, char* ws, u32 epoch) {
+              i64 tv, i64 ld, i64 td, i64 lb, i64 ly, i64 ty, int has_boot, int has_v, int KT, C g, C gl, char* ws,
+              u32 epoch) {
   static_assert(NW >= Q, "one look-back warp for each of a thread's lanes");
   constexpr int TILE = NW * ITEMS, LG = 32 * Q;  // steps a tile, lanes a group
   __shared__ Pair<C> wagg[NW][LG], found_p[WIN * ROUNDS][LG];
@@ -52,7 +55,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
     const i64 t = T - 1 - (s0 + i);
     if (live && t >= 0) {
       rr[i] = load<TS, Q>(r, c, lr, t * tr);
-      vv[i] = load<TS, Q>(v, c, lv, t * tv);
+      vv[i] = has_v ? load<TS, Q>(v, c, lv, t * tv) : Vec<TS, Q>{};
       dd[i] = load<TD, Q>(d, c, ld, t * td);
     } else {
       rr[i] = vv[i] = Vec<TS, Q>{};
@@ -61,7 +64,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
   }
   if (live && s0 < T) {
     if (s0 > 0) {
-      vn0 = load<TS, Q>(v, c, lv, (T - s0) * tv);
+      if (has_v) vn0 = load<TS, Q>(v, c, lv, (T - s0) * tv);
     } else if (has_boot) {
       vn0 = load<TS, Q>(boot, c, lb, 0);
     }
@@ -180,7 +183,7 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 // For many lanes (rollouts of many environments), where the threads alone fill the device.
 template <class TS, class TD, class C, int ITEMS>
 __global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, TS* y, i64 T, i64 L, i64 lr, i64 tr,
-                         i64 lv, i64 tv, i64 ld, i64 td, i64 lb, i64 ly, i64 ty, int has_boot, C g, C gl) {
+                         i64 lv, i64 tv, i64 ld, i64 td, i64 lb, i64 ly, i64 ty, int has_boot, int has_v, C g, C gl) {
   const i64 c = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= L) return;
   C h = C(0), vn = has_boot ? To<C>::f(boot[c * lb]) : C(0);  // the advantage and value after the step
@@ -192,7 +195,7 @@ __global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, 
       const i64 t = t1 - 1 - i;
       if (t >= 0) {
         rr[i] = r[c * lr + t * tr];
-        vv[i] = v[c * lv + t * tv];
+        vv[i] = has_v ? v[c * lv + t * tv] : TS(0);
         dd[i] = d[c * ld + t * td];
       }
     }
