@@ -458,7 +458,7 @@ def gpu_parts(x, repeat, sync, queued=gpu_queued):
 def gpu_gae_shapes(repeat, sync):
     """GAE's one kernel against the fused pass and the core's scan (its path before the kernel, and
     still past the tuned number of steps) on 2**26 elements, float32 and float64, by time-axis
-    length, against a copy of the bytes GAE must move."""
+    length, against a copy of the bytes GAE must move; the same for the discounted returns."""
     import cupy as cp
 
     from scanarray.backends.cupy import elementwise
@@ -482,7 +482,19 @@ def gpu_gae_shapes(repeat, sync):
                      "fused pass + scan": two_passes, "copy": lambda src=src, dst=dst: cp.copyto(dst, src)}
             paired(f"gpu gae {T}x{N} {np.dtype(dt).name} axis 0", impls, repeat, sync, nbytes=nbytes,
                    queued=gpu_queued)
-            del r, v, d, src, dst
+            # discounted returns: the same kernel without values, against its path before it
+            nbytes = 2 * r.nbytes + d.nbytes
+            src2, dst2 = src[:nbytes // 2], dst[:nbytes // 2]
+
+            def returns_two_passes(r=r, d=d, boot=boot):
+                a = elementwise.not_done(d, 0.99, r.dtype)
+                return scanarray.linear_recurrence(a, r, axis=0, reverse=True, initial=boot)
+
+            impls = {"scanarray": lambda r=r, d=d, boot=boot: rl.discounted_returns(r, 0.99, d, boot),
+                     "fused pass + scan": returns_two_passes, "copy": lambda: cp.copyto(dst2, src2)}
+            paired(f"gpu returns {T}x{N} {np.dtype(dt).name} axis 0", impls, repeat, sync, nbytes=nbytes,
+                   queued=gpu_queued)
+            del r, v, d, src, dst, src2, dst2
 
 
 def gpu_rl_parts(repeat, sync, queued=gpu_queued):
