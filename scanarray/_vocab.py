@@ -112,9 +112,18 @@ def ewm_kernel(x, stat="mean", adjust=True, quirk=False):
 
 
 def gae_kernel(x):
-    """:mod:`scanarray.backends.cupy.rl`'s one-pass GAE (and discounted returns: no values,
-    ``lam = 1``) when ``x`` is a CuPy array (its ``gae`` returns None for the layouts and dtypes
-    it does not take), else None."""
+    """A one-pass GAE (and discounted returns: no values, ``lam = 1``) that takes ``x``, else
+    None: numba's (``numba_backend.gae``) for a NumPy array where numba is installed,
+    :mod:`scanarray.backends.cupy.rl`'s for a CuPy array (each returns None for the layouts and
+    dtypes it does not take)."""
+    if type(x) is np.ndarray:
+        from . import _registry
+
+        if _registry.unavailable_reason("numba") is not None:
+            return None
+        from .backends import numba_backend
+
+        return numba_backend.gae
     cupy = sys.modules.get("cupy")
     if cupy is None or not isinstance(x, cupy.ndarray):
         return None

@@ -127,14 +127,16 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
     r, d, term, nv, g, boot, dt = (arrays[k] for k in ("rewards", "dones", "terminated", "next_values",
                                                       "gamma", "bootstrap", "dtype"))
     labels = arrays["labels"]
+    simple = d is not None and term is None and not _vocab.is_array(g)
+    # one pass (numba on NumPy arrays; on CuPy time-major data with many environments): GAE's
+    # kernel without values, lam = 1
+    one = _vocab.gae_kernel(r) if simple and d.shape == r.shape else None
+    out = None if one is None else one(r, None, d, g, 1.0, boot, axis, tiles=False)
+    if out is not None:
+        return labels.wrap(out)
     ew = _vocab.fused(r)
-    if ew is not None and d is not None and term is None and not _vocab.is_array(g):
-        # time-major, many environments: GAE's kernel without values (lam = 1); else one pass reads
-        # the dones as they are (bool: a byte each) and writes the coefficient, then the scan
-        one = _vocab.gae_kernel(r) if d.shape == r.shape else None
-        out = None if one is None else one(r, None, d, g, 1.0, boot, axis, tiles=False)
-        if out is not None:
-            return labels.wrap(out)
+    if ew is not None and simple:
+        # one pass reads the dones as they are (bool: a byte each) and writes the coefficient
         return labels.wrap(_reverse_scan(xp, ew.not_done(d, g, dt), r, boot, axis, dt))
     d = _as_float(xp, d, dt)
     # a = gamma * (1 - d): the loop's factor, computed as the loop computes it
@@ -254,15 +256,16 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
         arrays[k] for k in ("rewards", "values", "dones", "terminated", "next_values", "gamma", "lam",
                             "bootstrap", "dtype"))
     labels = arrays["labels"]
+    simple = (nv is None and d is not None and term is None and not _vocab.is_array(g) and not _vocab.is_array(lm)
+              and v.shape == r.shape == d.shape)
+    # one pass: numba's loop on NumPy arrays, CuPy's kernel on time-major data
+    one = _vocab.gae_kernel(r) if simple else None
+    adv = None if one is None else one(r, v, d, g, lm, boot, axis)
+    if adv is not None:
+        return labels.wrap(adv)
     ew = _vocab.fused(r)
-    if ew is not None and nv is None and d is not None and term is None and not _vocab.is_array(g) and \
-            not _vocab.is_array(lm) and v.shape == r.shape == d.shape:
-        # time-major: one kernel; else delta and the coefficient in one pass (r, v, dones read
-        # once), then the scan over delta itself
-        one = _vocab.gae_kernel(r)
-        adv = None if one is None else one(r, v, d, g, lm, boot, axis)
-        if adv is not None:
-            return labels.wrap(adv)
+    if ew is not None and simple:
+        # delta and the coefficient in one pass (r, v, dones read once), then the scan over delta
         delta, a = ew.gae_terms(r, v, d, g, lm, boot, axis)
         return labels.wrap(linear_recurrence(a, delta, axis=axis, reverse=True, out=delta))
     d = _as_float(xp, d, dt)

@@ -415,7 +415,7 @@ def test_import_compiles_nothing():
         x = np.ones((4, 50))
         for a, b in [(x, x), (0.5, x.T.copy().T), (x[:, :1], x[::-1]), (np.float32(0.5), x[:, ::2])]:
             scanarray.linear_recurrence(a, b, backend="numba")
-        f = k._COMPILED["sequential_rows", np.dtype("float64"), False]  # small: the serial variant
+        f = k._COMPILED["sequential_rows", np.dtype("float64"), False, None]  # small: the serial variant
         assert len(f.signatures) == 1, f.signatures
         assert type(f._cache).__name__ != "NullCache"  # cache=True
         """

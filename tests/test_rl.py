@@ -105,6 +105,57 @@ def test_gae_hypothesis(T, n, gamma, lam, seed):
                        loop_returns(r, gamma, d, boot, term, nv))
 
 
+@exact
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # (the loop's inf - inf)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_numba_one_pass(rng, dtype, monkeypatch):
+    # NumPy arrays where numba is installed: one compiled pass backwards through time
+    # (numba_backend.gae): time-major blocks of lanes, rows (batch-major, 3-D, strided), every
+    # flags dtype, the bootstrap absent, per lane or broadcast, non-finite rewards; float64 to the
+    # loop's bit, float32 to its rounding
+    from scanarray.backends import numba_backend
+
+    took = []
+    kernel = numba_backend.gae
+    monkeypatch.setattr(numba_backend, "gae", lambda *a, **k: took.append(kernel(*a, **k)) or took[-1])
+    T, n = 700, 300
+    r, v, d, _, _, boot = episode_data(rng, T, n, p_done=0.02)
+    r[100, 3], r[400, 7], r[5, 9] = np.inf, np.nan, -np.inf
+    r32, v32, b32 = (z.astype(dtype) for z in (r, v, boot))
+    rf, vf, bf = (z.astype(np.float64) for z in (r32, v32, b32))
+
+    def check(got, ref):
+        assert got.dtype == dtype and got.shape == ref.shape
+        assert took.pop() is not None
+        if dtype == "float64":
+            assert_array_equal(got, ref)
+            return
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(ref))
+        ok = np.isfinite(ref)
+        np.testing.assert_allclose(got[ok], ref[ok], rtol=1e-4, atol=1e-4 * np.abs(ref[ok]).max())
+
+    for flags in (bool, np.int8, np.float32, np.float64):
+        df = d.astype(flags)
+        for b in (None, b32):
+            bb = None if b is None else b.astype(np.float64)
+            check(gae(r32, v32, df, 0.99, 0.95, b), loop_gae(rf, vf, d, 0.99, 0.95, bb))
+            check(discounted_returns(r32, 0.99, df, b), loop_returns(rf, 0.99, d, bb))
+    # rows: batch-major, time on axis 1
+    check(gae(np.ascontiguousarray(r32.T), np.ascontiguousarray(v32.T), np.ascontiguousarray(d.T), 0.9, 0.8, b32,
+              axis=1), loop_gae(rf, vf, d, 0.9, 0.8, bf).T)
+    check(discounted_returns(np.ascontiguousarray(r32.T), 0.9, np.ascontiguousarray(d.T), b32, axis=1),
+          loop_returns(rf, 0.9, d, bf).T)
+    # 3-D with strided lanes (every other environment), the bootstrap broadcast along the first
+    big = np.stack([r32, r32], axis=2).reshape(T, 10, 60)[:, :, ::2]
+    vb = np.stack([v32, v32], axis=2).reshape(T, 10, 60)[:, :, ::2]
+    db = np.stack([d, d], axis=2).reshape(T, 10, 60)[:, :, ::2]
+    check(gae(big, vb, db, 0.9, 0.8, b32[:30]),
+          loop_gae(big.astype(np.float64), vb.astype(np.float64), db, 0.9, 0.8,
+                   np.broadcast_to(b32[:30].astype(np.float64), (10, 30))))
+    # one series
+    check(discounted_returns(r32[:, 0], 0.97, d[:, 0], b32[0]), loop_returns(rf[:, :1], 0.97, d[:, :1], bf[:1])[:, 0])
+
+
 def test_tiny_example_by_hand():
     r = np.array([1.0, 2.0, 3.0])
     d = np.array([0, 1, 0])

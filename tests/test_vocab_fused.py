@@ -92,6 +92,8 @@ def dev(request, monkeypatch):
     # the NaN-free statistics' composed passes (the fused ones under test), not numba's loop, which
     # takes small NumPy data and the variance's where its lanes fill the threads
     monkeypatch.setattr(_vocab, "ewm_loop_first", lambda x, axis, stat: False)
+    # (and numba's one-pass GAE, which takes NumPy data: tests/test_rl.py tests it)
+    monkeypatch.setattr(_vocab, "gae_kernel", lambda x: None)
     return Device("model", np, model, calls)
 
 

@@ -55,16 +55,19 @@ def _kernel(spec, **opts):
     return register
 
 
-def _signature(spec, dt):
+def _signature(spec, dt, flags=None):
     """The numba argument types of ``spec`` for accumulation dtype ``dt``.
 
     ``rK`` / ``wK``: a read-only / writable ``K``-d array of ``dt``, any layout; ``t1``: a
-    read-only 1-d array of ``dt``'s real type; ``i``: int64; ``b``: bool; ``s``: a scalar of ``dt``.
+    read-only 1-d array of ``dt``'s real type; ``f2``: a read-only 2-d array of ``flags``;
+    ``i``: int64; ``b``: bool; ``s``: a scalar of ``dt``.
     """
     d, real = from_dtype(dt), from_dtype(np.empty(0, dt).real.dtype)
     out = []
     for code in spec.split():
-        if code == "i":
+        if code == "f2":
+            out.append(types.Array(from_dtype(np.dtype(flags)), 2, "A", readonly=True))
+        elif code == "i":
             out.append(types.int64)
         elif code == "b":
             out.append(types.boolean)
@@ -77,8 +80,9 @@ def _signature(spec, dt):
     return tuple(out)
 
 
-def compiled(name, dt, parallel=True):
-    """Kernel ``name`` compiled (or loaded from the cache) for accumulation dtype ``dt``.
+def compiled(name, dt, parallel=True, flags=None):
+    """Kernel ``name`` compiled (or loaded from the cache) for accumulation dtype ``dt`` (and the
+    dtype ``flags`` of its ``f2`` argument, if it has one).
 
     One variant per dtype: arrays of any layout and writeability convert to its argument types
     (a C-ordered array is an any-layout array; a writable one may be read only). With
@@ -88,7 +92,7 @@ def compiled(name, dt, parallel=True):
     process on the machine, so that processes starting together compile each variant once and
     the others load it from the cache, and no two processes write the cache's index at once.
     """
-    key = (name, dt, parallel)
+    key = (name, dt, parallel, flags)
     fn = _COMPILED.get(key)
     if fn is None:
         with _LOCK, _file_lock():
@@ -98,7 +102,7 @@ def compiled(name, dt, parallel=True):
                 if opts.get("parallel", False) and not parallel:
                     py = _serial_twin(py)
                 opts = dict(opts, parallel=parallel and opts.get("parallel", False))
-                fn = _COMPILED[key] = njit([_signature(spec, dt)], **_OPTS, **opts)(py)
+                fn = _COMPILED[key] = njit([_signature(spec, dt, flags)], **_OPTS, **opts)(py)
     return fn
 
 
@@ -1006,3 +1010,51 @@ def ewm_var_blocks(x, out, lb, g, nw, ignore_na, adjust, minp, bias, tiny):
                 orow[j] = y
                 last[j] = y
                 stuck[j] = v != v and st[2, j] == D0 and st[3, j] == S0 and st[4, j] == S20 and st[5, j] == Wo0
+
+
+# --------------------------------------------------------------------------- GAE and discounted returns
+
+
+@_kernel("r2 r2 f2 w2 r1 s s b", parallel=True)
+def gae_rows(r, v, d, out, boot, g, gl, has_v):
+    """GAE's advantages along each lane of ``(L, T)`` views, backwards in one pass: the loop of
+    CleanRL and Stable-Baselines3 (``scanarray.rl.gae``), its operations in its order, so the
+    results are its own to the bit. ``boot`` (one per lane) is the value after the last step,
+    ``gl = gamma * lam``; without values (``has_v`` false: ``v`` is not read) and with ``gl =
+    gamma`` these are the discounted returns, bootstrapped by ``boot``."""
+    L, T = out.shape
+    one = np.ones(1, out.dtype)[0]
+    zero = one - one
+    for l in prange(L):
+        rl, vl, dl, ol = r[l], v[l], d[l], out[l]
+        nv = boot[l]  # the value after step t
+        last = zero
+        for t in range(T - 1, -1, -1):
+            nt = one - dl[t]
+            vt = vl[t] if has_v else zero
+            last = (((g * nv) * nt + rl[t]) - vt) + (gl * nt) * last
+            ol[t] = last
+            nv = vt
+
+
+@_kernel("r2 r2 f2 w2 r1 i s s b", parallel=True)
+def gae_blocks(r, v, d, out, boot, lb, g, gl, has_v):
+    """:func:`gae_rows` on time-major ``(T, L)`` views: blocks of ``lb`` lanes stepped together
+    backwards through time, each step one contiguous run of every array."""
+    T, L = out.shape
+    one = np.ones(1, out.dtype)[0]
+    zero = one - one
+    for k in prange((L + lb - 1) // lb):
+        l0 = k * lb
+        n = min(L, l0 + lb) - l0
+        nv = boot[l0:l0 + n].copy()
+        last = np.zeros(n, out.dtype)
+        for t in range(T - 1, -1, -1):
+            rt, vt, dt_, ot = r[t, l0:l0 + n], v[t, l0:l0 + n], d[t, l0:l0 + n], out[t, l0:l0 + n]
+            for j in range(n):
+                nt = one - dt_[j]
+                x = vt[j] if has_v else zero
+                a = (((g * nv[j]) * nt + rt[j]) - x) + (gl * nt) * last[j]
+                last[j] = a
+                ot[j] = a
+                nv[j] = x

@@ -549,6 +549,45 @@ def _fault_in(out, serial, kernel, *args):
         helper.join()
 
 
+# --------------------------------------------------------------------------- GAE and discounted returns
+
+
+def gae(r, v, d, gamma, lam, boot, axis, **_):
+    """GAE's advantages (``scanarray.rl.gae``) of NumPy arrays ``r``, ``v`` (float32/float64, one
+    shape and dtype) with flags ``d`` of that shape, in one pass backwards through time
+    (``_numba_kernels.gae_rows`` / ``gae_blocks``): the loop's operations in its order. ``v``
+    None: no values, the discounted returns when ``lam`` is 1. ``boot``: None or an array
+    broadcastable to the lanes. A new array laid out as the kernel wrote it, or None where the
+    dtypes are not these."""
+    dt = r.dtype
+    if dt.name not in ("float32", "float64") or r.size == 0 or r.ndim < 1:
+        return None
+    if d.dtype != dt and d.dtype != np.bool_:  # (flags of other dtypes: as the loop reads them)
+        d = d.astype(dt)
+    T = r.shape[axis]
+    lanes = r.shape[:axis] + r.shape[axis + 1:]
+    b = np.zeros(lanes, dt) if boot is None else np.broadcast_to(np.asarray(boot, dt), lanes)
+    b = np.ascontiguousarray(b).reshape(-1)
+    has_v = v is not None
+    t = dt.type
+    args = (t(gamma), t(gamma * lam), has_v)
+    k = _k()
+    if lanes_contiguous(np.moveaxis(r, axis, -1)):  # time-major: blocks of lanes step together
+        r2, v2, d2 = (np.moveaxis(z, axis, 0).reshape(T, -1) for z in (r, v if has_v else r, d))
+        out = np.empty((T,) + lanes, dt)
+        o2 = out.reshape(T, -1)
+        lb = _lane_block(o2.T)
+        par = _parallel(-(-o2.shape[1] // lb), r.size)
+        _fault_in(out, not par, k.compiled("gae_blocks", dt, par, d.dtype), r2, v2, d2, o2, b, lb, *args)
+        return np.moveaxis(out, 0, axis)
+    r2, v2, d2 = (np.moveaxis(z, axis, -1).reshape(-1, T) for z in (r, v if has_v else r, d))
+    out = np.empty(lanes + (T,), dt)
+    o2 = out.reshape(-1, T)
+    par = _parallel(o2.shape[0], r.size)
+    _fault_in(out, not par, k.compiled("gae_rows", dt, par, d.dtype), r2, v2, d2, o2, b, *args)
+    return np.moveaxis(out, -1, axis)
+
+
 # --------------------------------------------------------------------------- exponentially weighted mean
 
 
