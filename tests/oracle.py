@@ -136,8 +136,10 @@ def assert_matches(h, ref, g, tol, what=""):
     # extended-precision reference stays finite. A finite result is still checked.
     try:
         limit = np.finfo(h.dtype).max
+        # (a result is rounded to its dtype: no closer than half its smallest subnormal step)
+        floor = max(0.5 * float(np.finfo(h.dtype).smallest_subnormal), float(np.finfo(np.float64).tiny))
     except (TypeError, ValueError):
-        limit = np.inf
+        limit, floor = np.inf, float(np.finfo(np.float64).tiny)
     may_overflow = (g > limit) & ~np.isfinite(hw)
     ref_nan = np.isnan(ref)
     bad_nan = (np.isnan(hw) != ref_nan) & ~(may_overflow & ~ref_nan)
@@ -148,7 +150,7 @@ def assert_matches(h, ref, g, tol, what=""):
     finite = np.isfinite(ref) & ~may_overflow
     with np.errstate(all="ignore"):
         err = np.abs(hw[finite] - ref[finite])
-        allowed = tol * g[finite] + np.finfo(np.float64).tiny
+        allowed = tol * g[finite] + floor
     bad = ~(err <= allowed)
     if bad.any():
         i = np.argmax(np.where(bad, err / np.maximum(allowed, 1e-300), 0))
