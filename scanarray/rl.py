@@ -128,10 +128,13 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
                                                       "gamma", "bootstrap", "dtype"))
     labels = arrays["labels"]
     simple = d is not None and term is None and not _vocab.is_array(g)
-    # one pass (numba on NumPy arrays; on CuPy time-major data with many environments): GAE's
-    # kernel without values, lam = 1
-    one = _vocab.gae_kernel(r) if simple and d.shape == r.shape else None
-    out = None if one is None else one(r, None, d, g, 1.0, boot, axis, tiles=False)
+    # one pass (numba on NumPy arrays, truncations included; on CuPy time-major data with many
+    # environments): GAE's kernel without values, lam = 1
+    one = None
+    if d is not None and not _vocab.is_array(g) and all(x.shape == r.shape for x in (d, term, nv) if x is not None):
+        one = _vocab.gae_kernel(r)
+    out = None if one is None else one(r, None, d, g, 1.0, boot, axis, tiles=False, terminated=term,
+                                       next_values=None if term is None else nv)
     if out is not None:
         return labels.wrap(out)
     ew = _vocab.fused(r)
@@ -258,9 +261,12 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
     labels = arrays["labels"]
     simple = (nv is None and d is not None and term is None and not _vocab.is_array(g) and not _vocab.is_array(lm)
               and v.shape == r.shape == d.shape)
-    # one pass: numba's loop on NumPy arrays, CuPy's kernel on time-major data
-    one = _vocab.gae_kernel(r) if simple else None
-    adv = None if one is None else one(r, v, d, g, lm, boot, axis)
+    # one pass: numba's loop on NumPy arrays (truncations included), CuPy's kernel on time-major data
+    one = None
+    if d is not None and not _vocab.is_array(g) and not _vocab.is_array(lm) and \
+            all(x.shape == r.shape for x in (v, d, term, nv) if x is not None):
+        one = _vocab.gae_kernel(r)
+    adv = None if one is None else one(r, v, d, g, lm, boot, axis, terminated=term, next_values=nv)
     if adv is not None:
         return labels.wrap(adv)
     ew = _vocab.fused(r)

@@ -119,7 +119,7 @@ def test_numba_one_pass(rng, dtype, monkeypatch):
     kernel = numba_backend.gae
     monkeypatch.setattr(numba_backend, "gae", lambda *a, **k: took.append(kernel(*a, **k)) or took[-1])
     T, n = 700, 300
-    r, v, d, _, _, boot = episode_data(rng, T, n, p_done=0.02)
+    r, v, d, term, nvals, boot = episode_data(rng, T, n, p_done=0.02)
     r[100, 3], r[400, 7], r[5, 9] = np.inf, np.nan, -np.inf
     r32, v32, b32 = (z.astype(dtype) for z in (r, v, boot))
     rf, vf, bf = (z.astype(np.float64) for z in (r32, v32, b32))
@@ -140,6 +140,17 @@ def test_numba_one_pass(rng, dtype, monkeypatch):
             bb = None if b is None else b.astype(np.float64)
             check(gae(r32, v32, df, 0.99, 0.95, b), loop_gae(rf, vf, d, 0.99, 0.95, bb))
             check(discounted_returns(r32, 0.99, df, b), loop_returns(rf, 0.99, d, bb))
+    # truncations (Gymnasium's terminated and the values of the final observations)
+    n32 = nvals.astype(dtype)
+    nf = n32.astype(np.float64)
+    for flags in (bool, dtype):
+        check(gae(r32, v32, d.astype(flags), 0.99, 0.95, terminated=term, next_values=n32),
+              loop_gae(rf, vf, d, 0.99, 0.95, None, term, nf))
+        check(discounted_returns(r32, 0.99, d.astype(flags), b32, terminated=term, next_values=n32),
+              loop_returns(rf, 0.99, d, bf, term, nf))
+    check(gae(np.ascontiguousarray(r32.T), np.ascontiguousarray(v32.T), np.ascontiguousarray(d.T), 0.9, 0.8,
+              terminated=np.ascontiguousarray(term.T), next_values=np.ascontiguousarray(n32.T), axis=1),
+          loop_gae(rf, vf, d, 0.9, 0.8, None, term, nf).T)
     # rows: batch-major, time on axis 1
     check(gae(np.ascontiguousarray(r32.T), np.ascontiguousarray(v32.T), np.ascontiguousarray(d.T), 0.9, 0.8, b32,
               axis=1), loop_gae(rf, vf, d, 0.9, 0.8, bf).T)

@@ -1015,46 +1015,62 @@ def ewm_var_blocks(x, out, lb, g, nw, ignore_na, adjust, minp, bias, tiny):
 # --------------------------------------------------------------------------- GAE and discounted returns
 
 
-@_kernel("r2 r2 f2 w2 r1 s s b", parallel=True)
-def gae_rows(r, v, d, out, boot, g, gl, has_v):
+@njit(**_OPTS)
+def _gae_step(r, vt, d, nvt, term, nv, last, g, gl, has_v, has_nv, has_term, one):
+    """One step of :func:`gae_rows`: ``(advantage, value after the step before)``, the loop's
+    operations in its order. ``nv``: the value after this step (``v[t+1]``, or the bootstrap).
+    GAE (``has_v``): the TD residual bootstraps from ``next_values[t]`` (``nvt``, ``has_nv``) and,
+    with ``terminated``, wherever the step did not terminate. Returns (no values, ``gl = gamma``):
+    the reward, plus ``gamma`` times the next value at truncated steps (done, not terminated)."""
+    nt = one - d
+    x = vt if has_v else one - one
+    if has_v:
+        nxt = nvt if has_nv else nv
+        b = (g * nxt) * ((one - term) if has_term else nt) + r
+    elif has_term:
+        b = (g * nv) * nt + (r + (g * (d * (one - term))) * nvt)
+    else:
+        b = (g * nv) * nt + r
+    return (b - x) + (gl * nt) * last, x
+
+
+@_kernel("r2 r2 f2 r2 f2 w2 r1 s s b b b", parallel=True)
+def gae_rows(r, v, d, nvals, term, out, boot, g, gl, has_v, has_nv, has_term):
     """GAE's advantages along each lane of ``(L, T)`` views, backwards in one pass: the loop of
     CleanRL and Stable-Baselines3 (``scanarray.rl.gae``), its operations in its order, so the
-    results are its own to the bit. ``boot`` (one per lane) is the value after the last step,
-    ``gl = gamma * lam``; without values (``has_v`` false: ``v`` is not read) and with ``gl =
-    gamma`` these are the discounted returns, bootstrapped by ``boot``."""
+    results are its own to the bit (:func:`_gae_step`). ``boot`` (one per lane) is the value
+    after the last step, ``gl = gamma * lam``; ``nvals``, ``term``: ``next_values`` and
+    ``terminated`` where ``has_nv``, ``has_term`` (else not read). Without values (``has_v``
+    false: ``v`` is not read) and with ``gl = gamma`` these are the discounted returns,
+    bootstrapped by ``boot``."""
     L, T = out.shape
     one = np.ones(1, out.dtype)[0]
-    zero = one - one
     for l in prange(L):
-        rl, vl, dl, ol = r[l], v[l], d[l], out[l]
+        rl, vl, dl, nl, tl, ol = r[l], v[l], d[l], nvals[l], term[l], out[l]
         nv = boot[l]  # the value after step t
-        last = zero
+        last = one - one
         for t in range(T - 1, -1, -1):
-            nt = one - dl[t]
-            vt = vl[t] if has_v else zero
-            last = (((g * nv) * nt + rl[t]) - vt) + (gl * nt) * last
+            last, nv = _gae_step(rl[t], vl[t], dl[t], nl[t], tl[t], nv, last, g, gl, has_v, has_nv, has_term, one)
             ol[t] = last
-            nv = vt
 
 
-@_kernel("r2 r2 f2 w2 r1 i s s b", parallel=True)
-def gae_blocks(r, v, d, out, boot, lb, g, gl, has_v):
+@_kernel("r2 r2 f2 r2 f2 w2 r1 i s s b b b", parallel=True)
+def gae_blocks(r, v, d, nvals, term, out, boot, lb, g, gl, has_v, has_nv, has_term):
     """:func:`gae_rows` on time-major ``(T, L)`` views: blocks of ``lb`` lanes stepped together
     backwards through time, each step one contiguous run of every array."""
     T, L = out.shape
     one = np.ones(1, out.dtype)[0]
-    zero = one - one
     for k in prange((L + lb - 1) // lb):
         l0 = k * lb
         n = min(L, l0 + lb) - l0
         nv = boot[l0:l0 + n].copy()
         last = np.zeros(n, out.dtype)
         for t in range(T - 1, -1, -1):
-            rt, vt, dt_, ot = r[t, l0:l0 + n], v[t, l0:l0 + n], d[t, l0:l0 + n], out[t, l0:l0 + n]
+            rt, vt, dt_, nt_, tt, ot = (r[t, l0:l0 + n], v[t, l0:l0 + n], d[t, l0:l0 + n], nvals[t, l0:l0 + n],
+                                        term[t, l0:l0 + n], out[t, l0:l0 + n])
             for j in range(n):
-                nt = one - dt_[j]
-                x = vt[j] if has_v else zero
-                a = (((g * nv[j]) * nt + rt[j]) - x) + (gl * nt) * last[j]
+                a, x = _gae_step(rt[j], vt[j], dt_[j], nt_[j], tt[j], nv[j], last[j], g, gl, has_v, has_nv, has_term,
+                                 one)
                 last[j] = a
                 ot[j] = a
                 nv[j] = x

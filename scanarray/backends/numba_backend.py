@@ -552,39 +552,41 @@ def _fault_in(out, serial, kernel, *args):
 # --------------------------------------------------------------------------- GAE and discounted returns
 
 
-def gae(r, v, d, gamma, lam, boot, axis, **_):
+def gae(r, v, d, gamma, lam, boot, axis, *, terminated=None, next_values=None, **_):
     """GAE's advantages (``scanarray.rl.gae``) of NumPy arrays ``r``, ``v`` (float32/float64, one
     shape and dtype) with flags ``d`` of that shape, in one pass backwards through time
     (``_numba_kernels.gae_rows`` / ``gae_blocks``): the loop's operations in its order. ``v``
     None: no values, the discounted returns when ``lam`` is 1. ``boot``: None or an array
-    broadcastable to the lanes. A new array laid out as the kernel wrote it, or None where the
-    dtypes are not these."""
+    broadcastable to the lanes; ``terminated``, ``next_values``: None or arrays of ``r``'s shape
+    and dtype, as the loops read them. A new array laid out as the kernel wrote it, or None where
+    the dtypes are not these."""
     dt = r.dtype
     if dt.name not in ("float32", "float64") or r.size == 0 or r.ndim < 1:
         return None
-    if d.dtype != dt and d.dtype != np.bool_:  # (flags of other dtypes: as the loop reads them)
-        d = d.astype(dt)
+    if d.dtype != dt and (d.dtype != np.bool_ or terminated is not None):
+        d = d.astype(dt)  # (flags of other dtypes, or beside terminated: as the loop reads them)
     T = r.shape[axis]
     lanes = r.shape[:axis] + r.shape[axis + 1:]
     b = np.zeros(lanes, dt) if boot is None else np.broadcast_to(np.asarray(boot, dt), lanes)
     b = np.ascontiguousarray(b).reshape(-1)
-    has_v = v is not None
+    arrays = (r, r if v is None else v, d, r if next_values is None else next_values, d if terminated is None else
+              terminated)
     t = dt.type
-    args = (t(gamma), t(gamma * lam), has_v)
+    args = (t(gamma), t(gamma * lam), v is not None, next_values is not None, terminated is not None)
     k = _k()
     if lanes_contiguous(np.moveaxis(r, axis, -1)):  # time-major: blocks of lanes step together
-        r2, v2, d2 = (np.moveaxis(z, axis, 0).reshape(T, -1) for z in (r, v if has_v else r, d))
+        views = [np.moveaxis(z, axis, 0).reshape(T, -1) for z in arrays]
         out = np.empty((T,) + lanes, dt)
         o2 = out.reshape(T, -1)
         lb = _lane_block(o2.T)
         par = _parallel(-(-o2.shape[1] // lb), r.size)
-        _fault_in(out, not par, k.compiled("gae_blocks", dt, par, d.dtype), r2, v2, d2, o2, b, lb, *args)
+        _fault_in(out, not par, k.compiled("gae_blocks", dt, par, d.dtype), *views, o2, b, lb, *args)
         return np.moveaxis(out, 0, axis)
-    r2, v2, d2 = (np.moveaxis(z, axis, -1).reshape(-1, T) for z in (r, v if has_v else r, d))
+    views = [np.moveaxis(z, axis, -1).reshape(-1, T) for z in arrays]
     out = np.empty(lanes + (T,), dt)
     o2 = out.reshape(-1, T)
     par = _parallel(o2.shape[0], r.size)
-    _fault_in(out, not par, k.compiled("gae_rows", dt, par, d.dtype), r2, v2, d2, o2, b, *args)
+    _fault_in(out, not par, k.compiled("gae_rows", dt, par, d.dtype), *views, o2, b, *args)
     return np.moveaxis(out, -1, axis)
 
 

@@ -58,7 +58,7 @@ def instantiations(dtype=None, tuning=TUNING):
 _plans: dict = {}
 
 
-def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING, tiles=True):
+def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING, tiles=True, terminated=None, next_values=None):
     """GAE's advantages in one kernel, or None where it does not take the arrays.
 
     ``r``, ``v``: float32/float64 CuPy arrays of one shape and dtype (``v`` None: no values, the
@@ -70,12 +70,14 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING, tiles=True):
     ``tuning["gae_lanes_max_steps"]`` steps (each lane's tiles chain along time: a long chain is
     slower than the two passes), the latter only with ``tiles`` (the discounted returns' two passes
     move fewer bytes than GAE's, and measured faster than the tiles); returns a new array of
-    ``r``'s shape.
+    ``r``'s shape. ``terminated``, ``next_values``: taken by numba's loop only (here: None).
     """
     import cupy
 
     from .scan import _workspace
 
+    if terminated is not None or next_values is not None:
+        return None
     item = r.dtype.itemsize
     key = (r.shape, r.strides, r.dtype, None if v is None else (v.shape, v.strides, v.dtype), d.shape, d.strides,
            d.dtype, boot is not None, axis, gamma, lam, tiles,
