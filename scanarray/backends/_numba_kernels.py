@@ -1015,7 +1015,7 @@ def ewm_var_blocks(x, out, lb, g, nw, ignore_na, adjust, minp, bias, tiny):
 # --------------------------------------------------------------------------- GAE and discounted returns
 
 
-@njit(**_OPTS)
+@njit(**_OPTS, inline="always")
 def _gae_step(r, vt, d, nvt, term, nv, last, g, gl, has_v, has_nv, has_term, one):
     """One step of :func:`gae_rows`: ``(advantage, value after the step before)``, the loop's
     operations in its order. ``nv``: the value after this step (``v[t+1]``, or the bootstrap).
@@ -1024,14 +1024,11 @@ def _gae_step(r, vt, d, nvt, term, nv, last, g, gl, has_v, has_nv, has_term, one
     the reward, plus ``gamma`` times the next value at truncated steps (done, not terminated)."""
     nt = one - d
     x = vt if has_v else one - one
-    if has_v:
-        nxt = nvt if has_nv else nv
-        b = (g * nxt) * ((one - term) if has_term else nt) + r
-    elif has_term:
-        b = (g * nv) * nt + (r + (g * (d * (one - term))) * nvt)
-    else:
-        b = (g * nv) * nt + r
-    return (b - x) + (gl * nt) * last, x
+    # (selects on the call's flags, not branches: the blocks' loop over lanes stays vectorised)
+    nxt = nvt if has_v and has_nv else nv
+    boots = one - term if has_v and has_term else nt
+    rr = r + (g * (d * (one - term))) * nvt if has_term and not has_v else r
+    return ((g * nxt) * boots + rr - x) + (gl * nt) * last, x
 
 
 @_kernel("r2 r2 f2 r2 f2 w2 r1 s s b b b", parallel=True)
@@ -1049,9 +1046,17 @@ def gae_rows(r, v, d, nvals, term, out, boot, g, gl, has_v, has_nv, has_term):
         rl, vl, dl, nl, tl, ol = r[l], v[l], d[l], nvals[l], term[l], out[l]
         nv = boot[l]  # the value after step t
         last = one - one
-        for t in range(T - 1, -1, -1):
-            last, nv = _gae_step(rl[t], vl[t], dl[t], nl[t], tl[t], nv, last, g, gl, has_v, has_nv, has_term, one)
-            ol[t] = last
+        if has_nv or has_term:
+            for t in range(T - 1, -1, -1):
+                last, nv = _gae_step(rl[t], vl[t], dl[t], nl[t], tl[t], nv, last, g, gl, has_v, has_nv, has_term, one)
+                ol[t] = last
+        else:  # (_gae_step without truncations, written out: the chain a step is the loop's latency)
+            for t in range(T - 1, -1, -1):
+                nt = one - dl[t]
+                x = vl[t] if has_v else one - one
+                last = (((g * nv) * nt + rl[t]) - x) + (gl * nt) * last
+                ol[t] = last
+                nv = x
 
 
 @_kernel("r2 r2 f2 r2 f2 w2 r1 i s s b b b", parallel=True)
@@ -1068,9 +1073,14 @@ def gae_blocks(r, v, d, nvals, term, out, boot, lb, g, gl, has_v, has_nv, has_te
         for t in range(T - 1, -1, -1):
             rt, vt, dt_, nt_, tt, ot = (r[t, l0:l0 + n], v[t, l0:l0 + n], d[t, l0:l0 + n], nvals[t, l0:l0 + n],
                                         term[t, l0:l0 + n], out[t, l0:l0 + n])
-            for j in range(n):
-                a, x = _gae_step(rt[j], vt[j], dt_[j], nt_[j], tt[j], nv[j], last[j], g, gl, has_v, has_nv, has_term,
-                                 one)
-                last[j] = a
-                ot[j] = a
-                nv[j] = x
+            if has_nv or has_term:
+                for j in range(n):
+                    a, x = _gae_step(rt[j], vt[j], dt_[j], nt_[j], tt[j], nv[j], last[j], g, gl, has_v, has_nv,
+                                     has_term, one)
+                    last[j], ot[j], nv[j] = a, a, x
+            else:  # (_gae_step without truncations, written out: the loop over lanes vectorises)
+                for j in range(n):
+                    nt = one - dt_[j]
+                    x = vt[j] if has_v else one - one
+                    a = (((g * nv[j]) * nt + rt[j]) - x) + (gl * nt) * last[j]
+                    last[j], ot[j], nv[j] = a, a, x
