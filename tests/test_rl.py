@@ -365,6 +365,16 @@ def test_cupy_one_pass_kernel(rng, dtype, walk, monkeypatch):
     got = gae(cp.asarray(r, dtype=dtype), cp.asarray(v, dtype=dtype), cp.asarray(d), 0.99, 0.95)
     check(got, loop_gae(r32, v32, d, 0.99, 0.95), kernel_took=walk)
     monkeypatch.setitem(TUNING, "gae_lanes_max_steps", {4: 3000, 8: 3000})
+    # a repeated signature whose arrays sit at other alignments takes its own launch plan: flags
+    # 4 bytes off (vectors of 4 lanes still aligned), then rewards 4 bytes off (vectors not)
+    rbig, vbig = (cp.zeros((T, n + 4), dtype=dtype) for _ in range(2))
+    dbig = cp.zeros((T, n + 4), dtype=bool)
+    for off_r, off_d in ((0, 4), (1, 0)):
+        rbig[:, off_r:off_r + n] = cp.asarray(r32, dtype=dtype)
+        vbig[:, :n] = cp.asarray(v32, dtype=dtype)
+        dbig[:, off_d:off_d + n] = cp.asarray(d)
+        got = gae(rbig[:, off_r:off_r + n], vbig[:, :n], dbig[:, off_d:off_d + n], 0.99, 0.95)
+        check(got, loop_gae(r32, v32, d, 0.99, 0.95), kernel_took=True)
     # 3-D, lanes strided (every other environment of a larger buffer), a bootstrap broadcast
     big = cp.asarray(np.stack([r, r], axis=2).reshape(T, 8, 34), dtype=dtype)[:, :, ::2]
     vb = cp.asarray(np.stack([v, v], axis=2).reshape(T, 8, 34), dtype=dtype)[:, :, ::2]

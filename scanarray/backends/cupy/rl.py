@@ -53,7 +53,7 @@ def instantiations(dtype=None, tuning=TUNING):
     return list(dict.fromkeys(n for d in ((dtype,) if dtype else _REAL) for n in _names(d, tuning).values()))
 
 
-# plans by call signature (shapes, strides, dtypes, alignment, parameters and the tuning entries read):
+# plans by call signature (shapes, strides, dtypes, each array's alignment, parameters and the tuning entries read):
 # a repeated call only allocates its result and launches
 _plans: dict = {}
 
@@ -81,7 +81,7 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING, tiles=True, terminated=N
     item = r.dtype.itemsize
     key = (r.shape, r.strides, r.dtype, None if v is None else (v.shape, v.strides, v.dtype), d.shape, d.strides,
            d.dtype, boot is not None, axis, gamma, lam, tiles,
-           (r.data.ptr | d.data.ptr | (0 if v is None else v.data.ptr)) % 16 == 0,
+           r.data.ptr % 16, d.data.ptr % 16, 0 if v is None else v.data.ptr % 16,  # (each array's: the vector path)
            *(tuning[k].get(item) for k in ("gae_walk_min_lanes", "gae_lanes_max_steps", "gae_walk", "gae_lanes",
                                             "gae_lanes_vec")))
     plan = _plans.get(key, False)
