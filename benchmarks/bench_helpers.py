@@ -494,6 +494,25 @@ def gpu_gae_shapes(repeat, sync):
                      "fused pass + scan": returns_two_passes, "copy": lambda: cp.copyto(dst2, src2)}
             paired(f"gpu returns {T}x{N} {np.dtype(dt).name} axis 0", impls, repeat, sync, nbytes=nbytes,
                    queued=gpu_queued)
+            if T == 2048:  # truncations (terminated, next_values): against the passes rl.gae composes without the kernel
+                nv = rng.standard_normal((T, N), dtype=dt)
+                term = (d & (rng.random((T, N)) < 0.5)).astype(dt)
+                nbytes = 5 * r.nbytes + d.nbytes
+
+                def composed(r=r, v=v, d=d, nv=nv, term=term):
+                    delta = r + 0.99 * nv * (1.0 - term) - v
+                    a = 0.99 * 0.95 * (1.0 - d.astype(r.dtype))
+                    return scanarray.linear_recurrence(a, delta, axis=0, reverse=True, out=delta)
+
+                impls = {"scanarray": lambda r=r, v=v, d=d, nv=nv, term=term: rl.gae(
+                             r, v, d, 0.99, 0.95, terminated=term, next_values=nv),
+                         "composed passes": composed}
+                src3 = cp.empty(nbytes // 2, dtype=cp.uint8)
+                dst3 = cp.empty_like(src3)
+                impls["copy"] = lambda: cp.copyto(dst3, src3)
+                paired(f"gpu gae truncations {T}x{N} {np.dtype(dt).name} axis 0", impls, repeat, sync,
+                       nbytes=nbytes, queued=gpu_queued)
+                del nv, term, src3, dst3
             del r, v, d, src, dst, src2, dst2
 
 

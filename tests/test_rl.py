@@ -383,6 +383,19 @@ def test_cupy_one_pass_kernel(rng, dtype, walk, monkeypatch):
     ref = loop_gae(big.get().astype(np.float64), vb.get().astype(np.float64), db.get(), 0.9, 0.8,
                    np.broadcast_to(boot[:17].astype(dtype), (8, 17)))
     check(got, ref)
+    # truncations (terminated and next_values): the walk takes them, the tiles leave them to the
+    # composed path; GAE with next_values alone, and with terminated too; the returns
+    _, _, _, term, nv, _ = episode_data(rng, T, n, p_done=0.01)
+    term &= d
+    n32 = nv.astype(dtype).astype(np.float64)
+    dev = {k: cp.asarray(z, dtype=dtype) for k, z in (("r", r), ("v", v), ("term", term), ("nv", nv))}
+    for t in (None, term):
+        got = gae(dev["r"], dev["v"], cp.asarray(d), 0.99, 0.95, next_values=dev["nv"],
+                  terminated=None if t is None else dev["term"])
+        check(got, loop_gae(r32, v32, d, 0.99, 0.95, terminated=t, next_values=n32), kernel_took=walk)
+    got = discounted_returns(dev["r"], 0.99, cp.asarray(d), cp.asarray(boot, dtype=dtype), terminated=dev["term"],
+                             next_values=dev["nv"])
+    check(got, loop_returns(r32, 0.99, d, boot.astype(dtype), terminated=term, next_values=n32), kernel_took=walk)
     # non-finite rewards: inf and NaN where the loop has them (a lane replays its tile exactly)
     rn = r32.copy()
     rn[2000, 3], rn[1500, 40], rn[10, 5], rn[2500, 6], rn[2500, 7] = np.inf, np.nan, -np.inf, np.inf, np.inf

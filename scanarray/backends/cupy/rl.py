@@ -37,7 +37,8 @@ def _kernels(dtype, lanes, lanes_vec, walk):
     for f, fc in _FLAGS.items():
         for kind, (nw, items, q, minb) in (("lanes", lanes), ("lanes_vec", lanes_vec)):
             out[(f, kind)] = f"scanarray::rl::gae_lanes<{ct}, {fc}, {ct}, {nw}, {items}, {q}, {minb}>"
-        out[(f, "walk")] = f"scanarray::rl::gae_walk<{ct}, {fc}, {ct}, {walk[1]}>"
+        for trunc in (False, True):
+            out[(f, ("walk", trunc))] = f"scanarray::rl::gae_walk<{ct}, {fc}, {ct}, {walk[1]}, {str(trunc).lower()}>"
     return out
 
 
@@ -70,23 +71,23 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING, tiles=True, terminated=N
     ``tuning["gae_lanes_max_steps"]`` steps (each lane's tiles chain along time: a long chain is
     slower than the two passes), the latter only with ``tiles`` (the discounted returns' two passes
     move fewer bytes than GAE's, and measured faster than the tiles); returns a new array of
-    ``r``'s shape. ``terminated``, ``next_values``: taken by numba's loop only (here: None).
+    ``r``'s shape. ``terminated``, ``next_values``: None, or arrays of ``r``'s shape and dtype
+    (Gymnasium's truncations, as :func:`scanarray.rl.gae` takes them), by the walk only.
     """
     import cupy
 
     from .scan import _workspace
 
-    if terminated is not None or next_values is not None:
-        return None
     item = r.dtype.itemsize
+    trunc = tuple(None if z is None else (z.shape, z.strides, z.dtype) for z in (next_values, terminated))
     key = (r.shape, r.strides, r.dtype, None if v is None else (v.shape, v.strides, v.dtype), d.shape, d.strides,
-           d.dtype, boot is not None, axis, gamma, lam, tiles,
+           d.dtype, boot is not None, axis, gamma, lam, tiles, trunc,
            r.data.ptr % 16, d.data.ptr % 16, 0 if v is None else v.data.ptr % 16,  # (each array's: the vector path)
            *(tuning[k].get(item) for k in ("gae_walk_min_lanes", "gae_lanes_max_steps", "gae_walk", "gae_lanes",
                                             "gae_lanes_vec")))
     plan = _plans.get(key, False)
     if plan is False:
-        plan = _plan(r, v, d, gamma, lam, boot is not None, axis, tuning, tiles)
+        plan = _plan(r, v, d, gamma, lam, boot is not None, axis, tuning, tiles, next_values, terminated)
         if len(_plans) >= 256:
             _plans.clear()
         _plans[key] = plan
@@ -99,28 +100,34 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING, tiles=True, terminated=N
         b = boot
         if not (isinstance(b, cupy.ndarray) and b.dtype == r.dtype and b.shape == lanes and b.flags.c_contiguous):
             b = cupy.ascontiguousarray(cupy.broadcast_to(cupy.asarray(boot, dtype=r.dtype), lanes))
-    args = (r.data.ptr, r.data.ptr if v is None else v.data.ptr, d.data.ptr, b.data.ptr, y.data.ptr) + tail
-    if ws_need is None:
-        _common.launch(cupy, fn, grid, threads, args)
+    args = (r.data.ptr, r.data.ptr if v is None else v.data.ptr, d.data.ptr, b.data.ptr, y.data.ptr)
+    if ws_need is None:  # the walk
+        nv, tm = (r if z is None else z for z in (next_values, terminated))
+        _common.launch(cupy, fn, grid, threads, args + (nv.data.ptr, tm.data.ptr) + tail)
         return y
+    args += tail
     ws = _workspace(cupy, *ws_need)
     with ws.launching():
         _common.launch(cupy, fn, grid, threads, args + (ws.ptr, np.uint32(ws.epoch)))
     return y
 
 
-def _plan(r, v, d, gamma, lam, has_boot, axis, tuning, tiles):
-    """``(kernel, grid, threads, lanes shape, arguments after the five pointers, workspace (record
-    bytes, records) or None)`` of :func:`gae`'s call, or None where it does not take the arrays."""
+def _plan(r, v, d, gamma, lam, has_boot, axis, tuning, tiles, nv, tm):
+    """``(kernel, grid, threads, lanes shape, arguments after the pointers, workspace (record
+    bytes, records) or None: the walk)`` of :func:`gae`'s call, or None where it does not take the
+    arrays."""
     import cupy
 
     if r.dtype.name not in _REAL or d.dtype.name not in _FLAGS or r.ndim < 2:
         return None
+    trunc = nv is not None or tm is not None
+    if any(z is not None and (z.dtype != r.dtype or z.shape != r.shape) for z in (nv, tm)):
+        return None
     T = r.shape[axis]
     has_v = v is not None
-    rm, vm, dm = (cupy.moveaxis(z, axis, -1) for z in (r, v if has_v else r, d))
+    rm, vm, dm, nm, tmm = (cupy.moveaxis(r if z is None else z, axis, -1) for z in (r, v, d, nv, tm))
     ym = cupy.moveaxis(cupy.empty_like(r), axis, -1)  # (the layout of every call's result)
-    strides = [element_strides(z) for z in (rm, vm, dm, ym)]
+    strides = [element_strides(z) for z in (rm, vm, dm, ym, nm, tmm)]
     lanes, ls = merge_axes(list(rm.shape[:-1]), [s[:-1] for s in strides], drop_ones=True)
     item = r.dtype.itemsize
     time_major = len(lanes) == 1 and abs(ls[0][0]) < abs(strides[0][-1])
@@ -128,10 +135,10 @@ def _plan(r, v, d, gamma, lam, has_boot, axis, tuning, tiles):
         return None
     L = lanes[0]
     walk = L >= tuning["gae_walk_min_lanes"][item]
-    if not walk and (not tiles or T > tuning["gae_lanes_max_steps"][item]):
+    if not walk and (trunc or not tiles or T > tuning["gae_lanes_max_steps"][item]):
         return None
     if walk:
-        kind = "walk"
+        kind = ("walk", trunc)
     else:  # the tiles: a thread's lanes as one vector access where contiguous in every array, and aligned
         q = tuning["gae_lanes_vec"][item][2]
         vec = (L % q == 0 and all(z[0] == 1 for z in ls) and all(s[-1] % q == 0 for s in strides)
@@ -140,16 +147,18 @@ def _plan(r, v, d, gamma, lam, has_boot, axis, tuning, tiles):
     names = _names(r.dtype, tuning)
     fn = _common.get_function("rl.cu", names[(d.dtype.name, kind)], group=tuple(dict.fromkeys(names.values())))
     C = np.float32 if item == 4 else np.float64
-    (lr, lv, ld, ly), (tr, tv, td, ty) = (z[0] for z in ls), (s[-1] for s in strides)
+    (lr, lv, ld, ly, ln, lm), (tr, tv, td, ty, tn, tmt) = (z[0] for z in ls), (s[-1] for s in strides)
     tail = (np.int64(T), np.int64(L), np.int64(lr), np.int64(tr), np.int64(lv), np.int64(tv), np.int64(ld),
-            np.int64(td), np.int64(1 if has_boot else 0), np.int64(ly), np.int64(ty), np.int32(has_boot),
-            np.int32(has_v))
+            np.int64(td), np.int64(1 if has_boot else 0), np.int64(ly), np.int64(ty))
+    flags = (np.int32(has_boot), np.int32(has_v))
     if walk:
         threads = tuning["gae_walk"][item][0]
-        return fn, -(-L // threads), threads, rm.shape[:-1], tail + (C(gamma), C(gamma * lam)), None
+        tail += (np.int64(ln), np.int64(tn), np.int64(lm), np.int64(tmt)) + flags + (
+            np.int32(nv is not None), np.int32(tm is not None), C(gamma), C(gamma * lam))
+        return fn, -(-L // threads), threads, rm.shape[:-1], tail, None
     nw, items, q, _ = tuning[f"gae_{kind}"][item]
     kt = -(-T // (nw * items))
     groups = -(-L // (32 * q))
     # TileStatus<Pair<C>, true>::BYTES (cuda/lookback.cuh): twice the pair
-    return (fn, groups * kt, nw * 32, rm.shape[:-1], tail + (np.int32(kt), C(gamma), C(gamma * lam)),
+    return (fn, groups * kt, nw * 32, rm.shape[:-1], tail + flags + (np.int32(kt), C(gamma), C(gamma * lam)),
             (4 * item, groups * kt * 32 * q))

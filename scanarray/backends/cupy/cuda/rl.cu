@@ -181,14 +181,19 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 // steps' loads issued before they are used. Each step's loads are coalesced across the warp's
 // lanes, nothing waits on another block, and the steps are the loop's own (inf and NaN included).
 // For many lanes (rollouts of many environments), where the threads alone fill the device.
-template <class TS, class TD, class C, int ITEMS>
-__global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, TS* y, i64 T, i64 L, i64 lr, i64 tr,
-                         i64 lv, i64 tv, i64 ld, i64 td, i64 lb, i64 ly, i64 ty, int has_boot, int has_v, C g, C gl) {
+// TRUNC: Gymnasium's truncations, numba's _gae_step (backends/_numba_kernels.py): with values, the
+// residual bootstraps from next_values (nv, has_nv) and, with terminated (tm, has_term), wherever
+// the step did not terminate; without values (the returns) a truncated step adds gamma * nv[t].
+template <class TS, class TD, class C, int ITEMS, bool TRUNC>
+__global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, TS* y, const TS* nv, const TS* tm,
+                         i64 T, i64 L, i64 lr, i64 tr, i64 lv, i64 tv, i64 ld, i64 td, i64 lb, i64 ly, i64 ty,
+                         i64 ln, i64 tn, i64 lm, i64 tmt, int has_boot, int has_v, int has_nv, int has_term, C g,
+                         C gl) {
   const i64 c = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= L) return;
   C h = C(0), vn = has_boot ? To<C>::f(boot[c * lb]) : C(0);  // the advantage and value after the step
   for (i64 t1 = T; t1 > 0; t1 -= ITEMS) {  // steps t1 - 1 down to t1 - ITEMS
-    TS rr[ITEMS], vv[ITEMS];
+    TS rr[ITEMS], vv[ITEMS], nn[TRUNC ? ITEMS : 1], mm[TRUNC ? ITEMS : 1];
     TD dd[ITEMS];
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
@@ -197,14 +202,28 @@ __global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, 
         rr[i] = r[c * lr + t * tr];
         vv[i] = has_v ? v[c * lv + t * tv] : TS(0);
         dd[i] = d[c * ld + t * td];
+        if constexpr (TRUNC) {
+          nn[i] = has_nv ? nv[c * ln + t * tn] : TS(0);
+          mm[i] = has_term ? tm[c * lm + t * tmt] : TS(0);
+        }
       }
     }
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
       const i64 t = t1 - 1 - i;
       if (t < 0) break;
-      const C nt = C(1) - static_cast<C>(dd[i]), vt = To<C>::f(vv[i]);
-      h = fmadd(nt * gl, h, (g * vn) * nt + To<C>::f(rr[i]) - vt);
+      const C dt = static_cast<C>(dd[i]), nt = C(1) - dt, vt = To<C>::f(vv[i]);
+      C nxt = vn, boots = nt, rt = To<C>::f(rr[i]);
+      if constexpr (TRUNC) {
+        const C nvt = To<C>::f(nn[i]), mt = To<C>::f(mm[i]);
+        if (has_v) {
+          if (has_nv) nxt = nvt;
+          if (has_term) boots = C(1) - mt;
+        } else if (has_term) {
+          rt = fmadd(g * (dt * (C(1) - mt)), nvt, rt);
+        }
+      }
+      h = fmadd(nt * gl, h, (g * nxt) * boots + rt - vt);
       vn = vt;
       y[c * ly + t * ty] = conv_out(h, (TS*)nullptr);
     }
