@@ -496,11 +496,11 @@ def gpu_gae_shapes(repeat, sync):
                    queued=gpu_queued)
             if T == 2048:  # truncations (terminated, next_values): against the passes rl.gae composes without the kernel
                 nv = rng.standard_normal((T, N), dtype=dt)
-                term = (d & (rng.random((T, N)) < 0.5)).astype(dt)
-                nbytes = 5 * r.nbytes + d.nbytes
+                term = d & (rng.random((T, N)) < 0.5)  # (flags, as Gymnasium gives them)
+                nbytes = 4 * r.nbytes + 2 * d.nbytes
 
                 def composed(r=r, v=v, d=d, nv=nv, term=term):
-                    delta = r + 0.99 * nv * (1.0 - term) - v
+                    delta = r + 0.99 * nv * (1.0 - term.astype(r.dtype)) - v
                     a = 0.99 * 0.95 * (1.0 - d.astype(r.dtype))
                     return scanarray.linear_recurrence(a, delta, axis=0, reverse=True, out=delta)
 

@@ -70,7 +70,7 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
         Inputs of different array libraries, complex or non-numeric dtypes, a non-real `gamma`.
     ValueError
         `gamma` outside [0, 1], shapes that do not broadcast, `terminated` without
-        `next_values`.
+        `next_values` or without `dones`.
 
     See Also
     --------
@@ -145,7 +145,7 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
     # a = gamma * (1 - d): the loop's factor, computed as the loop computes it
     b = r
     if term is not None:
-        trunc = d * (1.0 - term)  # 1 where the episode was cut, not ended
+        trunc = d * (1.0 - _as_float(xp, term, dt))  # 1 where the episode was cut, not ended
         b = r + g * trunc * nv
     if d is None:
         a = g
@@ -203,7 +203,7 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
         Inputs of different array libraries, complex or non-numeric dtypes, non-real scalars.
     ValueError
         `gamma` or `lam` outside [0, 1], shapes that do not broadcast, `terminated` without
-        `next_values`, both `bootstrap_value` and `next_values`.
+        `next_values` or without `dones`, both `bootstrap_value` and `next_values`.
 
     See Also
     --------
@@ -285,7 +285,7 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
         delta = r + g * nv - v
     else:
         nonterminal = 1.0 - d
-        bootstraps = nonterminal if term is None else 1.0 - term
+        bootstraps = nonterminal if term is None else 1.0 - _as_float(xp, term, dt)
         # the loop's expressions, in its order (bitwise equality on NumPy float64)
         delta = r + g * nv * bootstraps - v
         a = g * lm * nonterminal
@@ -361,6 +361,8 @@ def _prepare(fname, args, axis):
             "terminated= needs next_values=: a truncated step (done but not terminated) bootstraps from "
             "the value of the observation it led to, which values[t+1] (the reset observation) is not"
         )
+    if args.get("terminated") is not None and args.get("dones") is None:
+        raise ValueError("terminated= needs dones=: it says which of the episode ends in dones were terminal")
     if args.get("next_values") is not None and args.get("bootstrap") is not None and "values" in args:
         raise ValueError("pass bootstrap_value or next_values, not both: next_values[T-1] is the bootstrap value")
 
@@ -386,10 +388,10 @@ def _prepare(fname, args, axis):
     for k in ("rewards", "values", "next_values"):
         x = conv.get(k)
         out[k] = None if x is None else (x if x.dtype == dt else xp.astype(x, dt))
-    # dones as given: the caller converts them (_as_float) unless a fused pass reads them as they are
+    # dones and terminated as given: the caller converts them (_as_float) unless a one-pass kernel or
+    # a fused pass reads them as they are
     out["dones"] = conv.get("dones")
-    x = conv.get("terminated")
-    out["terminated"] = None if x is None else xp.astype(x, dt)
+    out["terminated"] = conv.get("terminated")
     if out["rewards"].shape != shape:
         out["rewards"] = xp.broadcast_to(out["rewards"], shape)
     boot = conv.get("bootstrap")

@@ -263,6 +263,10 @@ def test_errors():
         discounted_returns(np.ones((3, 2)), 0.9, np.ones((4, 2)))
     with pytest.raises(ValueError, match="needs next_values"):
         gae(np.ones(3), np.ones(3), np.zeros(3), 0.9, 0.9, terminated=np.zeros(3))
+    with pytest.raises(ValueError, match="terminated= needs dones="):
+        discounted_returns(np.ones(3), 0.9, None, terminated=np.zeros(3, bool), next_values=np.ones(3))
+    with pytest.raises(ValueError, match="terminated= needs dones="):
+        gae(np.ones(3), np.ones(3), None, 0.9, 0.9, terminated=np.zeros(3, bool), next_values=np.ones(3))
     with pytest.raises(ValueError, match="not both"):
         gae(np.ones(3), np.ones(3), np.zeros(3), 0.9, 0.9, np.array(1.0), next_values=np.ones(3))
     with pytest.raises(ValueError, match="bootstrap value with shape"):
@@ -388,14 +392,15 @@ def test_cupy_one_pass_kernel(rng, dtype, walk, monkeypatch):
     _, _, _, term, nv, _ = episode_data(rng, T, n, p_done=0.01)
     term &= d
     n32 = nv.astype(dtype).astype(np.float64)
-    dev = {k: cp.asarray(z, dtype=dtype) for k, z in (("r", r), ("v", v), ("term", term), ("nv", nv))}
+    dev = {k: cp.asarray(z, dtype=dtype) for k, z in (("r", r), ("v", v), ("nv", nv))}
     for t in (None, term):
         got = gae(dev["r"], dev["v"], cp.asarray(d), 0.99, 0.95, next_values=dev["nv"],
-                  terminated=None if t is None else dev["term"])
+                  terminated=None if t is None else cp.asarray(t))
         check(got, loop_gae(r32, v32, d, 0.99, 0.95, terminated=t, next_values=n32), kernel_took=walk)
-    got = discounted_returns(dev["r"], 0.99, cp.asarray(d), cp.asarray(boot, dtype=dtype), terminated=dev["term"],
-                             next_values=dev["nv"])
-    check(got, loop_returns(r32, 0.99, d, boot.astype(dtype), terminated=term, next_values=n32), kernel_took=walk)
+    for tflags, dflags in ((bool, bool), (dtype, bool), (np.uint8, np.uint8)):  # (flags of two dtypes: converted)
+        got = discounted_returns(dev["r"], 0.99, cp.asarray(d.astype(dflags)), cp.asarray(boot, dtype=dtype),
+                                 terminated=cp.asarray(term.astype(tflags)), next_values=dev["nv"])
+        check(got, loop_returns(r32, 0.99, d, boot.astype(dtype), terminated=term, next_values=n32), kernel_took=walk)
     # non-finite rewards: inf and NaN where the loop has them (a lane replays its tile exactly)
     rn = r32.copy()
     rn[2000, 3], rn[1500, 40], rn[10, 5], rn[2500, 6], rn[2500, 7] = np.inf, np.nan, -np.inf, np.inf, np.inf

@@ -557,14 +557,16 @@ def gae(r, v, d, gamma, lam, boot, axis, *, terminated=None, next_values=None, *
     shape and dtype) with flags ``d`` of that shape, in one pass backwards through time
     (``_numba_kernels.gae_rows`` / ``gae_blocks``): the loop's operations in its order. ``v``
     None: no values, the discounted returns when ``lam`` is 1. ``boot``: None or an array
-    broadcastable to the lanes; ``terminated``, ``next_values``: None or arrays of ``r``'s shape
-    and dtype, as the loops read them. A new array laid out as the kernel wrote it, or None where
+    broadcastable to the lanes; ``terminated`` (flags of any dtype), ``next_values``: None or
+    arrays of ``r``'s shape (``next_values`` of its dtype). A new array laid out as the kernel wrote it, or None where
     the dtypes are not these."""
     dt = r.dtype
     if dt.name not in ("float32", "float64") or r.size == 0 or r.ndim < 1:
         return None
     if d.dtype != dt and (d.dtype != np.bool_ or terminated is not None):
         d = d.astype(dt)  # (flags of other dtypes, or beside terminated: as the loop reads them)
+    if terminated is not None and terminated.dtype != dt:
+        terminated = terminated.astype(dt)
     T = r.shape[axis]
     lanes = r.shape[:axis] + r.shape[axis + 1:]
     b = np.zeros(lanes, dt) if boot is None else np.broadcast_to(np.asarray(boot, dt), lanes)

@@ -71,13 +71,16 @@ def gae(r, v, d, gamma, lam, boot, axis, tuning=TUNING, tiles=True, terminated=N
     ``tuning["gae_lanes_max_steps"]`` steps (each lane's tiles chain along time: a long chain is
     slower than the two passes), the latter only with ``tiles`` (the discounted returns' two passes
     move fewer bytes than GAE's, and measured faster than the tiles); returns a new array of
-    ``r``'s shape. ``terminated``, ``next_values``: None, or arrays of ``r``'s shape and dtype
-    (Gymnasium's truncations, as :func:`scanarray.rl.gae` takes them), by the walk only.
+    ``r``'s shape. ``terminated``, ``next_values``: None, or arrays of ``r``'s shape (flags as
+    ``d``; ``next_values`` of ``r``'s dtype): Gymnasium's truncations, as :func:`scanarray.rl.gae`
+    takes them, by the walk only.
     """
     import cupy
 
     from .scan import _workspace
 
+    if terminated is not None and terminated.dtype != d.dtype:  # (both flags in one dtype: the data's)
+        d, terminated = d.astype(r.dtype), terminated.astype(r.dtype)
     item = r.dtype.itemsize
     trunc = tuple(None if z is None else (z.shape, z.strides, z.dtype) for z in (next_values, terminated))
     key = (r.shape, r.strides, r.dtype, None if v is None else (v.shape, v.strides, v.dtype), d.shape, d.strides,
@@ -121,7 +124,7 @@ def _plan(r, v, d, gamma, lam, has_boot, axis, tuning, tiles, nv, tm):
     if r.dtype.name not in _REAL or d.dtype.name not in _FLAGS or r.ndim < 2:
         return None
     trunc = nv is not None or tm is not None
-    if any(z is not None and (z.dtype != r.dtype or z.shape != r.shape) for z in (nv, tm)):
+    if (nv is not None and (nv.dtype != r.dtype or nv.shape != r.shape)) or (tm is not None and tm.shape != r.shape):
         return None
     T = r.shape[axis]
     has_v = v is not None

@@ -184,8 +184,9 @@ __global__ void __launch_bounds__(NW * 32, MINB)
 // TRUNC: Gymnasium's truncations, numba's _gae_step (backends/_numba_kernels.py): with values, the
 // residual bootstraps from next_values (nv, has_nv) and, with terminated (tm, has_term), wherever
 // the step did not terminate; without values (the returns) a truncated step adds gamma * nv[t].
+// terminated (tm) is read as flags, of the dones' type.
 template <class TS, class TD, class C, int ITEMS, bool TRUNC>
-__global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, TS* y, const TS* nv, const TS* tm,
+__global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, TS* y, const TS* nv, const TD* tm,
                          i64 T, i64 L, i64 lr, i64 tr, i64 lv, i64 tv, i64 ld, i64 td, i64 lb, i64 ly, i64 ty,
                          i64 ln, i64 tn, i64 lm, i64 tmt, int has_boot, int has_v, int has_nv, int has_term, C g,
                          C gl) {
@@ -193,8 +194,8 @@ __global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, 
   if (c >= L) return;
   C h = C(0), vn = has_boot ? To<C>::f(boot[c * lb]) : C(0);  // the advantage and value after the step
   for (i64 t1 = T; t1 > 0; t1 -= ITEMS) {  // steps t1 - 1 down to t1 - ITEMS
-    TS rr[ITEMS], vv[ITEMS], nn[TRUNC ? ITEMS : 1], mm[TRUNC ? ITEMS : 1];
-    TD dd[ITEMS];
+    TS rr[ITEMS], vv[ITEMS], nn[TRUNC ? ITEMS : 1];
+    TD dd[ITEMS], mm[TRUNC ? ITEMS : 1];
 #pragma unroll
     for (int i = 0; i < ITEMS; ++i) {
       const i64 t = t1 - 1 - i;
@@ -204,7 +205,7 @@ __global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, 
         dd[i] = d[c * ld + t * td];
         if constexpr (TRUNC) {
           nn[i] = has_nv ? nv[c * ln + t * tn] : TS(0);
-          mm[i] = has_term ? tm[c * lm + t * tmt] : TS(0);
+          mm[i] = has_term ? tm[c * lm + t * tmt] : TD(0);
         }
       }
     }
@@ -215,7 +216,7 @@ __global__ void gae_walk(const TS* r, const TS* v, const TD* d, const TS* boot, 
       const C dt = static_cast<C>(dd[i]), nt = C(1) - dt, vt = To<C>::f(vv[i]);
       C nxt = vn, boots = nt, rt = To<C>::f(rr[i]);
       if constexpr (TRUNC) {
-        const C nvt = To<C>::f(nn[i]), mt = To<C>::f(mm[i]);
+        const C nvt = To<C>::f(nn[i]), mt = static_cast<C>(mm[i]);
         if (has_v) {
           if (has_nv) nxt = nvt;
           if (has_term) boots = C(1) - mt;
