@@ -494,7 +494,8 @@ def gpu_gae_shapes(repeat, sync):
                      "fused pass + scan": returns_two_passes, "copy": lambda: cp.copyto(dst2, src2)}
             paired(f"gpu returns {T}x{N} {np.dtype(dt).name} axis 0", impls, repeat, sync, nbytes=nbytes,
                    queued=gpu_queued)
-            if T == 2048:  # truncations (terminated, next_values): against the passes rl.gae composes without the kernel
+            if T in (2048, 32768):  # truncations (terminated, next_values): against rl.gae's composed passes before
+                # the kernel (many environments: the walk) and the fused pass (fewer: the terms in one pass, then the scan)
                 nv = rng.standard_normal((T, N), dtype=dt)
                 term = d & (rng.random((T, N)) < 0.5)  # (flags, as Gymnasium gives them)
                 nbytes = 4 * r.nbytes + 2 * d.nbytes

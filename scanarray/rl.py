@@ -141,6 +141,10 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
     if ew is not None and simple:
         # one pass reads the dones as they are (bool: a byte each) and writes the coefficient
         return labels.wrap(_reverse_scan(xp, ew.not_done(d, g, dt), r, boot, axis, dt))
+    if ew is not None and term is not None and not _vocab.is_array(g) and \
+            all(x.shape == r.shape for x in (d, term, nv)):  # truncations: the terms in one pass
+        b, a = ew.truncation_terms(r, None, d, nv, term, g, 1.0)
+        return labels.wrap(_reverse_scan(xp, a, b, boot, axis, dt))
     d = _as_float(xp, d, dt)
     # a = gamma * (1 - d): the loop's factor, computed as the loop computes it
     b = r
@@ -273,6 +277,11 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
     if ew is not None and simple:
         # delta and the coefficient in one pass (r, v, dones read once), then the scan over delta
         delta, a = ew.gae_terms(r, v, d, g, lm, boot, axis)
+        return labels.wrap(linear_recurrence(a, delta, axis=axis, reverse=True, out=delta))
+    if ew is not None and nv is not None and d is not None and not _vocab.is_array(g) and \
+            not _vocab.is_array(lm) and all(x.shape == r.shape for x in (v, d, term, nv) if x is not None):
+        # truncations: delta and the coefficient in one pass, then the scan over delta
+        delta, a = ew.truncation_terms(r, v, d, nv, term, g, lm)
         return labels.wrap(linear_recurrence(a, delta, axis=axis, reverse=True, out=delta))
     d = _as_float(xp, d, dt)
     if nv is None and d is not None and term is None and _fast(d, g, lm) and v.shape == r.shape == d.shape:

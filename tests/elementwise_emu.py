@@ -66,6 +66,20 @@ def gae_terms(r, v, d, gamma, lam, boot, axis):
     return delta.reshape(r.shape), (nt * gl).reshape(r.shape)
 
 
+def truncation_terms(r, v, d, nv, term, gamma, lam):
+    R = r.dtype
+    g, gl = R.type(gamma), R.type(float(gamma) * float(lam))
+    rf, nf = _flat(r), _flat(nv)
+    df = _flat(d).astype(R)
+    tf = np.zeros_like(rf) if term is None else _flat(term).astype(R)
+    nt = R.type(1) - df
+    if v is None:
+        b = rf + (g * (df * (R.type(1) - tf))) * nf
+    else:
+        b = (g * nf) * (nt if term is None else R.type(1) - tf) + rf - _flat(v)
+    return b.reshape(r.shape), (nt * gl).reshape(r.shape)
+
+
 def not_done(d, gamma, dtype):
     R = np.dtype(dtype)
     return (R.type(1) - np.asarray(d).astype(R)) * R.type(gamma)

@@ -23,7 +23,7 @@ signal = pytest.importorskip("scipy.signal")
 from test_ewm import assert_pandas  # noqa: E402  (the pandas oracle and its tolerance)
 from test_rl import loop_gae, loop_returns  # noqa: E402  (the RL libraries' loops)
 
-KERNELS = ("fir", "gae_terms", "not_done", "weighted_square")
+KERNELS = ("fir", "gae_terms", "not_done", "truncation_terms", "weighted_square")
 
 
 class Device:
@@ -229,6 +229,35 @@ def test_gae_and_returns(dev, rng, T, axis, mem, dones_dtype, with_boot, dtype):
     close(back(ret), ref_ret, RTOL[dtype] * 10, "discounted_returns")
     # (time-major CuPy data: GAE's one kernel instead of its fused pass)
     assert dev.calls["gae_terms"] + dev.calls["gae_kernel"] == 1 and dev.calls["not_done"] == 1
+
+
+@pytest.mark.parametrize("axis,mem", [(0, "C"), (0, "strided"), (1, "C"), (1, "F")])
+@pytest.mark.parametrize("flags", [bool, np.float64, np.uint8])
+@pytest.mark.parametrize("with_term", [False, True])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_truncations(dev, rng, axis, mem, flags, with_term, dtype):
+    # Gymnasium's truncations (terminated and next_values): the terms in one pass, then the scan
+    T, n = 65, 6
+    r, v, nv = (rng.standard_normal((T, n)) for _ in range(3))
+    d = rng.random((T, n)) < 0.2
+    term = d & (rng.random((T, n)) < 0.5)
+    t_ref = term if with_term else None
+
+    def put(z, dt):  # time along `axis`
+        z = z.astype(dt)
+        return dev.layout(z if axis == 0 else z.T, mem)
+
+    rd, vd, nd, dd = put(r, dtype), put(v, dtype), put(nv, dtype), put(d, flags)
+    td = put(term, flags) if with_term else None
+    adv = rl.gae(rd, vd, dd, 0.99, 0.95, terminated=td, next_values=nd, axis=axis)
+    back = (lambda y: dev.get(y)) if axis == 0 else (lambda y: dev.get(y).T)
+    close(back(adv), loop_gae(r, v, d, 0.99, 0.95, terminated=t_ref, next_values=nv), RTOL[dtype] * 10, "gae")
+    calls = 1
+    if with_term:
+        ret = rl.discounted_returns(rd, 0.9, dd, terminated=td, next_values=nd, axis=axis)
+        close(back(ret), loop_returns(r, 0.9, d, terminated=term, next_values=nv), RTOL[dtype] * 10, "returns")
+        calls = 2
+    assert adv.dtype == dtype and dev.calls["truncation_terms"] + dev.calls["gae_kernel"] == calls
 
 
 # --------------------------------------------------------------------------- EWM

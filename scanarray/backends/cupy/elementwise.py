@@ -20,7 +20,7 @@ import functools
 
 import numpy as np
 
-__all__ = ["fir", "gae_terms", "not_done", "weighted_square"]
+__all__ = ["fir", "gae_terms", "not_done", "truncation_terms", "weighted_square"]
 
 # Element j of an array of shape (outer, n_t, inner) (C order) is at (out_, t, in_), found by two
 # divisions. Where the size allows, each is a multiply-high and a shift by constants the host
@@ -167,6 +167,34 @@ _GAE = (
     """,
 )
 
+# The terms of the scan with Gymnasium's truncations, the loop's expressions in its order
+# (rl.py): with values, delta = ((gamma * nv) * bootstraps + r) - v, where bootstraps is
+# 1 - terminated (or 1 - d without terminated); without (the returns), r + (gamma * (d * (1 -
+# terminated))) * nv; a = (1 - d) * (gamma * lam). Flags read in their own dtypes.
+_TRUNCATIONS = (
+    "truncation_terms",
+    "raw R r, raw R v, raw D d, raw R nv, raw E tm, float64 g_, float64 gl_, bool has_v, bool has_term, int64 n",
+    "raw R b, raw R a",
+    _HEAD + f"""
+    const R g = g_, gl = gl_;
+    R rr[{ILP}], vv[{ILP}], nn[{ILP}], dd[{ILP}], tt[{ILP}];
+    {_EACH} {{{_AT}
+        rr[k_] = r[j];
+        vv[k_] = has_v ? v[j] : R(0);
+        nn[k_] = nv[j];
+        dd[k_] = (R)d[j];
+        tt[k_] = has_term ? (R)tm[j] : R(0);
+    }}
+    {_EACH} {{
+        if (!ok[k_]) continue;
+        const R nt = R(1) - dd[k_];
+        b[at[k_]] = has_v ? (g * nn[k_]) * (has_term ? R(1) - tt[k_] : nt) + rr[k_] - vv[k_]
+                          : rr[k_] + (g * (dd[k_] * (R(1) - tt[k_]))) * nn[k_];
+        a[at[k_]] = nt * gl;
+    }}
+    """,
+)
+
 # (1 - d) * gamma: rl.py's order; d read in its own dtype (bool: one byte an element)
 _NOT_DONE = (
     "not_done",
@@ -262,6 +290,22 @@ def gae_terms(r, v, d, gamma, lam, boot, axis):
         _launch(_kernel(*_GAE), (r, v, d, b, float(gamma), float(gamma) * float(lam), boot is not None,
                                  *_where(r, axis)), (delta, a))
     return delta, a
+
+
+def truncation_terms(r, v, d, nv, term, gamma, lam):
+    """The reverse scan's ``(b, a)`` with Gymnasium's truncations in one pass: GAE's ``delta``
+    (``v`` given; bootstrapping from ``nv``, except where ``term`` is set when it is given), or
+    the returns' rewards plus ``gamma * nv`` at truncated steps (``v`` None, ``term`` given); and
+    ``a = (1 - d) * gamma * lam``. Arrays of ``r``'s shape (``v``, ``nv`` of its dtype; the flags
+    ``d`` and ``term`` read as they are); ``gamma``, ``lam`` Python floats. New C-contiguous arrays."""
+    import cupy
+
+    b = cupy.empty(r.shape, dtype=r.dtype)
+    a = cupy.empty(r.shape, dtype=r.dtype)
+    if r.size:
+        _launch(_kernel(*_TRUNCATIONS), (r, r if v is None else v, d, nv, d if term is None else term, float(gamma),
+                                         float(gamma) * float(lam), v is not None, term is not None), (b, a))
+    return b, a
 
 
 def not_done(d, gamma, dtype):
