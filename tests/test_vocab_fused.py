@@ -253,9 +253,12 @@ def test_truncations(dev, rng, axis, mem, flags, with_term, dtype):
     back = (lambda y: dev.get(y)) if axis == 0 else (lambda y: dev.get(y).T)
     close(back(adv), loop_gae(r, v, d, 0.99, 0.95, terminated=t_ref, next_values=nv), RTOL[dtype] * 10, "gae")
     calls = 1
-    if with_term:
-        ret = rl.discounted_returns(rd, 0.9, dd, terminated=td, next_values=nd, axis=axis)
-        close(back(ret), loop_returns(r, 0.9, d, terminated=term, next_values=nv), RTOL[dtype] * 10, "returns")
+    if with_term:  # (and a bootstrap: the scan's initial state)
+        boot = rng.standard_normal(n)
+        ret = rl.discounted_returns(rd, 0.9, dd, dev.put(boot.astype(dtype)), terminated=td, next_values=nd,
+                                    axis=axis)
+        close(back(ret), loop_returns(r, 0.9, d, boot.astype(dtype), terminated=term, next_values=nv),
+              RTOL[dtype] * 10, "returns")
         calls = 2
     assert adv.dtype == dtype and dev.calls["truncation_terms"] + dev.calls["gae_kernel"] == calls
 
