@@ -128,11 +128,12 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
                                                       "gamma", "bootstrap", "dtype"))
     labels = arrays["labels"]
     simple = d is not None and term is None and not _vocab.is_array(g)
+    # a scalar gamma and inputs of rewards' shape: the one-pass kernels and the truncations' fused pass
+    uniform = d is not None and not _vocab.is_array(g) and all(x.shape == r.shape for x in (d, term, nv)
+                                                                if x is not None)
     # one pass (numba on NumPy arrays, truncations included; on CuPy time-major data with many
     # environments): GAE's kernel without values, lam = 1
-    one = None
-    if d is not None and not _vocab.is_array(g) and all(x.shape == r.shape for x in (d, term, nv) if x is not None):
-        one = _vocab.gae_kernel(r)
+    one = _vocab.gae_kernel(r) if uniform else None
     out = None if one is None else one(r, None, d, g, 1.0, boot, axis, tiles=False, terminated=term,
                                        next_values=None if term is None else nv)
     if out is not None:
@@ -141,8 +142,7 @@ def discounted_returns(rewards, gamma, dones=None, bootstrap=None, *, terminated
     if ew is not None and simple:
         # one pass reads the dones as they are (bool: a byte each) and writes the coefficient
         return labels.wrap(_reverse_scan(xp, ew.not_done(d, g, dt), r, boot, axis, dt))
-    if ew is not None and term is not None and not _vocab.is_array(g) and \
-            all(x.shape == r.shape for x in (d, term, nv)):  # truncations: the terms in one pass
+    if ew is not None and uniform and term is not None:  # truncations: the terms in one pass
         b, a = ew.truncation_terms(r, None, d, nv, term, g, 1.0)
         return labels.wrap(_reverse_scan(xp, a, b, boot, axis, dt))
     d = _as_float(xp, d, dt)
@@ -263,23 +263,20 @@ def gae(rewards, values, dones, gamma, lam, bootstrap_value=None, *, terminated=
         arrays[k] for k in ("rewards", "values", "dones", "terminated", "next_values", "gamma", "lam",
                             "bootstrap", "dtype"))
     labels = arrays["labels"]
-    simple = (nv is None and d is not None and term is None and not _vocab.is_array(g) and not _vocab.is_array(lm)
-              and v.shape == r.shape == d.shape)
+    # scalar gamma and lam and inputs of rewards' shape: the one-pass kernels and the fused passes
+    uniform = (d is not None and not _vocab.is_array(g) and not _vocab.is_array(lm)
+               and all(x.shape == r.shape for x in (v, d, term, nv) if x is not None))
     # one pass: numba's loop on NumPy arrays (truncations included), CuPy's kernel on time-major data
-    one = None
-    if d is not None and not _vocab.is_array(g) and not _vocab.is_array(lm) and \
-            all(x.shape == r.shape for x in (v, d, term, nv) if x is not None):
-        one = _vocab.gae_kernel(r)
+    one = _vocab.gae_kernel(r) if uniform else None
     adv = None if one is None else one(r, v, d, g, lm, boot, axis, terminated=term, next_values=nv)
     if adv is not None:
         return labels.wrap(adv)
     ew = _vocab.fused(r)
-    if ew is not None and simple:
+    if ew is not None and uniform and nv is None and term is None:
         # delta and the coefficient in one pass (r, v, dones read once), then the scan over delta
         delta, a = ew.gae_terms(r, v, d, g, lm, boot, axis)
         return labels.wrap(linear_recurrence(a, delta, axis=axis, reverse=True, out=delta))
-    if ew is not None and nv is not None and d is not None and not _vocab.is_array(g) and \
-            not _vocab.is_array(lm) and all(x.shape == r.shape for x in (v, d, term, nv) if x is not None):
+    if ew is not None and uniform and nv is not None:
         # truncations: delta and the coefficient in one pass, then the scan over delta
         delta, a = ew.truncation_terms(r, v, d, nv, term, g, lm)
         return labels.wrap(linear_recurrence(a, delta, axis=axis, reverse=True, out=delta))

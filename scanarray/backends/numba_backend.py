@@ -558,8 +558,8 @@ def gae(r, v, d, gamma, lam, boot, axis, *, terminated=None, next_values=None, *
     (``_numba_kernels.gae_rows`` / ``gae_blocks``): the loop's operations in its order. ``v``
     None: no values, the discounted returns when ``lam`` is 1. ``boot``: None or an array
     broadcastable to the lanes; ``terminated`` (flags of any dtype), ``next_values``: None or
-    arrays of ``r``'s shape (``next_values`` of its dtype). A new array laid out as the kernel wrote it, or None where
-    the dtypes are not these."""
+    arrays of ``r``'s shape (``next_values`` of its dtype). A new array laid out as the kernel
+    wrote it, or None where the dtypes are not these."""
     dt = r.dtype
     if dt.name not in ("float32", "float64") or r.size == 0 or r.ndim < 1:
         return None
